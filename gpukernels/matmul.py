@@ -1,0 +1,307 @@
+"""Lesson 1 -- matrix multiplication, C = A @ B in float32, A: (M, K), B: (K, N), C: (M, N).
+
+What you will learn
+-------------------
+Each version below changes exactly one thing, and its docstring says what and why:
+
+1. ``naive``       one thread per output element, straight from global memory. Consecutive threads of a warp
+                   walk down a *column* of C, so their loads of A and stores of C are 4*K bytes apart: every
+                   lane touches its own 32-byte sector (uncoalesced).
+2. ``coalesced``   the same arithmetic with threadIdx.x mapped to the *column*: a warp now reads 32 consecutive
+                   floats of B (one 128-byte line) and all lanes read the same A element (a broadcast).
+3. ``tiled``       square TILE x TILE tiles of A and B are staged in shared memory; every element loaded from
+                   global memory is reused TILE times from shared memory, so global loads drop by TILE.
+4. ``regblock_1d`` each thread computes TM outputs of one column; a value read from shared memory is reused TM
+                   times from a register, so shared-memory traffic per FMA drops by ~TM.
+5. ``regblock_2d`` each thread computes a TM x TN block; per k step it reads TM + TN values from shared memory
+                   for TM * TN FMAs (outer product in registers).
+
+``VERSIONS`` lists them in that order (naive first, fastest last); ``optimized`` is the last one. Run
+``gpukernels bench matmul`` on a GPU for times, ``gpukernels trace matmul --version tiled`` anywhere for the
+memory traffic each version really generates.
+
+Count the work first: 2*M*N*K FLOPs, and at least 4*(M*K + K*N + M*N) bytes of DRAM traffic. At 4096^3 that is
+137 GFLOP against 201 MB, an arithmetic intensity of ~680 FLOP/byte -- far above the H200's ~14 FLOP/byte
+ridge point, so matmul is bound by arithmetic when the data is reused well, and by memory when it is not
+(the naive kernel re-reads A and B from global memory N and M times).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda, float32
+
+from ._launch import Launch, LaunchError, ceil_div, check_array, version
+
+# ----------------------------------------------------------------------------------------------------------
+# Reference and inputs
+# ----------------------------------------------------------------------------------------------------------
+
+
+def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C = A @ B accumulated in float64, returned as float32."""
+    return (np.asarray(a, np.float64) @ np.asarray(b, np.float64)).astype(np.float32)
+
+
+def make_inputs(shape, seed=None):
+    """Fresh random (A, B) for ``shape = (M, N, K)``: normal values plus a few large outliers."""
+    m, n, k = shape
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    for x in (a, b):  # spike ~1% of entries so that a wrong index cannot hide among similar values
+        if x.size:
+            idx = rng.integers(0, x.size, size=max(1, x.size // 100))
+            x.flat[idx] *= 100.0
+    return a, b
+
+
+def flops(shape) -> int:
+    m, n, k = shape
+    return 2 * m * n * k
+
+
+def min_bytes(shape) -> int:
+    """Fewest DRAM bytes: read A and B once, write C once."""
+    m, n, k = shape
+    return 4 * (m * k + k * n + m * n)
+
+
+#: Shapes (M, N, K) used by the tests, the demo, the tracer and the benchmark.
+SHAPES = {
+    "test": [(1, 1, 1), (1, 7, 1), (31, 33, 17), (33, 31, 40), (64, 48, 16), (17, 130, 9)],
+    "test_gpu": [(1, 1, 1), (1823, 781, 129), (4095, 257, 33), (513, 1025, 1000)],
+    "trace": (64, 64, 64),
+    "demo_sim": (64, 64, 64),
+    "demo_gpu": (4096, 4096, 4096),
+    "bench": [(4096, 4096, 4096), (1024, 1024, 1024), (4095, 4097, 4093)],
+}
+
+
+def _check(a, b):
+    a = check_array("a", a, 2, "(M, K)")
+    b = check_array("b", b, 2, "(K, N)")
+    if a.shape[1] != b.shape[0]:
+        raise LaunchError(
+            f"inner dimensions must match: a is (M, K) = {tuple(a.shape)} and b is (K, N) = {tuple(b.shape)}, "
+            f"so K is {a.shape[1]} for a but {b.shape[0]} for b"
+        )
+    return (a, b), {}, (a.shape[0], b.shape[1])
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 1. naive: one thread per C element, threadIdx.x -> row (uncoalesced)
+# ----------------------------------------------------------------------------------------------------------
+NAIVE_BLOCK = (32, 8)  # 32 lanes along x = one warp per row of the block
+
+
+@cuda.jit
+def naive_kernel(a, b, c):
+    # Thread (x, y) of the grid computes C[x, y]. The 32 lanes of a warp have consecutive x, i.e. consecutive
+    # *rows*: their reads a[i, k] are K floats apart and their writes c[i, j] N floats apart -> one 32-byte
+    # sector per lane. Global traffic: every C element reads a full row of A and column of B: 2*K loads,
+    # so A is read N times and B M times in total.
+    i, j = cuda.grid(2)
+    if i < c.shape[0] and j < c.shape[1]:
+        acc = float32(0.0)
+        for k in range(a.shape[1]):
+            acc += a[i, k] * b[k, j]
+        c[i, j] = acc
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 2. coalesced: threadIdx.x -> column
+# ----------------------------------------------------------------------------------------------------------
+@cuda.jit
+def coalesced_kernel(a, b, c):
+    # Same loads as naive, but lanes now differ in the column j: b[k, j..j+31] is one 128-byte line,
+    # a[i, k] is the same address for the whole warp (one broadcast), and the store c[i, j..j+31] is one line.
+    j, i = cuda.grid(2)
+    if i < c.shape[0] and j < c.shape[1]:
+        acc = float32(0.0)
+        for k in range(a.shape[1]):
+            acc += a[i, k] * b[k, j]
+        c[i, j] = acc
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 3. tiled: shared-memory tiles of A and B
+# ----------------------------------------------------------------------------------------------------------
+TILE = 16
+
+
+@cuda.jit
+def tiled_kernel(a, b, c):
+    # The block computes a TILE x TILE tile of C. For each of ceil(K / TILE) phases, its TILE*TILE threads
+    # load one TILE x TILE tile of A and one of B (one element each), then every thread does TILE FMAs from
+    # shared memory. Each loaded element is used by TILE threads, so A is read ceil(N / TILE) times in total
+    # instead of N times (and B ceil(M / TILE) times instead of M).
+    a_tile = cuda.shared.array((TILE, TILE), float32)
+    b_tile = cuda.shared.array((TILE, TILE), float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    row = cuda.blockIdx.y * TILE + ty
+    col = cuda.blockIdx.x * TILE + tx
+    m, kdim = a.shape
+    n = b.shape[1]
+    acc = float32(0.0)
+    for k0 in range(0, kdim, TILE):  # bounded by K, not by gridDim
+        # Out-of-range elements are loaded as 0 so the inner loop needs no guard (0 * x adds nothing).
+        a_tile[ty, tx] = a[row, k0 + tx] if row < m and k0 + tx < kdim else float32(0.0)
+        b_tile[ty, tx] = b[k0 + ty, col] if k0 + ty < kdim and col < n else float32(0.0)
+        # Wait until the whole tile is loaded before anyone reads it.
+        cuda.syncthreads()
+        for kk in range(TILE):
+            acc += a_tile[ty, kk] * b_tile[kk, tx]
+        # Wait until everyone is done reading before the next phase overwrites the tile.
+        cuda.syncthreads()
+    if row < m and col < n:  # the guard comes after the loop: every thread must reach both barriers
+        c[row, col] = acc
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 4. regblock_1d: each thread computes TM outputs of a column
+# ----------------------------------------------------------------------------------------------------------
+B1_BM, B1_BN, B1_BK, B1_TM = 64, 64, 8, 8
+B1_THREADS = (B1_BM // B1_TM) * B1_BN  # 512
+
+
+@cuda.jit
+def regblock_1d_kernel(a, b, c):
+    # Block tile BM x BN of C, K advanced BK at a time. Thread t owns column t % BN and rows
+    # (t // BN) * TM ... + TM - 1. Per k step it reads one B value from shared memory into a register and
+    # reuses it TM times: TM FMAs per TM + 1 shared loads, against 2 loads per FMA in `tiled`.
+    a_tile = cuda.shared.array((B1_BM, B1_BK), float32)
+    b_tile = cuda.shared.array((B1_BK, B1_BN), float32)
+    acc = cuda.local.array(B1_TM, float32)
+    t = cuda.threadIdx.x
+    tcol = t % B1_BN
+    trow = t // B1_BN
+    row0 = cuda.blockIdx.y * B1_BM
+    col0 = cuda.blockIdx.x * B1_BN
+    m, kdim = a.shape
+    n = b.shape[1]
+    for i in range(B1_TM):
+        acc[i] = 0.0
+    # Tile loads: BM * BK = BK * BN = 512 elements = one per thread; consecutive threads read consecutive
+    # addresses of a row (A: 8 floats = one 32-byte sector per row; B: 64 floats = two 128-byte lines).
+    ar, ak = t // B1_BK, t % B1_BK
+    bk, bc = t // B1_BN, t % B1_BN
+    for k0 in range(0, kdim, B1_BK):
+        a_tile[ar, ak] = a[row0 + ar, k0 + ak] if row0 + ar < m and k0 + ak < kdim else float32(0.0)
+        b_tile[bk, bc] = b[k0 + bk, col0 + bc] if k0 + bk < kdim and col0 + bc < n else float32(0.0)
+        cuda.syncthreads()
+        for kk in range(B1_BK):
+            bv = b_tile[kk, tcol]
+            for i in range(B1_TM):
+                acc[i] += a_tile[trow * B1_TM + i, kk] * bv
+        cuda.syncthreads()
+    col = col0 + tcol
+    for i in range(B1_TM):
+        row = row0 + trow * B1_TM + i
+        if row < m and col < n:
+            c[row, col] = acc[i]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 5. regblock_2d: each thread computes a TM x TN block (outer product in registers)
+# ----------------------------------------------------------------------------------------------------------
+B2_BM, B2_BN, B2_BK, B2_TM, B2_TN = 128, 128, 8, 8, 8
+B2_THREADS = (B2_BM // B2_TM) * (B2_BN // B2_TN)  # 256
+B2_A_LOADS = B2_BM * B2_BK // B2_THREADS  # 4 loads of A per thread per k step
+B2_B_LOADS = B2_BK * B2_BN // B2_THREADS  # 4 loads of B per thread per k step
+
+
+@cuda.jit
+def regblock_2d_kernel(a, b, c):
+    # Block tile 128 x 128, 256 threads, each owning an 8 x 8 block of C. Per k step a thread loads 8 values
+    # of A and 8 of B from shared memory into registers and does 64 FMAs with them: 4 FMAs per shared load.
+    # A is stored transposed in shared memory (a_tile[k, m]) so that the 8 values a thread needs are
+    # consecutive. Global traffic: A is read ceil(N / 128) times, B ceil(M / 128) times.
+    a_tile = cuda.shared.array((B2_BK, B2_BM), float32)
+    b_tile = cuda.shared.array((B2_BK, B2_BN), float32)
+    acc = cuda.local.array((B2_TM, B2_TN), float32)
+    a_reg = cuda.local.array(B2_TM, float32)
+    b_reg = cuda.local.array(B2_TN, float32)
+    t = cuda.threadIdx.x
+    trow = t // (B2_BN // B2_TN)
+    tcol = t % (B2_BN // B2_TN)
+    row0 = cuda.blockIdx.y * B2_BM
+    col0 = cuda.blockIdx.x * B2_BN
+    m, kdim = a.shape
+    n = b.shape[1]
+    for i in range(B2_TM):
+        for j in range(B2_TN):
+            acc[i, j] = 0.0
+    for k0 in range(0, kdim, B2_BK):
+        for l in range(B2_A_LOADS):
+            idx = t + l * B2_THREADS
+            r, kk = idx // B2_BK, idx % B2_BK
+            a_tile[kk, r] = a[row0 + r, k0 + kk] if row0 + r < m and k0 + kk < kdim else float32(0.0)
+        for l in range(B2_B_LOADS):
+            idx = t + l * B2_THREADS
+            kk, cc = idx // B2_BN, idx % B2_BN
+            b_tile[kk, cc] = b[k0 + kk, col0 + cc] if k0 + kk < kdim and col0 + cc < n else float32(0.0)
+        cuda.syncthreads()
+        for kk in range(B2_BK):
+            for i in range(B2_TM):
+                a_reg[i] = a_tile[kk, trow * B2_TM + i]
+            for j in range(B2_TN):
+                b_reg[j] = b_tile[kk, tcol * B2_TN + j]
+            for i in range(B2_TM):
+                for j in range(B2_TN):
+                    acc[i, j] += a_reg[i] * b_reg[j]
+        cuda.syncthreads()
+    for i in range(B2_TM):
+        row = row0 + trow * B2_TM + i
+        for j in range(B2_TN):
+            col = col0 + tcol * B2_TN + j
+            if row < m and col < n:
+                c[row, col] = acc[i, j]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Launchers: derive grid and block from the shapes (the kernels guard their own bounds)
+# ----------------------------------------------------------------------------------------------------------
+
+
+@version("matmul", _check, kernels=[naive_kernel])
+def naive(a, b, c):
+    """One thread per output element, global memory only; threadIdx.x walks down a column (uncoalesced)."""
+    m, n = c.shape
+    grid = (ceil_div(m, NAIVE_BLOCK[0]), ceil_div(n, NAIVE_BLOCK[1]))
+    return [Launch(naive_kernel, grid, NAIVE_BLOCK, (a, b, c))]
+
+
+@version("matmul", _check, kernels=[coalesced_kernel])
+def coalesced(a, b, c):
+    """Coalescing: threadIdx.x walks along a row of C, so a warp's loads of B and stores of C are contiguous."""
+    m, n = c.shape
+    grid = (ceil_div(n, NAIVE_BLOCK[0]), ceil_div(m, NAIVE_BLOCK[1]))
+    return [Launch(coalesced_kernel, grid, NAIVE_BLOCK, (a, b, c))]
+
+
+@version("matmul", _check, kernels=[tiled_kernel])
+def tiled(a, b, c):
+    """Shared-memory tiling: TILE x TILE tiles of A and B are loaded once and reused TILE times."""
+    m, n = c.shape
+    return [Launch(tiled_kernel, (ceil_div(n, TILE), ceil_div(m, TILE)), (TILE, TILE), (a, b, c))]
+
+
+@version("matmul", _check, kernels=[regblock_1d_kernel])
+def regblock_1d(a, b, c):
+    """1D register blocking: each thread computes TM = 8 outputs of a column, reusing each B value 8 times."""
+    m, n = c.shape
+    return [Launch(regblock_1d_kernel, (ceil_div(n, B1_BN), ceil_div(m, B1_BM)), (B1_THREADS,), (a, b, c))]
+
+
+@version("matmul", _check, kernels=[regblock_2d_kernel])
+def regblock_2d(a, b, c):
+    """2D register blocking: each thread computes an 8 x 8 block as an outer product of registers."""
+    m, n = c.shape
+    return [Launch(regblock_2d_kernel, (ceil_div(n, B2_BN), ceil_div(m, B2_BM)), (B2_THREADS,), (a, b, c))]
+
+
+#: Every version, naive first and fastest last. Tests, benchmarks, plots and docs iterate over this.
+VERSIONS = {v.name: v for v in (naive, coalesced, tiled, regblock_1d, regblock_2d)}
+optimized = list(VERSIONS.values())[-1]

@@ -1,0 +1,188 @@
+"""Every version of every lesson against its float64 reference, on odd shapes, with poisoned outputs."""
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from gpukernels import LESSONS
+from gpukernels._launch import is_device_array
+from gpukernels.check import TOLERANCE, compare
+
+from .conftest import GPU
+
+
+def cases(kind):
+    for lesson, mod in LESSONS.items():
+        for name in mod.VERSIONS:
+            for shape in mod.SHAPES[kind]:
+                yield pytest.param(lesson, name, shape, id=f"{lesson}-{name}-{'x'.join(map(str, shape))}")
+
+
+def run_checked(lesson, name, shape, seed, **params):
+    mod = LESSONS[lesson]
+    inputs = mod.make_inputs(shape, seed)
+    before = [x.copy() for x in inputs]
+    ref = mod.reference(*inputs, **params)
+    out = np.full(ref.shape, np.nan, dtype=np.float32)  # poison: an unwritten element fails
+    result = mod.VERSIONS[name](*inputs, out=out, **params)
+    assert result is out
+    check = compare(out, ref, TOLERANCE[lesson])
+    assert check.ok, f"{lesson}.{name} shape={shape} {params} seed={seed}: {check}"
+    for x, x0 in zip(inputs, before):
+        assert np.array_equal(x, x0, equal_nan=True), f"{lesson}.{name} modified its input"
+    return out
+
+
+@pytest.mark.parametrize("lesson,name,shape", list(cases("test")))
+def test_matches_reference(lesson, name, shape, seed):
+    run_checked(lesson, name, shape, seed)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lesson,name,shape", list(cases("test_gpu")))
+def test_matches_reference_gpu_sizes(lesson, name, shape, seed):
+    run_checked(lesson, name, shape, seed)
+
+
+@pytest.mark.parametrize("name", list(LESSONS["cbr"].VERSIONS))
+@pytest.mark.parametrize("padding", [0, 2])
+def test_cbr_padding(name, padding, seed):
+    run_checked("cbr", name, (2, 3, 6, 9, 4, 3, 3), seed, padding=padding)
+
+
+@pytest.mark.parametrize("lesson", list(LESSONS))
+def test_returns_new_host_array_without_out(lesson, seed):
+    mod = LESSONS[lesson]
+    shape = mod.SHAPES["test"][2]
+    inputs = mod.make_inputs(shape, seed)
+    for name, version in mod.VERSIONS.items():
+        result = version(*inputs)
+        assert isinstance(result, np.ndarray) and result.dtype == np.float32
+        check = compare(result, mod.reference(*inputs), TOLERANCE[lesson])
+        assert check.ok, f"{lesson}.{name} seed={seed}: {check}"
+
+
+@pytest.mark.parametrize("lesson", list(LESSONS))
+def test_device_arrays_in_device_array_out(lesson, seed):
+    mod = LESSONS[lesson]
+    shape = mod.SHAPES["test"][3]
+    inputs = mod.make_inputs(shape, seed)
+    ref = mod.reference(*inputs)
+    d_inputs = [cuda.to_device(x) for x in inputs]
+    for name, version in mod.VERSIONS.items():
+        d_out = cuda.to_device(np.full(ref.shape, np.nan, dtype=np.float32))
+        assert version(*d_inputs, out=d_out) is d_out
+        check = compare(d_out.copy_to_host(), ref, TOLERANCE[lesson])
+        assert check.ok, f"{lesson}.{name} seed={seed}: {check}"
+        fresh = version(*d_inputs)
+        assert is_device_array(fresh), f"{lesson}.{name} returned {type(fresh)} for device inputs"
+        assert compare(fresh.copy_to_host(), ref, TOLERANCE[lesson]).ok
+    for d, x in zip(d_inputs, inputs):
+        assert np.array_equal(d.copy_to_host(), x, equal_nan=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lesson", list(LESSONS))
+def test_torch_and_cupy_arrays(lesson, seed):
+    mod = LESSONS[lesson]
+    inputs = mod.make_inputs(mod.SHAPES["test"][3], seed)
+    ref = mod.reference(*inputs)
+    tried = 0
+    for lib in ("torch", "cupy"):
+        try:
+            m = __import__(lib)
+        except ImportError:
+            continue
+        tried += 1
+        to = (lambda x: m.from_numpy(x).cuda()) if lib == "torch" else m.asarray
+        for name, version in mod.VERSIONS.items():
+            out = version(*[to(x) for x in inputs])
+            assert compare(out.copy_to_host(), ref, TOLERANCE[lesson]).ok, f"{lib} {lesson}.{name}"
+    if not tried:
+        pytest.skip("neither torch nor cupy is installed")
+
+
+def test_non_contiguous_host_input_is_made_contiguous(seed):
+    from gpukernels import matmul
+
+    a, b = matmul.make_inputs((20, 12, 9), seed)
+    at = np.asfortranarray(a)  # same values, column-major
+    bt = b.T.copy().T  # a transposed view of a copy: not C-contiguous
+    assert not at.flags.c_contiguous and not bt.flags.c_contiguous
+    for name, version in matmul.VERSIONS.items():
+        assert compare(version(at, bt), matmul.reference(a, b), TOLERANCE["matmul"]).ok, name
+
+
+def test_softmax_extremes():
+    """Entries of +-1e4 overflow exp() without the max subtraction; -inf entries must give exact zeros."""
+    from gpukernels import softmax
+
+    x = np.array(
+        [[1e4, -1e4, 0.0, 1e4], [-np.inf, 1.0, 2.0, -np.inf], [-1e4, -1e4, -1e4, -1e4], [88.0, 89.0, 90.0, -3.0]],
+        dtype=np.float32,
+    )
+    ref = softmax.reference(x)
+    assert np.isfinite(ref).all()
+    for name, version in softmax.VERSIONS.items():
+        out = version(x)
+        check = compare(out, ref, TOLERANCE["softmax"])
+        assert check.ok, f"softmax.{name}: {check}"
+        assert out[1, 0] == 0.0 and out[1, 3] == 0.0
+        np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("n", [1, 31, 33, 257, 1023, 4097])
+def test_softmax_row_lengths(n, seed):
+    for name in LESSONS["softmax"].VERSIONS:
+        run_checked("softmax", name, (2, n), seed)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [32767, 32768, 32769, 65536, 100_003])
+def test_softmax_long_rows_gpu(n, seed):
+    for name in LESSONS["softmax"].VERSIONS:
+        run_checked("softmax", name, (3, n), seed)
+
+
+@pytest.mark.parametrize(
+    "lesson,shape,expected",
+    [
+        ("matmul", (0, 4, 3), (0, 4)),
+        ("matmul", (3, 0, 2), (3, 0)),
+        ("softmax", (0, 5), (0, 5)),
+        ("softmax", (4, 0), (4, 0)),
+        ("cbr", (0, 2, 5, 5, 3, 3, 3), (0, 3, 5, 5)),
+        ("cbr", (1, 2, 5, 5, 0, 3, 3), (1, 0, 5, 5)),
+    ],
+)
+def test_zero_size_returns_empty_without_launch(lesson, shape, expected):
+    mod = LESSONS[lesson]
+    for name, version in mod.VERSIONS.items():
+        out = version(*mod.make_inputs(shape, 0))
+        assert out.shape == expected and out.dtype == np.float32, name
+
+
+def test_empty_sums_have_their_value():
+    """K = 0: C = A @ B is all zeros. C = 0 input channels: y = relu(b)."""
+    from gpukernels import cbr, matmul
+
+    a, b = np.ones((3, 0), np.float32), np.ones((0, 2), np.float32)
+    for version in matmul.VERSIONS.values():
+        assert np.array_equal(version(a, b), np.zeros((3, 2), np.float32))
+    x, w = np.ones((1, 0, 4, 4), np.float32), np.ones((2, 0, 3, 3), np.float32)
+    bias = np.array([-1.0, 2.0], np.float32)
+    for version in cbr.VERSIONS.values():
+        y = version(x, w, bias)
+        assert y.shape == (1, 2, 4, 4) and (y[0, 0] == 0).all() and (y[0, 1] == 2).all()
+
+
+def test_registry_order_and_aliases():
+    from gpukernels import cbr, matmul, softmax
+
+    for mod in (matmul, softmax, cbr):
+        names = list(mod.VERSIONS)
+        assert names[0] == "naive"
+        assert mod.optimized is list(mod.VERSIONS.values())[-1]
+        for version in mod.VERSIONS.values():
+            assert version.doc.strip(), f"{version} has no docstring"
+    assert matmul.tiled is matmul.VERSIONS["tiled"]
