@@ -1,0 +1,5 @@
+import sys
+
+from gpukernels.cli import main
+
+sys.exit(main())
