@@ -109,9 +109,9 @@ class Launch:
     def blocks(self) -> int:
         return math.prod(self.grid)
 
-    def __call__(self):
-        if self.shared_bytes:
-            self.kernel[self.grid, self.block, 0, self.shared_bytes](*self.args)
+    def __call__(self, stream=0):
+        if self.shared_bytes or stream:
+            self.kernel[self.grid, self.block, stream, self.shared_bytes](*self.args)
         else:
             self.kernel[self.grid, self.block](*self.args)
 

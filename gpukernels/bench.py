@@ -1,0 +1,465 @@
+"""``gpukernels bench``: time every version of every lesson on a GPU, against the library a student knows.
+
+Method (llm.c's dev/cuda and gpu-mode's evaluator do the same):
+
+1. **Check before timing.** Each version runs once into an output poisoned with NaN and is compared with a float64
+   reference (computed on the GPU in float64 through PyTorch when it is installed, else with NumPy).
+2. **Inputs larger than L2, or rotated.** Each shape gets as many independent input/output sets as it takes to
+   cover 4x the L2 cache, and consecutive runs cycle through them, so a run never finds its data in L2.
+3. **CUDA events, warm-up, median of many runs.** With PyTorch present, ``inner`` launches are captured into a
+   CUDA graph (Numba kernels are launched on PyTorch's stream, so they are captured too) and each replay is
+   timed with events: this removes the host's launch overhead (~17 us per Numba launch), which is not what a
+   kernel lesson is about. Peers are captured the same way. Without PyTorch, launches are timed back to back
+   with Numba events (launch overhead included; the JSON says which method ran).
+4. **Ceilings measured on the spot**: device-to-device copy bandwidth and the peer's SGEMM rate; "% of ceiling"
+   is the roofline floor max(FLOPs / SGEMM rate, bytes / copy bandwidth) over the measured time.
+
+Peers: cuBLAS SGEMM through ``torch.mm`` (TF32 off), ``torch.softmax``, cuDNN through
+``F.relu(F.conv2d(x, w, b, padding=p))`` with ``torch.backends.cudnn.allow_tf32 = False`` and
+``cudnn.benchmark = True`` (cuDNN picks its fastest algorithm).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import math
+import platform
+import statistics
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+import gpukernels
+from gpukernels import LESSONS
+from gpukernels.check import TOLERANCE, compare
+
+L2_BYTES = 60 * 2**20  # H200; read from the device when possible
+README_BEGIN = "<!-- bench:begin -->"
+README_END = "<!-- bench:end -->"
+
+
+@dataclass
+class Result:
+    lesson: str
+    shape: tuple
+    name: str
+    kind: str  # "kernel" or "peer"
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    runs: int
+    flops: int
+    bytes: int
+    rel_error: float | None = None
+    ok: bool = True
+    note: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def tflops(self) -> float:
+        return self.flops / (self.median_ms * 1e-3) / 1e12
+
+    @property
+    def gbps(self) -> float:
+        return self.bytes / (self.median_ms * 1e-3) / 1e9
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Timing
+# ----------------------------------------------------------------------------------------------------------
+
+
+class Timer:
+    """Times a function that enqueues GPU work on the current stream: CUDA graph + events when PyTorch is
+    there, Numba events otherwise."""
+
+    def __init__(self, torch_mod=None):
+        self.torch = torch_mod
+        self.method = "cuda-graph replay, torch events" if torch_mod else "numba events, back-to-back launches"
+
+    def stream(self):
+        from numba import cuda
+
+        if self.torch is not None:
+            return cuda.external_stream(self.torch.cuda.current_stream().cuda_stream)
+        return cuda.default_stream()
+
+    def estimate_ms(self, enqueue, sets: int) -> float:
+        """One rough timing (after warm-up) to choose how many launches to put into a graph."""
+        from numba import cuda
+
+        for i in range(sets):
+            enqueue(i)
+        cuda.synchronize()
+        if self.torch is not None:
+            self.torch.cuda.synchronize()
+        start, end = cuda.event(), cuda.event()
+        s = self.stream()
+        start.record(s)
+        for i in range(sets):
+            enqueue(i)
+        end.record(s)
+        end.synchronize()
+        return cuda.event_elapsed_time(start, end) / sets
+
+    def time(self, enqueue, sets: int, min_runs: int = 25, budget_ms: float = 1500.0) -> list[float]:
+        est = max(self.estimate_ms(enqueue, sets), 1e-3)
+        # Enough launches per timed region to dwarf the event resolution (~0.5 us) and replay overhead.
+        inner = int(min(200, max(1, math.ceil(2.0 / est))))
+        inner = max(sets, inner - inner % sets if inner >= sets else sets)
+        runs = int(min(200, max(min_runs, budget_ms / max(est * inner, 1e-3))))
+        if self.torch is not None:
+            try:
+                return self._time_graph(enqueue, sets, inner, runs)
+            except Exception as err:  # capture unsupported for this work: fall back, and say so
+                self.method = f"numba events (graph capture failed: {type(err).__name__})"
+        return self._time_events(enqueue, sets, inner, runs)
+
+    def _time_graph(self, enqueue, sets, inner, runs):
+        torch = self.torch
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for i in range(sets):
+                enqueue(i)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for j in range(inner):
+                enqueue(j % sets)
+        graph.replay()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(runs):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / inner)
+        del graph
+        return times
+
+    def _time_events(self, enqueue, sets, inner, runs):
+        from numba import cuda
+
+        s = self.stream()
+        times = []
+        for _ in range(runs):
+            start, end = cuda.event(), cuda.event()
+            start.record(s)
+            for j in range(inner):
+                enqueue(j % sets)
+            end.record(s)
+            end.synchronize()
+            times.append(cuda.event_elapsed_time(start, end) / inner)
+        return times
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Peers (library implementations) and float64 references
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _peer(lesson: str, torch):
+    """(name, fn(*torch inputs) -> torch output, reference_fn) for a lesson, or None."""
+    if torch is None:
+        return None
+    import torch.nn.functional as F
+
+    if lesson == "matmul":
+        return "cuBLAS (torch.mm, TF32 off)", lambda a, b: torch.mm(a, b)
+    if lesson == "softmax":
+        return "torch.softmax", lambda x: torch.softmax(x, dim=-1)
+    if lesson == "cbr":
+        return "cuDNN (F.relu(F.conv2d))", lambda x, w, b, padding=1: F.relu(F.conv2d(x, w, b, padding=padding))
+    return None
+
+
+def _configure_torch(torch):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    try:
+        torch.set_float32_matmul_precision("highest")
+    except Exception:
+        pass
+
+
+def measure_ceilings(timer: Timer, torch) -> dict:
+    """Device copy bandwidth (bytes read + written per second) and the peer SGEMM rate at 4096^3."""
+    out = {}
+    if torch is None:
+        return out
+    n = 2**28  # 1 GiB of float32
+    src = torch.rand(n, device="cuda")
+    dst = torch.empty_like(src)
+    t = statistics.median(timer.time(lambda i: dst.copy_(src), 1, min_runs=20))
+    out["copy_GBps"] = 2 * 4 * n / (t * 1e-3) / 1e9
+    del src, dst
+    m = 4096
+    a = torch.randn(m, m, device="cuda")
+    b = torch.randn(m, m, device="cuda")
+    t = statistics.median(timer.time(lambda i: torch.mm(a, b), 1, min_runs=20))
+    out["sgemm_TFLOPs"] = 2 * m**3 / (t * 1e-3) / 1e12
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The benchmark
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _l2_bytes() -> int:
+    try:
+        from numba import cuda
+
+        return int(cuda.get_current_device().L2_CACHE_SIZE)
+    except Exception:
+        return L2_BYTES
+
+
+def bench_shape(lesson: str, shape: tuple, timer: Timer, torch, versions=None, log=print) -> list[Result]:
+    from numba import cuda
+
+    mod = LESSONS[lesson]
+    params = {}
+    host_inputs = mod.make_inputs(shape, seed=hash((lesson, shape)) % 2**32)
+    flops, nbytes = mod.flops(shape), mod.min_bytes(shape)
+    set_bytes = sum(x.nbytes for x in host_inputs) + 4 * math.prod(_out_shape(mod, host_inputs))
+    sets = int(min(32, max(1, math.ceil(4 * _l2_bytes() / max(set_bytes, 1)))))
+
+    # Reference in float64, on the GPU when PyTorch is there (a 4096^3 product in float64 takes ~10 s on a CPU).
+    peer = _peer(lesson, torch)
+    if torch is not None:
+        t_inputs = [torch.from_numpy(x).cuda() for x in host_inputs]
+        with torch.no_grad():
+            ref = {"matmul": lambda a, b: torch.mm(a.double(), b.double()),
+                   "softmax": lambda x: torch.softmax(x.double(), dim=-1),
+                   "cbr": lambda x, w, b: torch.relu(torch.nn.functional.conv2d(x.double(), w.double(), b.double(),
+                                                                                padding=1))}[lesson](*t_inputs)
+        ref = ref.float().cpu().numpy()
+    else:
+        ref = mod.reference(*host_inputs)
+
+    # Input/output sets for rotation; set 0 holds the checked inputs.
+    if torch is not None:
+        sets_in = [t_inputs] + [[x.clone() for x in t_inputs] for _ in range(sets - 1)]
+        sets_out = [torch.empty(ref.shape, device="cuda") for _ in range(sets)]
+        as_numba = cuda.as_cuda_array
+    else:
+        d = [cuda.to_device(x) for x in host_inputs]
+        sets_in = [d] + [[cuda.to_device(x) for x in host_inputs] for _ in range(sets - 1)]
+        sets_out = [cuda.device_array(ref.shape, np.float32) for _ in range(sets)]
+        as_numba = lambda x: x  # noqa: E731
+
+    results = []
+    for name, version in mod.VERSIONS.items():
+        if versions and name not in versions:
+            continue
+        nb_in = [[as_numba(x) for x in s] for s in sets_in]
+        nb_out = [as_numba(o) for o in sets_out]
+        plans = [version.launches(*nb_in[i], out=nb_out[i], **params) for i in range(sets)]
+        # Check first, on poisoned output.
+        poison = cuda.to_device(np.full(ref.shape, np.nan, np.float32))
+        nb_out[0].copy_to_device(poison)
+        for launch in plans[0]:
+            launch()
+        cuda.synchronize()
+        check = compare(nb_out[0].copy_to_host(), ref, TOLERANCE[lesson])
+        if not check.ok:
+            log(f"  {lesson} {shape} {name}: WRONG RESULT, not timed: {check}")
+            results.append(Result(lesson, shape, name, "kernel", math.nan, math.nan, math.nan, 0, flops, nbytes,
+                                  check.rel_error, False, str(check)))
+            continue
+
+        def enqueue(i, plans=plans):
+            s = timer.stream()
+            for launch in plans[i]:
+                launch(stream=s)
+
+        times = timer.time(enqueue, sets)
+        results.append(Result(lesson, shape, name, "kernel", statistics.median(times), min(times), max(times),
+                              len(times), flops, nbytes, check.rel_error))
+        log(f"  {lesson} {shape} {name}: {results[-1].median_ms:.4f} ms")
+
+    if peer is not None:
+        pname, pfn = peer
+        with torch.no_grad():
+            out = pfn(*sets_in[0])
+            check = compare(out.cpu().numpy(), ref, TOLERANCE[lesson] * 10)
+
+            def enqueue_peer(i):
+                pfn(*sets_in[i])
+
+            times = timer.time(enqueue_peer, sets)
+        results.append(Result(lesson, shape, pname, "peer", statistics.median(times), min(times), max(times),
+                              len(times), flops, nbytes, check.rel_error, check.ok))
+        log(f"  {lesson} {shape} {pname}: {results[-1].median_ms:.4f} ms")
+    return results
+
+
+def _out_shape(mod, inputs):
+    if mod.__name__.endswith("matmul"):
+        return (inputs[0].shape[0], inputs[1].shape[1])
+    if mod.__name__.endswith("softmax"):
+        return inputs[0].shape
+    from gpukernels.cbr import out_shape
+
+    return out_shape(inputs[0].shape, inputs[1].shape)
+
+
+def environment() -> dict:
+    info = gpukernels.device_info()
+    env = {k: info.get(k) for k in ("device", "compute_capability", "sm_count", "driver_version", "mode")}
+    env["versions"] = info["versions"]
+    env["python"] = platform.python_version()
+    try:
+        import torch
+
+        env["versions"]["torch"] = torch.__version__
+        env["cudnn"] = torch.backends.cudnn.version()
+    except ImportError:
+        pass
+    env["date"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return env
+
+
+def run(lessons, sizes=None, versions=None, log=print) -> dict:
+    try:
+        import torch
+
+        _configure_torch(torch)
+    except ImportError:
+        torch = None
+    timer = Timer(torch)
+    log("measuring ceilings (copy bandwidth, peer SGEMM)...")
+    ceilings = measure_ceilings(timer, torch)
+    results = []
+    for lesson in lessons:
+        shapes = sizes or LESSONS[lesson].SHAPES["bench"]
+        for shape in shapes:
+            results += bench_shape(lesson, tuple(shape), timer, torch, versions, log)
+    return {"environment": environment(), "method": timer.method, "ceilings": ceilings,
+            "results": [dict(asdict(r), tflops=r.tflops, gbps=r.gbps) for r in results]}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Reporting: a rich table, and the README's table between markers
+# ----------------------------------------------------------------------------------------------------------
+
+
+def rows(report: dict) -> list[dict]:
+    """One row per (lesson, shape, version) with derived figures: speed-up over naive, % of peer, % of ceiling."""
+    ceil = report.get("ceilings", {})
+    out = []
+    groups: dict = {}
+    for r in report["results"]:
+        groups.setdefault((r["lesson"], tuple(r["shape"])), []).append(r)
+    for (lesson, shape), rs in groups.items():
+        naive = next((r for r in rs if r["name"] == "naive" and r["ok"]), None)
+        peer = next((r for r in rs if r["kind"] == "peer"), None)
+        for r in rs:
+            ms = r["median_ms"]
+            floor_ms = None
+            if ceil.get("sgemm_TFLOPs") and ceil.get("copy_GBps"):
+                floor_ms = 1e3 * max(r["flops"] / (ceil["sgemm_TFLOPs"] * 1e12), r["bytes"] / (ceil["copy_GBps"] * 1e9))
+            out.append({
+                "lesson": lesson, "shape": "x".join(map(str, shape)), "version": r["name"], "kind": r["kind"],
+                "ms": ms, "tflops": r.get("tflops"), "gbps": r.get("gbps"), "ok": r["ok"],
+                "speedup": (naive["median_ms"] / ms) if naive and r["ok"] else None,
+                "of_peer": (peer["median_ms"] / ms) if peer and r["ok"] else None,
+                "of_ceiling": (floor_ms / ms) if floor_ms and r["ok"] else None,
+            })
+    return out
+
+
+def _fmt(v, spec, suffix=""):
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:{spec}}{suffix}"
+
+
+def print_table(report: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    env = report["environment"]
+    table = Table(title=f"gpukernels bench -- {env.get('device')} ({report['method']})")
+    for col in ("lesson", "shape", "version", "ms", "TFLOP/s", "GB/s", "x naive", "x peer", "% ceiling"):
+        table.add_column(col, justify="right" if col not in ("lesson", "shape", "version") else "left")
+    for r in rows(report):
+        table.add_row(r["lesson"], r["shape"], r["version"] if r["ok"] else f"{r['version']} (WRONG)",
+                      _fmt(r["ms"], ".4f"), _fmt(r["tflops"], ".2f"), _fmt(r["gbps"], ".0f"),
+                      _fmt(r["speedup"], ".1f"), _fmt(r["of_peer"], ".2f"),
+                      _fmt(r["of_ceiling"] and 100 * r["of_ceiling"], ".0f", "%"))
+    console = Console(width=140)
+    console.print(table)
+    c = report.get("ceilings", {})
+    if c:
+        console.print(f"ceilings measured in this run: copy {c['copy_GBps']:.0f} GB/s, "
+                      f"peer SGEMM {c['sgemm_TFLOPs']:.1f} TFLOP/s")
+
+
+def markdown_table(report: dict) -> str:
+    env = report["environment"]
+    lines = [
+        f"Measured on {env.get('device')} ({env.get('date', '')[:10]}, driver {env.get('driver_version')}, "
+        f"numba-cuda {env['versions'].get('numba-cuda')}; {report['method']}; median of >= 20 runs). "
+        "\"x peer\" is the library's time over ours (above 1 = faster than the library).",
+        "",
+        "| lesson | shape | version | time (ms) | TFLOP/s | GB/s | x naive | x peer |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows(report):
+        lines.append(f"| {r['lesson']} | {r['shape']} | {r['version']} | {_fmt(r['ms'], '.4f')} | "
+                     f"{_fmt(r['tflops'], '.2f')} | {_fmt(r['gbps'], '.0f')} | {_fmt(r['speedup'], '.1f')} | "
+                     f"{_fmt(r['of_peer'], '.2f')} |")
+    return "\n".join(lines)
+
+
+def update_readme(report: dict, readme: Path) -> None:
+    text = readme.read_text()
+    if README_BEGIN not in text or README_END not in text:
+        raise SystemExit(f"{readme} has no {README_BEGIN} ... {README_END} markers")
+    head, rest = text.split(README_BEGIN, 1)
+    _, tail = rest.split(README_END, 1)
+    readme.write_text(f"{head}{README_BEGIN}\n{markdown_table(report)}\n{README_END}{tail}")
+
+
+def bench_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="gpukernels bench", description=__doc__.split("\n")[0])
+    parser.add_argument("lessons", nargs="*", help=f"lessons among {', '.join(LESSONS)} (default: all)")
+    parser.add_argument("--sizes", nargs="+", help="shapes like 4096,4096,4096 (replaces the lesson's list)")
+    parser.add_argument("--versions", nargs="+", help="only these versions (the peer always runs)")
+    parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
+    parser.add_argument("--from-json", type=Path, help="don't measure: print (and --update-readme from) this file")
+    parser.add_argument("--update-readme", type=Path, help="regenerate the table between the markers in this file")
+    args = parser.parse_args(argv)
+    lessons = args.lessons or list(LESSONS)
+    unknown = [name for name in lessons if name not in LESSONS]
+    if unknown:
+        parser.error(f"unknown lesson {unknown[0]!r}; choose from {', '.join(LESSONS)}")
+
+    if args.from_json:
+        report = json.loads(args.from_json.read_text())
+    else:
+        if gpukernels.MODE != "gpu":
+            print("gpukernels bench measures GPU time, and this is the CUDA simulator: it would measure nothing.\n"
+                  "Use `gpukernels trace LESSON --version V` to count the memory traffic each version generates,\n"
+                  "or run the benchmark on a machine with an NVIDIA GPU. Results measured on an H200 are in\n"
+                  "benchmarks/results/.")
+            return 0
+        sizes = [tuple(int(v) for v in s.split(",")) for s in args.sizes] if args.sizes else None
+        report = run(lessons, sizes, args.versions, log=lambda m: print(m, file=sys.stderr, flush=True))
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(report, indent=1))
+    print_table(report)
+    if args.update_readme:
+        update_readme(report, args.update_readme)
+    return 0 if all(r["ok"] for r in report["results"] if r["kind"] == "kernel") else 1
