@@ -1,0 +1,73 @@
+"""Process-wide settings of the simulator and what the last launch did."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """How the simulator schedules threads.
+
+    seed        -- seeds the shuffle mode's random choices; ``None`` draws a fresh seed per launch (it is
+                   reported in ``last_launch().seed`` so a failing run can be replayed).
+    shuffle     -- run other interleavings on purpose: random block order, random thread order at the start
+                   and at every barrier, and (with probability ``preempt``) a switch to another thread at a
+                   memory access. Off: thread-id order, one thread at a time between barriers.
+    preempt     -- probability of a switch at each array element access in shuffle mode.
+    timeout_s   -- a launch that takes longer raises KernelTimeoutError (``None`` or 0: no limit).
+    record_schedule -- keep the full list of (block, thread id) switches in ``last_launch().schedule``.
+    """
+
+    seed: int | None = 0
+    shuffle: bool = False
+    preempt: float = 0.05
+    timeout_s: float | None = 120.0
+    record_schedule: bool = False
+
+
+@dataclass
+class LaunchInfo:
+    """What the last simulated launch did (``gpukernels.sim.last_launch()``)."""
+
+    kernel: str
+    grid: tuple
+    block: tuple
+    seed: int
+    shuffle: bool
+    switches: int
+    schedule_digest: int
+    seconds: float
+    schedule: list | None = field(default=None, repr=False)
+
+
+def _from_env() -> SimConfig:
+    cfg = SimConfig()
+    if os.environ.get("GPUKERNELS_SIM_SHUFFLE", "0") not in ("", "0"):
+        cfg = replace(cfg, shuffle=True, seed=None)
+    if os.environ.get("GPUKERNELS_SIM_SEED"):
+        cfg = replace(cfg, seed=int(os.environ["GPUKERNELS_SIM_SEED"]))
+    if os.environ.get("GPUKERNELS_SIM_TIMEOUT"):
+        cfg = replace(cfg, timeout_s=float(os.environ["GPUKERNELS_SIM_TIMEOUT"]))
+    return cfg
+
+
+CONFIG = _from_env()
+TRACER = None  # set by gpukernels.trace while tracing
+LAST: LaunchInfo | None = None
+
+
+def record(launch) -> None:
+    global LAST
+    LAST = LaunchInfo(
+        kernel=launch.name,
+        grid=launch.grid,
+        block=launch.block,
+        seed=launch.seed,
+        shuffle=launch.shuffle,
+        switches=launch.switches,
+        schedule_digest=launch.digest,
+        seconds=getattr(launch, "seconds", 0.0),
+        schedule=launch.schedule,
+    )

@@ -1,0 +1,357 @@
+"""``cuda`` as kernel code sees it while it runs on the gpukernels simulator.
+
+One :class:`SimCUDA` object per launch replaces the name ``cuda`` in the kernel's globals (as Numba's stock
+simulator does). It inherits the stock ``FakeCUDAModule`` of whichever simulator is active (numba-cuda's, or
+Numba's built-in one) for everything we do not change -- vector types, fp16, bit tricks, ``gridsize`` -- and
+replaces the parts that depend on the current thread with plain attributes the scheduler sets at each switch
+(``threadIdx``, ``laneid``), so ``cuda.threadIdx.x`` costs two attribute loads.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from . import _ctx, arrays
+from ._source import assigned_name, location
+
+try:  # numba-cuda
+    from numba.cuda.simulator.kernelapi import FakeCUDAModule
+except ImportError:  # pragma: no cover - a numba without any CUDA simulator
+    FakeCUDAModule = object
+
+try:
+    from numba.cuda.simulator.kernelapi import numpy_support  # the one the active simulator uses
+except ImportError:  # pragma: no cover
+    from numba.np import numpy_support
+
+FULL_MASK = 0xFFFFFFFF
+
+# warp operation kinds
+SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_XOR, SYNCWARP, VOTE_ALL, VOTE_ANY, VOTE_EQ, BALLOT, MATCH_ANY, MATCH_ALL = (
+    "shfl_sync",
+    "shfl_up_sync",
+    "shfl_down_sync",
+    "shfl_xor_sync",
+    "syncwarp",
+    "all_sync",
+    "any_sync",
+    "eq_sync",
+    "ballot_sync",
+    "match_any_sync",
+    "match_all_sync",
+)
+
+
+class Dim3:
+    __slots__ = ("x", "y", "z")
+
+    def __init__(self, x, y, z):
+        self.x, self.y, self.z = x, y, z
+
+    def __iter__(self):
+        yield self.x
+        yield self.y
+        yield self.z
+
+    def __repr__(self):
+        return f"({self.x}, {self.y}, {self.z})"
+
+
+_dtype_cache: dict = {}
+
+
+def as_dtype(dtype) -> np.dtype:
+    try:
+        return _dtype_cache[dtype]
+    except (KeyError, TypeError):
+        pass
+    try:
+        out = np.dtype(dtype)
+    except TypeError:
+        out = numpy_support.as_dtype(dtype)
+    try:
+        _dtype_cache[dtype] = out
+    except TypeError:
+        pass
+    return out
+
+
+def _poisoned(shape, dtype) -> np.ndarray:
+    """Uninitialised memory, made deterministic: every byte 0xFF (floats read as NaN, ints as -1 / max)."""
+    a = np.empty(shape, as_dtype(dtype))
+    if a.size:
+        a.view(np.uint8).fill(0xFF)
+    return a
+
+
+class SimShared:
+    """``cuda.shared.array``: one allocation per call site per block, shared by the block's threads."""
+
+    __slots__ = ("_allocs", "_dyn", "_dynsize", "_launch")
+
+    def __init__(self, launch, dynshared_size):
+        self._launch = launch
+        self._dynsize = dynshared_size
+        self.new_block()
+
+    def new_block(self):
+        self._allocs = {}
+        self._dyn = None
+
+    def array(self, shape, dtype, alignment=None):
+        f = sys._getframe(1)
+        key = (f.f_code, f.f_lasti)
+        arr = self._allocs.get(key)
+        if arr is None:
+            arr = self._allocate(shape, dtype, f)
+            self._allocs[key] = arr
+        return arr
+
+    def _allocate(self, shape, dtype, f):
+        dtype = as_dtype(dtype)
+        filename, lineno = f.f_code.co_filename, f.f_lineno
+        name = assigned_name(filename, lineno, f"shared@{location(filename, lineno)}")
+        if shape == 0 or shape == (0,):  # dynamic shared memory: every such array aliases one buffer
+            if self._dyn is None:
+                self._dyn = _poisoned(self._dynsize, np.uint8)
+            count = self._dynsize // dtype.itemsize
+            a = self._dyn[: count * dtype.itemsize].view(dtype)
+            name = assigned_name(filename, lineno, "dynamic_shared")
+            return self._launch.new_array(a, name, arrays.SHARED, key=("dyn",))
+        return self._launch.new_array(_poisoned(shape, dtype), name, arrays.SHARED, key=(filename, lineno, name))
+
+
+class SimLocal:
+    """``cuda.local.array``: private to the calling thread."""
+
+    __slots__ = ("_launch",)
+
+    def __init__(self, launch):
+        self._launch = launch
+
+    def array(self, shape, dtype, alignment=None):
+        f = sys._getframe(1)
+        filename, lineno = f.f_code.co_filename, f.f_lineno
+        name = assigned_name(filename, lineno, f"local@{location(filename, lineno)}")
+        return self._launch.new_array(_poisoned(shape, dtype), name, arrays.LOCAL, key=None)
+
+
+class SimConst:
+    def array_like(self, ary):
+        return ary
+
+
+def _target(ary, idx):
+    """The NumPy array behind ``ary`` after checking ``idx`` (an atomic's element) against its bounds."""
+    if isinstance(ary, arrays.SimArray):
+        ary._index(idx, arrays.ATOMIC)
+        if arrays.HOOK is not None and ary.__class__.__name__.startswith("Hooked"):
+            arrays.HOOK(ary, idx, arrays.ATOMIC)
+        return ary._a
+    return ary
+
+
+class SimAtomic:
+    """``cuda.atomic``: the scheduler never switches inside one, so each is indivisible by construction."""
+
+    def add(self, ary, idx, val):
+        a = _target(ary, idx)
+        old = a[idx]
+        a[idx] = old + val
+        return old
+
+    def sub(self, ary, idx, val):
+        a = _target(ary, idx)
+        old = a[idx]
+        a[idx] = old - val
+        return old
+
+    def and_(self, ary, idx, val):
+        a = _target(ary, idx)
+        old = a[idx]
+        a[idx] = old & val
+        return old
+
+    def or_(self, ary, idx, val):
+        a = _target(ary, idx)
+        old = a[idx]
+        a[idx] = old | val
+        return old
+
+    def xor(self, ary, idx, val):
+        a = _target(ary, idx)
+        old = a[idx]
+        a[idx] = old ^ val
+        return old
+
+    def inc(self, ary, idx, val):
+        a = _target(ary, idx)
+        old = a[idx]
+        a[idx] = 0 if old >= val else old + 1
+        return old
+
+    def dec(self, ary, idx, val):
+        a = _target(ary, idx)
+        old = a[idx]
+        a[idx] = val if (old == 0 or old > val) else old - 1
+        return old
+
+    def exch(self, ary, idx, val):
+        a = _target(ary, idx)
+        old = a[idx]
+        a[idx] = val
+        return old
+
+    def max(self, ary, idx, val):
+        a = _target(ary, idx)
+        old = a[idx]
+        a[idx] = max(old, val)
+        return old
+
+    def min(self, ary, idx, val):
+        a = _target(ary, idx)
+        old = a[idx]
+        a[idx] = min(old, val)
+        return old
+
+    def nanmax(self, ary, idx, val):
+        a = _target(ary, idx)
+        old = a[idx]
+        a[idx] = np.nanmax([old, val])
+        return old
+
+    def nanmin(self, ary, idx, val):
+        a = _target(ary, idx)
+        old = a[idx]
+        a[idx] = np.nanmin([old, val])
+        return old
+
+    def cas(self, ary, idx, old, val):
+        a = _target(ary, idx)
+        loaded = a[idx]
+        if loaded == old:
+            a[idx] = val
+        return loaded
+
+    def compare_and_swap(self, ary, old, val):
+        return self.cas(ary, (0,) * ary.ndim if ary.ndim > 1 else 0, old, val)
+
+
+class _GridGroup:
+    def __init__(self, launch):
+        self._launch = launch
+
+    def sync(self):
+        if self._launch.nblocks != 1:
+            raise NotImplementedError("grid.sync() on the simulator needs a grid of one block")
+        self._launch.barrier(sys._getframe(1), "grid.sync", None)
+
+
+class _CG:
+    def __init__(self, launch):
+        self._launch = launch
+
+    def this_grid(self):
+        return _GridGroup(self._launch)
+
+
+class SimCUDA(FakeCUDAModule):
+    """The ``cuda`` object inside a kernel launched on the gpukernels simulator."""
+
+    # Plain class attributes shadow the stock class's properties so the per-thread values can be instance
+    # attributes that the scheduler rebinds at every switch.
+    threadIdx = blockIdx = laneid = shared = local = atomic = const = cg = None
+    warpsize = 32
+
+    def __init__(self, launch, grid_dim, block_dim, dynshared_size):
+        if FakeCUDAModule is not object:
+            FakeCUDAModule.__init__(self, grid_dim, block_dim, dynshared_size)
+        self._L = launch
+        self.gridDim = Dim3(*grid_dim)
+        self.blockDim = Dim3(*block_dim)
+        self.shared = SimShared(launch, dynshared_size)
+        self.local = SimLocal(launch)
+        self.atomic = SimAtomic()
+        self.const = SimConst()
+        self.cg = _CG(launch)
+        self._t = None  # the running SimThread
+
+    # -- indexing -------------------------------------------------------------------------------------------
+    def grid(self, ndim):
+        t = self._t
+        if ndim == 1:
+            return t.g1
+        if ndim == 2:
+            return t.g2
+        if ndim == 3:
+            return t.g3
+        raise RuntimeError(f"Global ID has 1-3 dimensions. {ndim} requested")
+
+    # -- block-level synchronisation ------------------------------------------------------------------------
+    def syncthreads(self):
+        self._L.barrier(sys._getframe(1), "syncthreads", None)
+
+    def syncthreads_count(self, predicate):
+        return self._L.barrier(sys._getframe(1), "syncthreads_count", 1 if predicate else 0)
+
+    def syncthreads_and(self, predicate):
+        return self._L.barrier(sys._getframe(1), "syncthreads_and", 1 if predicate else 0)
+
+    def syncthreads_or(self, predicate):
+        return self._L.barrier(sys._getframe(1), "syncthreads_or", 1 if predicate else 0)
+
+    # -- warp level -----------------------------------------------------------------------------------------
+    # ``width`` follows CUDA C++ (__shfl_*_sync(mask, var, arg, width)); Numba's compiled API has no width
+    # argument, so a kernel that passes it runs here but not on a GPU.
+    def shfl_sync(self, mask, value, src_lane, width=32):
+        return self._L.warp_op(sys._getframe(1), SHFL_IDX, mask, value, src_lane, width)
+
+    def shfl_up_sync(self, mask, value, delta, width=32):
+        return self._L.warp_op(sys._getframe(1), SHFL_UP, mask, value, delta, width)
+
+    def shfl_down_sync(self, mask, value, delta, width=32):
+        return self._L.warp_op(sys._getframe(1), SHFL_DOWN, mask, value, delta, width)
+
+    def shfl_xor_sync(self, mask, value, lane_mask, width=32):
+        return self._L.warp_op(sys._getframe(1), SHFL_XOR, mask, value, lane_mask, width)
+
+    def syncwarp(self, mask=FULL_MASK):
+        self._L.warp_op(sys._getframe(1), SYNCWARP, mask, None, 0, 32)
+
+    def all_sync(self, mask, predicate):
+        return self._L.warp_op(sys._getframe(1), VOTE_ALL, mask, bool(predicate), 0, 32)
+
+    def any_sync(self, mask, predicate):
+        return self._L.warp_op(sys._getframe(1), VOTE_ANY, mask, bool(predicate), 0, 32)
+
+    def eq_sync(self, mask, predicate):
+        return self._L.warp_op(sys._getframe(1), VOTE_EQ, mask, bool(predicate), 0, 32)
+
+    def ballot_sync(self, mask, predicate):
+        return self._L.warp_op(sys._getframe(1), BALLOT, mask, bool(predicate), 0, 32)
+
+    def match_any_sync(self, mask, value):
+        return self._L.warp_op(sys._getframe(1), MATCH_ANY, mask, value, 0, 32)
+
+    def match_all_sync(self, mask, value):
+        return self._L.warp_op(sys._getframe(1), MATCH_ALL, mask, value, 0, 32)
+
+    def activemask(self):
+        """Lanes of the caller's warp that exist and have not exited (the simulator does not model
+        divergence inside a warp, so a branch does not narrow this mask)."""
+        return self._L.activemask()
+
+    def lanemask_lt(self):
+        return (1 << self.laneid) - 1
+
+    # -- memory fences are no-ops: the simulator has one memory and no caches -------------------------------
+    def threadfence(self):
+        pass
+
+    def threadfence_block(self):
+        pass
+
+    def threadfence_system(self):
+        pass

@@ -1,0 +1,59 @@
+"""Route every ``@cuda.jit`` launch of the active Numba CUDA simulator through gpukernels' scheduler.
+
+Whichever simulator ``numba.cuda`` resolves to -- numba-cuda's, or the copy built into Numba (macOS, where
+numba-cuda cannot be installed) -- kernels are instances of its ``FakeCUDAKernel``. Replacing that class's
+``__call__`` reaches every kernel, including those decorated before :func:`install` ran.
+"""
+
+from __future__ import annotations
+
+import numpy as np  # noqa: F401  (re-exported for _launch)
+from numba.cuda.simulator import kernel as _stock_kernel
+from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKernelCUDAArray  # noqa: F401
+
+try:  # numba-cuda
+    from numba.cuda.simulator.args import ArgHint
+except ImportError:  # Numba's built-in simulator
+    from numba.cuda.args import ArgHint  # noqa: F401
+
+from . import _ctx
+from ._launch import Launch
+
+FakeCUDAKernel = _stock_kernel.FakeCUDAKernel
+_normalize = _stock_kernel.normalize_kernel_dimensions
+stock_call = FakeCUDAKernel.__call__
+
+
+def _sim_call(self, *args):
+    launch = _ctx.LAUNCH
+    if self._device or launch is not None:
+        if launch is None:  # a device function called from host code
+            return self.fn(*args)
+        launch.swap_in(self.fn)
+        return self.fn(*args)
+    from . import _state
+
+    grid_dim, block_dim = _normalize(self.grid_dim, self.block_dim)
+    launch = Launch(self, _state.CONFIG, grid_dim, block_dim, self.dynshared_size, tracer=_state.TRACER)
+    try:
+        launch.run(args)
+    finally:
+        _state.record(launch)
+
+
+_sim_call.__gpukernels_sim__ = True
+
+
+def install() -> None:
+    """Make the gpukernels scheduler run every simulated kernel launch from now on (idempotent)."""
+    if not getattr(FakeCUDAKernel.__call__, "__gpukernels_sim__", False):
+        FakeCUDAKernel.__call__ = _sim_call
+
+
+def uninstall() -> None:
+    """Back to Numba's stock simulator (for comparisons and benchmarks)."""
+    FakeCUDAKernel.__call__ = stock_call
+
+
+def is_installed() -> bool:
+    return getattr(FakeCUDAKernel.__call__, "__gpukernels_sim__", False)
