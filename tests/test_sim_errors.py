@@ -1,0 +1,307 @@
+"""Planted bugs: each must produce the documented gpukernels.sim error, naming block, thread and kernel line."""
+
+import os
+
+import numpy as np
+import pytest
+
+import gpukernels
+
+pytestmark = pytest.mark.skipif(gpukernels.MODE != "sim", reason="simulator only")
+
+from numba import cuda, float32  # noqa: E402
+
+from gpukernels.sim import (  # noqa: E402
+    BarrierDivergenceError,
+    KernelError,
+    KernelTimeoutError,
+    OutOfBoundsError,
+    SimulatorError,
+    WarpMaskError,
+)
+
+FULL = 0xFFFFFFFF
+HERE = os.path.basename(__file__)
+
+
+def line_of(tag: str) -> str:
+    """``test_sim_errors.py:N`` for the one line of this file ending in ``# tag``."""
+    with open(__file__) as f:
+        hits = [n for n, line in enumerate(f, 1) if line.rstrip().endswith("# " + tag)]
+    assert len(hits) == 1, tag
+    return f"{HERE}:{hits[0]}"
+
+
+# -- barrier divergence -------------------------------------------------------------------------------------
+
+
+@cuda.jit
+def early_exit_then_barrier(x):
+    i = cuda.threadIdx.x
+    if i >= 20:
+        return
+    x[i] = 1.0
+    cuda.syncthreads()  # BARRIER-AFTER-RETURN
+    x[i] += x[(i + 1) % 20]
+
+
+def test_barrier_after_early_return():
+    x = np.zeros(32, np.float32)
+    with pytest.raises(BarrierDivergenceError) as info:
+        early_exit_then_barrier[1, 32](x)
+    err = info.value
+    msg = str(err)
+    assert line_of("BARRIER-AFTER-RETURN") in msg
+    assert "20 threads" in msg and "12 threads" in msg and "exited" in msg
+    assert "(0, 0, 0)" in msg and "(20, 0, 0)" in msg
+    assert err.block == (0, 0, 0)
+    [(where, threads)] = err.waiting.items()
+    assert where.endswith(line_of("BARRIER-AFTER-RETURN")) and threads == [(i, 0, 0) for i in range(20)]
+    assert err.exited == [(i, 0, 0) for i in range(20, 32)]
+
+
+@cuda.jit
+def barrier_in_both_branches(x):
+    i = cuda.threadIdx.x
+    if i % 2 == 0:
+        cuda.syncthreads()  # EVEN-BARRIER
+    else:
+        cuda.syncthreads()  # ODD-BARRIER
+    x[i] = i
+
+
+def test_barriers_at_different_lines_diverge():
+    x = np.zeros(8, np.float32)
+    with pytest.raises(BarrierDivergenceError) as info:
+        barrier_in_both_branches[(2, 1), 8](x)
+    msg = str(info.value)
+    assert line_of("EVEN-BARRIER") in msg and line_of("ODD-BARRIER") in msg
+    assert "block (0, 0, 0)" in msg and "4 threads" in msg
+
+
+# -- time-outs ----------------------------------------------------------------------------------------------
+
+
+@cuda.jit
+def spin_wait(flag, out):
+    i = cuda.threadIdx.x
+    if i == 0:
+        while flag[0] == 0:  # SPIN
+            pass
+    else:
+        flag[0] = 1
+    out[i] = 1
+
+
+@cuda.jit
+def infinite_loop(out):
+    i = cuda.threadIdx.x
+    k = 0
+    while k >= 0:  # FOREVER
+        k = (k + 1) % 7
+    out[i] = k
+
+
+def test_infinite_loop_times_out_and_says_where():
+    out = np.zeros(4, np.float32)
+    with gpukernels.sim.configure(timeout_s=0.3):
+        with pytest.raises(KernelTimeoutError) as info:
+            infinite_loop[1, 4](out)
+    msg = str(info.value)
+    assert "0.3 s" in msg and line_of("FOREVER").split(":")[0] in msg
+    assert "thread (0, 0, 0) was running at" in msg
+    assert "3 threads" in msg and "has not started" in msg
+    assert gpukernels.sim.config().timeout_s != 0.3  # the with block restored the setting
+
+
+def test_spin_wait_on_another_thread_times_out():
+    flag = np.zeros(1, np.int32)
+    out = np.zeros(2, np.float32)
+    with gpukernels.sim.configure(timeout_s=0.3):
+        with pytest.raises(KernelTimeoutError) as info:
+            spin_wait[1, 2](flag, out)
+    assert line_of("SPIN") in str(info.value)
+    where = info.value.running[(0, 0, 0)]
+    assert where.startswith("running at ") and where.endswith(line_of("SPIN"))
+    # the simulator is usable afterwards
+    ok = np.zeros(4, np.float32)
+    early = np.zeros(32, np.float32)
+    with pytest.raises(BarrierDivergenceError):
+        early_exit_then_barrier[1, 32](early)
+    barrier_ok[1, 4](ok)
+    assert ok.tolist() == [1, 1, 1, 1]
+
+
+@cuda.jit
+def barrier_ok(x):
+    i = cuda.threadIdx.x
+    x[i] = 1
+    cuda.syncthreads()
+
+
+# -- out of bounds ------------------------------------------------------------------------------------------
+
+
+@cuda.jit
+def one_past_the_end(a, out):
+    i = cuda.grid(1)
+    out[i] = a[i + 1]  # PAST-END
+
+
+@cuda.jit
+def negative_index(a, out):
+    i = cuda.grid(1)
+    out[i] = a[i - 1]  # NEGATIVE
+
+
+@cuda.jit
+def shared_oob(out):
+    s = cuda.shared.array((4, 8), float32)
+    i = cuda.threadIdx.x
+    s[i % 4, i] = 1.0  # SHARED-OOB
+    out[i] = 0
+
+
+@cuda.jit
+def local_negative(out):
+    buf = cuda.local.array(3, float32)
+    i = cuda.threadIdx.x
+    buf[2 - i] = 1.0  # LOCAL-NEG
+    out[i] = buf[0]
+
+
+@cuda.jit
+def write_2d_oob(c):
+    x, y = cuda.grid(2)
+    c[y, x] = 1.0  # NO-GUARD
+
+
+def test_read_past_the_end_of_a_global_array():
+    a = np.zeros(64, np.float32)
+    out = np.zeros(64, np.float32)
+    with pytest.raises(OutOfBoundsError) as info:
+        one_past_the_end[2, 32](a, out)
+    err = info.value
+    msg = str(err)
+    assert isinstance(err, IndexError)
+    assert "global array 'a'" in msg and "index 64" in msg and "shape (64,)" in msg
+    assert "thread (31, 0, 0) of block (1, 0, 0)" in msg and line_of("PAST-END") in msg
+    assert (err.array, err.index, err.shape, err.thread, err.block) == ("a", 64, (64,), (31, 0, 0), (1, 0, 0))
+
+
+def test_negative_index_is_an_error_not_a_wrap_around():
+    a = np.arange(8, dtype=np.float32)
+    out = np.zeros(8, np.float32)
+    with pytest.raises(OutOfBoundsError) as info:
+        negative_index[1, 8](a, out)
+    msg = str(info.value)
+    assert "index -1" in msg and "negative" in msg and "thread (0, 0, 0) of block (0, 0, 0)" in msg
+    assert line_of("NEGATIVE") in msg
+    assert out.tolist() == [0] * 8  # thread 0 failed first: nothing was written
+
+
+def test_shared_and_local_arrays_are_bounds_checked():
+    out = np.zeros(16, np.float32)
+    with pytest.raises(OutOfBoundsError) as info:
+        shared_oob[1, 16](out)
+    msg = str(info.value)
+    assert "shared array 's'" in msg and "index (0, 8)" in msg and "shape (4, 8)" in msg
+    assert "thread (8, 0, 0)" in msg and line_of("SHARED-OOB") in msg
+
+    with pytest.raises(OutOfBoundsError) as info:
+        local_negative[1, 4](out)
+    msg = str(info.value)
+    assert "local array 'buf'" in msg and "index -1" in msg and "thread (3, 0, 0)" in msg
+    assert line_of("LOCAL-NEG") in msg
+
+
+def test_2d_write_without_a_guard():
+    c = np.zeros((5, 6), np.float32)
+    with pytest.raises(OutOfBoundsError) as info:
+        write_2d_oob[(2, 2), (4, 4)](c)
+    msg = str(info.value)
+    assert "write of global array 'c' at index (0, 6)" in msg and "on axis 1" in msg
+    assert "thread (2, 0, 0) of block (1, 0, 0)" in msg and line_of("NO-GUARD") in msg
+
+
+# -- warp masks ---------------------------------------------------------------------------------------------
+
+
+@cuda.jit
+def half_mask(x, out):
+    i = cuda.threadIdx.x
+    out[i] = cuda.shfl_xor_sync(0x0000FFFF, x[i], 1)  # HALF-MASK
+
+
+@cuda.jit
+def shuffle_in_branch_then_barrier(x, out):
+    i = cuda.threadIdx.x
+    v = x[i]
+    if i < 16:
+        v += cuda.shfl_xor_sync(FULL, v, 1)  # BRANCH-SHFL
+    cuda.syncthreads()  # AFTER-BRANCH
+    out[i] = v
+
+
+@cuda.jit
+def shuffle_reads_exited_lane(x, out):
+    i = cuda.threadIdx.x
+    if i >= 16:
+        return
+    out[i] = cuda.shfl_down_sync(FULL, x[i], 8)  # READS-EXITED
+
+
+def test_mask_without_the_calling_lane():
+    x = np.arange(32, dtype=np.float32)
+    out = np.zeros(32, np.float32)
+    with pytest.raises(WarpMaskError) as info:
+        half_mask[1, 32](x, out)
+    msg = str(info.value)
+    assert "0x0000ffff" in msg and "calling lane 16" in msg and "thread (16, 0, 0)" in msg
+    assert line_of("HALF-MASK") in msg
+
+
+def test_lanes_named_in_the_mask_that_never_arrive():
+    x = np.arange(32, dtype=np.float32)
+    out = np.zeros(32, np.float32)
+    with pytest.raises(WarpMaskError) as info:
+        shuffle_in_branch_then_barrier[1, 32](x, out)
+    msg = str(info.value)
+    assert "lanes 0-15 wait at cuda.shfl_xor_sync" in msg and line_of("BRANCH-SHFL") in msg
+    assert "lanes 16-31" in msg and line_of("AFTER-BRANCH") in msg
+
+
+def test_shuffle_reading_a_lane_that_exited():
+    x = np.arange(32, dtype=np.float32)
+    out = np.zeros(32, np.float32)
+    with pytest.raises(WarpMaskError) as info:
+        shuffle_reads_exited_lane[1, 32](x, out)
+    msg = str(info.value)
+    assert "reads lane 16, which has already exited" in msg and line_of("READS-EXITED") in msg
+
+
+# -- any other exception ------------------------------------------------------------------------------------
+
+
+@cuda.jit
+def divide_by_zero(x, out):
+    i = cuda.threadIdx.x
+    out[i] = 1 // (int(x[i]) - 3)  # DIVIDE
+
+
+def test_other_exceptions_keep_their_type_and_gain_thread_and_line():
+    x = np.arange(8, dtype=np.int64)
+    out = np.zeros(8, np.int64)
+    with pytest.raises(KernelError) as info:
+        divide_by_zero[1, 8](x, out)
+    err = info.value
+    assert isinstance(err, ZeroDivisionError) and isinstance(err, SimulatorError)
+    assert isinstance(err.__cause__, ZeroDivisionError)
+    msg = str(err)
+    assert "thread (3, 0, 0) of block (0, 0, 0)" in msg and line_of("DIVIDE") in msg
+    assert err.location.endswith(line_of("DIVIDE"))
+
+
+def test_every_error_is_a_simulator_error():
+    for cls in (BarrierDivergenceError, KernelTimeoutError, OutOfBoundsError, WarpMaskError, KernelError):
+        assert issubclass(cls, SimulatorError)
