@@ -51,6 +51,7 @@ from .errors import (
 
 READY, RUNNING, BARRIER, WARP, DONE = range(5)
 _MASK64 = (1 << 64) - 1
+_FINISHED = object()  # what a worker greenlet hands the scheduler when its CUDA thread returned
 
 
 class _Timeout(BaseException):
@@ -61,7 +62,7 @@ class _Timeout(BaseException):
 class SimThread:
     __slots__ = (
         "tid", "idx", "warp", "lane", "bit", "g1", "g2", "g3", "g", "state", "site", "kind", "pred",
-        "result", "barriers", "op", "value", "arg", "width",
+        "result", "barriers", "op", "value", "arg", "width", "frame",
     )  # fmt: skip
 
     def __init__(self, tid, idx, warp, lane, g1, g2, g3):
@@ -74,18 +75,21 @@ class SimThread:
         self.result = None
         self.op = None
 
+    def where_site(self) -> tuple:
+        """(file, line) of the barrier or warp primitive this thread waits at."""
+        return (self.frame.f_code.co_filename, self.frame.f_lineno)
+
     def where(self) -> str:
         """What this thread is doing, for error messages."""
         if self.state == DONE:
             return "exited"
         if self.state == BARRIER:
-            return f"waits at cuda.{self.kind}() at {describe(self.site[1:])}"
+            return f"waits at cuda.{self.kind}() at {describe(self.where_site())}"
         if self.state == WARP:
-            kind, mask, code, lineno = self.op
-            return f"waits at cuda.{kind}(mask={mask:#010x}) at {describe((code.co_filename, lineno))}"
+            return f"waits at cuda.{self.op[0]}(mask={self.op[1]:#010x}) at {describe(self.where_site())}"
         if self.g is None:
             return "has not started"
-        frame = user_frame(self.g.gr_frame)
+        frame = user_frame(self.g.gr_frame) if self.g.gr_frame is not None else None
         if frame is None:
             return "is ready to run"
         return f"is ready to run, at {describe((frame.f_code.co_filename, frame.f_lineno))}"
@@ -332,7 +336,8 @@ class Launch:
         try:
             if self.tracer is not None:
                 self.tracer.begin(self)
-            kargs = self._convert_args(args, retr)
+            self.kargs = kargs = self._convert_args(args, retr)
+            self._free = []  # idle worker greenlets
             self.swap_in(self.fn)
             gx, gy, gz = self.grid
             blocks = [(x, y, z) for z in range(gz) for y in range(gy) for x in range(gx)]
@@ -359,6 +364,14 @@ class Launch:
         for wb in retr:
             wb()
 
+    def _work(self):
+        """Body of a worker greenlet: runs CUDA threads one after another, as the scheduler hands them over.
+        Creating a greenlet costs ~15 us, a switch ~0.5 us: a kernel without barriers needs one worker."""
+        fn, kargs, sched = self.fn, self.kargs, self.sched
+        while True:
+            fn(*kargs)
+            sched.switch(_FINISHED)
+
     def _run_block(self, bidx, kargs):
         bx, by, bz = self.block
         x0, y0, z0 = bidx[0] * bx, bidx[1] * by, bidx[2] * bz
@@ -381,7 +394,7 @@ class Launch:
         self.warp_bits = [0] * self.nwarps
         self.alive = list(self._exist)
         self.digest = (self.digest * 1000003 + hash(bidx)) & _MASK64
-        fn, sched, schedule = self.fn, self.sched, self.schedule
+        schedule, free, sched = self.schedule, self._free, self.sched
         while True:
             while ready:
                 t = ready.popleft()
@@ -396,17 +409,20 @@ class Launch:
                 t.state = RUNNING
                 try:
                     if t.g is None:
-                        t.g = greenlet(fn, sched)
-                        t.g.switch(*kargs)
+                        t.g = free.pop() if free else greenlet(self._work, sched)
+                        r = t.g.switch()
                     else:
-                        t.g.switch(t.result)
+                        r = t.g.switch(t.result)
                 except _Timeout as e:
                     raise self._timeout_error(t, e) from None
                 except SimulatorError:
                     raise
                 except BaseException as e:
+                    if traceback_site(e.__traceback__)[1] == 0:  # not raised by kernel code: our bug
+                        raise
                     raise self._kernel_error(t, e) from e
-                if t.state == RUNNING:  # the thread returned
+                if r is _FINISHED:  # the thread returned; its worker is free for the next one
+                    free.append(t.g)
                     t.state = DONE
                     self.live -= 1
                     w = t.warp
@@ -429,7 +445,8 @@ class Launch:
     # -- barriers -------------------------------------------------------------------------------------------
     def barrier(self, frame, kind, pred):
         t = self.cur
-        t.site = (kind, frame.f_code.co_filename, frame.f_lineno)
+        t.site = (kind, frame.f_code, frame.f_lasti)
+        t.frame = frame
         t.kind = kind
         t.pred = pred
         waiting = self.waiting
@@ -472,8 +489,8 @@ class Launch:
     def warp_op(self, frame, kind, mask, value, arg, width):
         t = self.cur
         mask = int(mask) & 0xFFFFFFFF
-        site = (frame.f_code.co_filename, frame.f_lineno)
         if not mask >> t.lane & 1:
+            site = (frame.f_code.co_filename, frame.f_lineno)
             raise WarpMaskError(
                 f"cuda.{kind} called with mask {mask:#010x}, which does not include the calling lane {t.lane}: "
                 f"undefined behaviour on a GPU; {self.who()['thread_text']} at {describe(site)}",
@@ -481,7 +498,8 @@ class Launch:
             )
         if width not in (1, 2, 4, 8, 16, 32):
             raise ValueError(f"cuda.{kind}: width must be a power of two from 1 to 32, got {width!r}")
-        t.op = (kind, mask, frame.f_code, frame.f_lineno)
+        t.op = (kind, mask, frame.f_code, frame.f_lasti)
+        t.frame = frame
         t.value, t.arg, t.width = value, arg, width
         w = t.warp
         self.warp_wait[w][t.lane] = t
@@ -581,8 +599,8 @@ class Launch:
 
     # -- errors ---------------------------------------------------------------------------------------------
     def _absent_lane_error(self, t, src, w):
-        kind, mask, code, lineno = t.op
-        site = (code.co_filename, lineno)
+        kind, mask = t.op[:2]
+        site = t.where_site()
         if not self._exist[w] >> src & 1:
             why = (
                 f"does not exist: the block has {self.nthreads} threads, so warp {w} is a partial warp with "
@@ -600,8 +618,8 @@ class Launch:
         )
 
     def _mismatch_error(self, w, first, odd):
-        kind, mask, code, lineno = first.op
-        site = (code.co_filename, lineno)
+        kind, mask = first.op[:2]
+        site = first.where_site()
         others = "; ".join(f"lane {t.lane} {t.where()}" for t in odd[:4])
         return WarpMaskError(
             f"warp {w} of block {_xyz(self.blockIdx)} in kernel {self.name!r}: lane {first.lane} waits at "
@@ -617,8 +635,8 @@ class Launch:
             if self.warp_bits[w]:
                 waiters = sorted(self.warp_wait[w].values(), key=lambda t: t.lane)
                 first = waiters[0]
-                kind, mask, code, lineno = first.op
-                site = (code.co_filename, lineno)
+                kind, mask = first.op[:2]
+                site = first.where_site()
                 need = mask & self.alive[w]
                 missing = need & ~self.warp_bits[w]
                 by_lane = {t.lane: t for t in self.threads if t.warp == w}
@@ -641,11 +659,11 @@ class Launch:
 
     def _divergence_error(self):
         waiting: dict = {}
-        for t in self.threads:
-            if t.state in (BARRIER, RUNNING) and t.site is not None and t in self.waiting:
-                waiting.setdefault(t.site, []).append(t)
+        in_barrier = set(map(id, self.waiting))
+        for t in self.waiting:
+            waiting.setdefault((t.kind,) + t.where_site(), []).append(t)
         exited = [t for t in self.threads if t.state == DONE]
-        others = [t for t in self.threads if t.state not in (DONE,) and t not in self.waiting]
+        others = [t for t in self.threads if t.state != DONE and id(t) not in in_barrier]
         parts = [
             f"{_threads_text(ts)} waited at cuda.{site[0]}() at {describe(site[1:])}" for site, ts in waiting.items()
         ]

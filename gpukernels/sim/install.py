@@ -7,6 +7,10 @@ numba-cuda cannot be installed) -- kernels are instances of its ``FakeCUDAKernel
 
 from __future__ import annotations
 
+import functools
+import inspect
+import sys
+
 import numpy as np  # noqa: F401  (re-exported for _launch)
 from numba.cuda.simulator import kernel as _stock_kernel
 from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKernelCUDAArray  # noqa: F401
@@ -44,10 +48,29 @@ def _sim_call(self, *args):
 _sim_call.__gpukernels_sim__ = True
 
 
+def _tolerant_jit(stock_jit):
+    """Numba's built-in simulator predates options of numba-cuda's ``cuda.jit`` (``launch_bounds``,
+    ``lineinfo``, ...). They only tune code generation for a GPU, so on the simulator they are dropped instead
+    of failing the import of every module that uses them."""
+    params = inspect.signature(stock_jit).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return stock_jit
+
+    @functools.wraps(stock_jit)
+    def jit(*args, **kwargs):
+        return stock_jit(*args, **{k: v for k, v in kwargs.items() if k in params})
+
+    jit.__gpukernels_sim__ = True
+    return jit
+
+
 def install() -> None:
     """Make the gpukernels scheduler run every simulated kernel launch from now on (idempotent)."""
     if not getattr(FakeCUDAKernel.__call__, "__gpukernels_sim__", False):
         FakeCUDAKernel.__call__ = _sim_call
+    cuda = sys.modules.get("numba.cuda")
+    if cuda is not None and not getattr(cuda.jit, "__gpukernels_sim__", False):
+        cuda.jit = _tolerant_jit(cuda.jit)
 
 
 def uninstall() -> None:
