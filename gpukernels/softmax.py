@@ -115,8 +115,8 @@ def naive_kernel(x, y):
 WARP = 32
 FULL_MASK = 0xFFFFFFFF
 MAX_THREADS = 1024
-MAX_ELEMS = 32  # values per thread kept in registers
-MAX_CACHED = MAX_THREADS * MAX_ELEMS  # longest row read from global memory once
+MAX_ELEMS = 64  # values per thread kept in registers (with 512 threads per block)
+MAX_CACHED = (MAX_THREADS // 2) * MAX_ELEMS  # 32768: the longest row read from global memory once
 
 
 @cuda.jit(device=True, inline=True)
@@ -217,7 +217,9 @@ def optimized_config(n: int) -> tuple[int, int, bool]:
     """(threads per block, cached values per thread, cached?) for rows of length n.
 
     Aim for ~8 values per thread (enough loads in flight per thread) with at least one warp and at most 1024
-    threads; rows longer than MAX_CACHED use the two-pass online kernel with 1024 threads.
+    threads. A block of 1024 threads may use at most 64 registers per thread (65536 per SM), too few for 32
+    cached values, so above 16 values per thread the block shrinks to 512 threads (up to 128 registers each).
+    Rows longer than MAX_CACHED use the two-pass online kernel.
     """
     if n > MAX_CACHED:
         return MAX_THREADS, 1, False
@@ -225,6 +227,9 @@ def optimized_config(n: int) -> tuple[int, int, bool]:
     while threads < MAX_THREADS and threads * 8 < n:
         threads *= 2
     elems = max(1, -(-n // threads))
+    if elems > 16 and threads == MAX_THREADS:
+        threads = MAX_THREADS // 2
+        elems = -(-n // threads)
     elems = 1 << (elems - 1).bit_length()  # round up to a power of two: few distinct compiled kernels
     return threads, elems, True
 
