@@ -1,0 +1,50 @@
+"""Grading spec of exercise 08 (the fields are described in gpukernels/grade/spec.py).
+
+A shape is (N, C, H, W, K, R, S, padding)."""
+
+from gpukernels import cbr
+from gpukernels.check import TOLERANCE
+from gpukernels.grade.spec import (Coalesced, Exercise, MaxStoresPerElement, NoRaces, Speed, ceil_div,
+                                   readme_hints)
+
+THREADS = 128
+
+
+def make_inputs(shape, seed):
+    x, w, b = cbr.make_inputs(shape[:7], seed)  # the lesson's inputs: outliers, and biases that make ReLU work
+    return {"x": x, "w": w, "b": b}
+
+
+def out_shape(shape):
+    n, c, h, wd, k, r, s, p = shape
+    return cbr.out_shape((n, c, h, wd), (k, c, r, s), p)
+
+
+def launch(shape):
+    size = 1
+    for d in out_shape(shape):
+        size *= d
+    return ceil_div(size, THREADS), THREADS
+
+
+EXERCISE = Exercise(
+    summary="y = relu(conv2d(x, w, padding) + b), one thread per output, bias and ReLU before the one store",
+    kernel="conv_bias_relu",
+    args=("x", "w", "b", "y", "padding"),
+    out="y",
+    make_inputs=make_inputs,
+    out_shape=out_shape,
+    reference=cbr.reference,
+    launch=launch,
+    params=lambda shape: {"padding": shape[7]},
+    shapes=[(1, 1, 1, 1, 1, 1, 1, 0), (1, 3, 5, 7, 2, 3, 3, 1), (2, 2, 6, 9, 3, 3, 3, 1), (1, 2, 7, 5, 3, 5, 5, 2)],
+    trace_shape=(1, 2, 8, 8, 4, 3, 3, 1),
+    tolerance=TOLERANCE["cbr"],
+    technique=[
+        MaxStoresPerElement("y", 1, max_loads=0, why="fuse: keep the sum in a register, store y once"),
+        Coalesced(("y",), kinds=("store",)),
+        NoRaces(),
+    ],
+    speed=Speed((8, 32, 56, 56, 32, 3, 3, 1), cbr.VERSIONS["naive"], min_speedup=1.0),
+    hints=readme_hints(__file__),
+)

@@ -1,0 +1,279 @@
+"""The task contract of a graded exercise: what ``exercises/NN_name/spec.py`` declares.
+
+An exercise's spec is a small, declarative Python file (gpu-mode's ``task.yml`` + ``reference.py`` in one):
+
+* ``kernel``, ``args``, ``out``: the name of the student's ``@cuda.jit`` function and its parameters in order
+  (inputs, the output, scalars); ``out`` names the one output array;
+* ``make_inputs(shape, seed)`` and ``reference(**inputs, **params)``: fresh inputs and the expected output --
+  a lesson's own ``make_inputs`` / ``reference`` wherever the exercise has a lesson, never a second copy;
+* ``launch(shape) -> (grid, block)``: the launch contract. The grader launches ``kernel[grid, block](*args)``
+  itself; the README states the same configuration in words;
+* ``shapes``: the problem sizes graded for correctness (odd ones included);
+* ``technique``: checks on what the tracer observed (``gpukernels.trace``); ``speed``: the GPU-only gate;
+* ``points`` per gate and ``hints`` per gate, in increasing order of help.
+
+The grader imports a spec only in its own process, from its own copy of ``exercises/`` -- never the
+student's copy -- so a submission cannot change its points, its shapes or its reference.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+GATES = ("correctness", "compiles", "technique", "speed")
+DEFAULT_POINTS = {"correctness": 5, "compiles": 2, "technique": 3, "speed": 2}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Technique checks: each reads the observations the child process made with the tracer (plain numbers,
+# keyed by the spec's argument names) and says whether the kernel used the technique the exercise teaches.
+# ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Check:
+    """Base class: ``evaluate(obs, shape) -> (ok, message)``; ``describe()`` is shown to students."""
+
+    def evaluate(self, obs: dict, shape: tuple) -> tuple[bool, str]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def describe(self) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def _array(obs: dict, name: str) -> dict:
+    return obs.get("arrays", {}).get(name, {})
+
+
+@dataclass(frozen=True)
+class MaxLoadsPerElement(Check):
+    """Each element of global array ``array`` is loaded at most ``limit(shape)`` times in total.
+
+    Tiled matmul: every element of A is loaded ceil(N / TILE) times (once per block column of C), against N
+    times in the naive kernel."""
+
+    array: str
+    limit: Callable[[tuple], float]
+    why: str = ""
+
+    def evaluate(self, obs, shape):
+        info = _array(obs, self.array)
+        loads, size = info.get("loads"), info.get("size")
+        if loads is None or not size:
+            return False, f"the tracer saw no loads of {self.array!r}"
+        per = loads / size
+        limit = self.limit(shape)
+        if per <= limit + 1e-9:
+            return True, f"{self.array}: {per:.3g} global loads per element (limit {limit:g})"
+        return False, (f"{self.array}: {per:.3g} global loads per element, more than {limit:g}"
+                       + (f" -- {self.why}" if self.why else ""))
+
+    def describe(self):
+        return f"global loads per element of {self.array} within the limit"
+
+
+@dataclass(frozen=True)
+class MaxStoresPerElement(Check):
+    """Each element of ``array`` is stored at most ``limit`` times (a fused kernel writes its output once)."""
+
+    array: str
+    limit: float = 1.0
+    max_loads: float | None = None  # loads of the same array per element (0: never read back)
+    why: str = ""
+
+    def evaluate(self, obs, shape):
+        info = _array(obs, self.array)
+        stores, loads, size = info.get("stores"), info.get("loads", 0), info.get("size")
+        if stores is None or not size:
+            return False, f"the tracer saw no stores to {self.array!r}"
+        per_store, per_load = stores / size, loads / size
+        bad = per_store > self.limit + 1e-9 or (self.max_loads is not None and per_load > self.max_loads + 1e-9)
+        text = f"{self.array}: {per_store:.3g} stores and {per_load:.3g} loads per element"
+        if bad:
+            return False, f"{text} (allowed: {self.limit:g} stores" + (
+                f", {self.max_loads:g} loads" if self.max_loads is not None else "") + ")" + (
+                f" -- {self.why}" if self.why else "")
+        return True, text
+
+    def describe(self):
+        return f"{self.array} written once per element"
+
+
+@dataclass(frozen=True)
+class Coalesced(Check):
+    """The global accesses to ``arrays`` are coalesced: useful bytes / bytes moved in 32-byte sectors."""
+
+    arrays: tuple
+    min_efficiency: float = 0.75
+    kinds: tuple = ("load", "store")
+
+    def evaluate(self, obs, shape):
+        parts, ok = [], True
+        for name in self.arrays:
+            info = _array(obs, name)
+            for kind in self.kinds:
+                eff = info.get(f"{kind}_efficiency")
+                if eff is None:
+                    continue
+                parts.append(f"{name} {kind}s {eff:.0%}")
+                ok &= eff >= self.min_efficiency
+        if not parts:
+            return False, f"the tracer saw no global accesses to {', '.join(self.arrays)}"
+        text = "coalescing efficiency: " + ", ".join(parts)
+        if ok:
+            return True, text
+        return False, (f"{text} (need {self.min_efficiency:.0%}): consecutive threadIdx.x should touch "
+                       "consecutive addresses")
+
+    def describe(self):
+        return f"coalesced accesses to {', '.join(self.arrays)}"
+
+
+@dataclass(frozen=True)
+class NoBankConflicts(Check):
+    """Shared-memory accesses of a warp hit distinct banks (or the same word: a broadcast)."""
+
+    max_ways: float = 1.0
+
+    def evaluate(self, obs, shape):
+        shared = obs.get("shared")
+        if not shared or not shared.get("accesses"):
+            return False, "the tracer saw no shared-memory accesses: stage the tile in cuda.shared.array"
+        ways = shared.get("max_ways", 1)
+        if ways <= self.max_ways:
+            return True, "shared memory: no bank conflicts"
+        return False, (f"shared memory: up to {ways}-way bank conflicts ({shared.get('conflict_text', '')}); "
+                       "pad the tile by one column")
+
+    def describe(self):
+        return "no shared-memory bank conflicts"
+
+
+@dataclass(frozen=True)
+class UsesShared(Check):
+    """The kernel stages data in shared memory at all."""
+
+    def evaluate(self, obs, shape):
+        shared = obs.get("shared") or {}
+        if shared.get("accesses"):
+            return True, f"{shared['accesses']} shared-memory accesses"
+        return False, "no shared-memory accesses: this exercise is about cuda.shared.array"
+
+    def describe(self):
+        return "uses shared memory"
+
+
+@dataclass(frozen=True)
+class NoRaces(Check):
+    """No two threads touch the same address without a barrier between them (one of them writing)."""
+
+    def evaluate(self, obs, shape):
+        races = obs.get("races")
+        if races is None:
+            return False, "the tracer did not report on races"
+        if not races:
+            return True, "no races"
+        return False, "race: " + "; ".join(races[:3])
+
+    def describe(self):
+        return "no data races"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The exercise
+# ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Speed:
+    """GPU-only gate: the kernel at ``shape`` must be ``min_speedup`` times faster than ``baseline`` (a lesson's
+    ``VERSIONS`` entry, timed on the same inputs with CUDA events)."""
+
+    shape: tuple
+    baseline: Any
+    min_speedup: float = 1.0
+    repeats: int = 20
+
+
+@dataclass
+class Exercise:
+    kernel: str
+    args: tuple
+    out: str
+    make_inputs: Callable[[tuple, int], dict]
+    out_shape: Callable[[tuple], tuple]
+    reference: Callable[..., Any]
+    launch: Callable[[tuple], tuple]
+    shapes: Sequence[tuple]
+    tolerance: float
+    params: Callable[[tuple], dict] = lambda shape: {}
+    technique: Sequence[Check] = ()
+    trace_shape: tuple | None = None
+    speed: Speed | None = None
+    points: dict = field(default_factory=lambda: dict(DEFAULT_POINTS))
+    hints: dict = field(default_factory=dict)
+    summary: str = ""
+    name: str = ""  # the folder name, set by load()
+    folder: Path | None = None
+
+    def max_points(self, gate: str) -> int:
+        if gate == "technique" and not self.technique:
+            return 0
+        if gate == "speed" and self.speed is None:
+            return 0
+        return int(self.points.get(gate, 0))
+
+    def hint(self, gate: str, level: int = 1) -> list[str]:
+        return list(self.hints.get(gate, []))[:max(0, level)]
+
+
+def load(folder: Path) -> Exercise:
+    """Import ``folder/spec.py`` (the grader's own copy) and return its ``EXERCISE``."""
+    folder = Path(folder)
+    path = folder / "spec.py"
+    mod_name = f"_gpukernels_exercise_{folder.name}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise FileNotFoundError(f"no spec.py in {folder}")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    ex = mod.EXERCISE
+    ex.name = folder.name
+    ex.folder = folder
+    return ex
+
+
+def readme_hints(spec_file: str | os.PathLike) -> dict[str, list[str]]:
+    """The hints of an exercise, read from its README (one source for students and grader): under
+    ``## Hints``, a ``### gate`` heading per gate and a numbered list, least help first."""
+    readme = Path(spec_file).with_name("README.md").read_text()
+    hints: dict[str, list[str]] = {}
+    section, gate = False, None
+    for line in readme.splitlines():
+        if line.startswith("## "):
+            section = line[3:].strip().lower() == "hints"
+            gate = None
+        elif section and line.startswith("### "):
+            gate = line[4:].strip().lower()
+            hints[gate] = []
+        elif section and gate:
+            m = re.match(r"\s*\d+\.\s+(.*)", line)
+            if m:
+                hints[gate].append(m.group(1).strip())
+            elif line.strip() and hints[gate]:  # a wrapped line continues the hint
+                hints[gate][-1] += " " + line.strip()
+    return hints
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+__all__ = ["Exercise", "Speed", "Check", "MaxLoadsPerElement", "MaxStoresPerElement", "Coalesced",
+           "NoBankConflicts", "UsesShared", "NoRaces", "GATES", "DEFAULT_POINTS", "load", "ceil_div", "readme_hints"]
