@@ -27,10 +27,10 @@ Neither needs a GPU or a driver.
 In simulator mode (``GPUKERNELS_DEVICE=sim``, or no GPU) ``numba.cuda`` *is* the simulator: its kernels are
 Python functions and its ``compile_ptx`` is ``None``. Numba picks simulator or compiler once, at the first
 ``import numba.cuda``, so the compile then runs in a **child process** (``_WORKER`` below) that imports the real
-``numba.cuda`` *before* ``gpukernels``, keeps ``gpukernels.sim`` out, and rebuilds the same launches from the same
-shapes. On a GPU machine the compile runs in this process. Results are cached on disk (``cache_dir()``), keyed
-by the kernel's source, signature, closure constants, architecture and package versions, so only the first run
-pays ~1 s per kernel.
+``numba.cuda`` *before* ``gpukernels`` and rebuilds the same launches from the same shapes (``gpukernels.sim``'s
+install only patches the simulator's kernel class, which the compiler never touches). On a GPU machine the
+compile runs in this process. Results are cached on disk (``cache_dir()``), keyed by the kernel's source,
+signature, closure constants, architecture and package versions, so only the first run pays ~1 s per kernel.
 
 Run ``gpukernels resources [LESSON ...] [--arch sm_90] [--json FILE]``.
 """
@@ -459,7 +459,6 @@ import json, os, sys, warnings
 os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
 os.environ.pop("GPUKERNELS_DEVICE", None)
 import numba.cuda                       # the compiler, not the simulator (Numba decides at first import)
-sys.modules["gpukernels.sim"] = None    # the simulator extension would patch numba.cuda: keep it out
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")     # gpukernels warns that numba.cuda came first: that is the point
     import gpukernels
@@ -571,7 +570,8 @@ def report(lessons=None, arch: str = DEFAULT_ARCH, shape_key: str = "demo_gpu",
     unique = {}
     for req, _, key in pending:
         unique.setdefault(key, req)
-    for key, result in zip(unique, compile_requests(list(unique.values()))):
+    compiled = compile_requests(list(unique.values())) if unique else []
+    for key, result in zip(unique, compiled):
         _cache_put(key, result)
         unique[key] = result
     out = []
@@ -588,6 +588,11 @@ def report(lessons=None, arch: str = DEFAULT_ARCH, shape_key: str = "demo_gpu",
     return out
 
 
+def _pct(x: float) -> str:
+    v = 100 * x
+    return f"{v:.0f}%" if abs(v - round(v)) < 0.05 else f"{v:.1f}%"
+
+
 def _fmt_bytes(n: int) -> str:
     return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KB"
 
@@ -596,25 +601,27 @@ def print_table(rows: list[ResourceRow], console=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = console or (Console() if sys.stdout.isatty() else Console(width=150))
+    console = console or (Console() if sys.stdout.isatty() else Console(width=200))
     if not rows:
         return
     a = get_arch(rows[0].arch)
     table = Table(title=f"Resources and occupancy on {a.name} ({a.gpu}: {a.max_warps_per_sm} warps, "
                         f"{a.regs_per_sm} registers, {a.smem_per_sm // 1024} KB shared memory per SM)")
     for col, just in (("lesson", "left"), ("version", "left"), ("kernel", "left"), ("block", "right"),
-                      ("regs/thread", "right"), ("smem/block", "right"), ("lmem/thread", "right"),
-                      ("barriers", "right"), ("blocks/SM", "right"), ("warps/SM", "right"),
+                      ("regs", "right"), ("smem", "right"), ("lmem", "right"),
+                      ("bar.", "right"), ("blocks/SM", "right"), ("warps/SM", "right"),
                       ("occupancy", "right"), ("limited by", "left")):
-        table.add_column(col, justify=just)
+        table.add_column(col, justify=just, no_wrap=True)
     for r in rows:
         res, occ = r.resources, r.occupancy
         lmem = _fmt_bytes(res.local_bytes) + (" (spills!)" if res.spill_stores else "")
         table.add_row(r.lesson, r.version, r.kernel, "x".join(map(str, r.block)), str(res.registers),
                       _fmt_bytes(res.shared_bytes + r.dynamic_shared), lmem, str(res.barriers),
-                      str(occ.blocks_per_sm), f"{occ.warps_per_sm}/{occ.max_warps_per_sm}", f"{occ.occupancy:.0%}",
+                      str(occ.blocks_per_sm), f"{occ.warps_per_sm}/{occ.max_warps_per_sm}", _pct(occ.occupancy),
                       ", ".join(occ.binding))
     console.print(table)
+    console.print("regs: registers per thread; smem: static + dynamic shared memory per block; lmem: local memory "
+                  "per thread (spills); bar.: named barriers.")
     console.print(f"Shapes: {', '.join(sorted({f'{r.lesson} {r.shape}' for r in rows}))}. Compiled with "
                   f"numba.cuda.compile_ptx + nvJitLink; no GPU was used.")
 

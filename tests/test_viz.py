@@ -1,0 +1,119 @@
+"""gpukernels.viz: the numbers behind each figure (not pixels). Compiles are replaced by cached fake assembler
+logs, so these tests need neither a GPU nor the compiler."""
+
+import json
+
+import pytest
+
+import gpukernels
+from gpukernels import resources as R
+from gpukernels import viz
+
+# registers and static shared memory (as sm_80 logs report it: no reservation included) per kernel name
+FAKE = {"naive_kernel": (28, 0), "tiled_kernel": (32, 2048), "regblock_2d_kernel": (148, 8192)}
+
+
+def _log(regs, smem):
+    return (f"ptxas info    : Used {regs} registers, used {1 if smem else 0} barriers\n"
+            f"info    : used {regs} registers, used 1 barriers, 0 stack, {smem} bytes smem, 400 bytes cmem[0], "
+            f"0 bytes lmem\n")
+
+
+@pytest.fixture
+def fake_compiles(tmp_path, monkeypatch):
+    """Every lesson kernel 'compiled' for sm_80: 40 registers and no shared memory unless FAKE says otherwise."""
+    monkeypatch.setenv("GPUKERNELS_CACHE", str(tmp_path / "cache"))
+    for lesson, mod in gpukernels.LESSONS.items():
+        inputs = mod.make_inputs(R.lesson_shape(lesson), 0)
+        for v in mod.VERSIONS.values():
+            for launch in v.launches(*inputs):
+                regs, smem = FAKE.get(R.kernel_name(launch.kernel), (40, 0))
+                R._cache_put(R.cache_key(launch, "sm_80"), {"log": _log(regs, smem)})
+
+    def no_compile(requests):
+        raise AssertionError(f"unexpected compile: {requests}")
+
+    monkeypatch.setattr(R, "compile_requests", no_compile)
+    return tmp_path
+
+
+def test_occupancy_bars_data(fake_compiles):
+    fig = viz.occupancy_bars("matmul", "sm_80")
+    rows = {r["version"]: r for r in fig.gpukernels_data["rows"]}
+    assert list(rows) == list(gpukernels.matmul.VERSIONS)
+    # tiled: 256 threads, 32 regs, 2048 B smem on sm_80 -> 8 blocks by threads and registers, 64/64 warps
+    t = rows["tiled"]
+    assert (t["blocks_per_sm"], t["warps_per_sm"]) == (8, 64)
+    assert set(t["binding"]) == {"threads", "registers"}
+    # shared memory: (2048 + 1024) -> 3072 B per block; 167936 // 3072 = 54 blocks = 432 warps
+    assert t["limits_warps"]["shared memory"] == 54 * 8
+    # regblock_2d: 148 regs -> 4864 per warp -> 3 warps per sub-partition -> 12 warps -> 1 block of 8 warps
+    r2 = rows["regblock_2d"]
+    assert (r2["blocks_per_sm"], r2["warps_per_sm"], r2["binding"]) == (1, 8, ["registers"])
+    assert "regblock_2d keeps only 8 of 64 warps" in fig._suptitle.get_text()
+
+
+def test_occupancy_sweep_data(fake_compiles):
+    fig = viz.occupancy_vs_block_size("matmul", "sm_80")
+    by = {r["version"]: r for r in fig.gpukernels_data["rows"]}
+    r2 = by["regblock_2d"]
+    occ = dict(zip(r2["block_sizes"], r2["occupancy"]))
+    assert occ[256] == pytest.approx(12.5) and occ[384] == pytest.approx(18.75)
+    assert occ[416] == 0  # 16 warps x 4864 registers > 65536: the block does not fit
+    assert r2["launched"] == 256
+    assert dict(zip(by["naive"]["block_sizes"], by["naive"]["occupancy"]))[32] == 50.0  # 32 blocks of 1 warp
+
+
+def _report():
+    def r(lesson, shape, name, kind, ms, flops, nbytes):
+        return dict(lesson=lesson, shape=list(shape), name=name, kind=kind, median_ms=ms, min_ms=ms, max_ms=ms,
+                    runs=5, flops=flops, bytes=nbytes, ok=True)
+    s = gpukernels.softmax.SHAPES["bench"][0]
+    f, b = gpukernels.softmax.flops(s), gpukernels.softmax.min_bytes(s)
+    return {"environment": {"device": "Test GPU"}, "ceilings": {"copy_GBps": 4000.0, "sgemm_TFLOPs": 50.0},
+            "results": [r("softmax", s, "optimized", "kernel", 0.05, f, b), r("softmax", s, "naive", "kernel", 2.0, f, b),
+                        r("softmax", s, "torch.softmax", "peer", 0.04, f, b)]}
+
+
+def test_performance_bars_measured():
+    rep = _report()
+    fig = viz.performance_bars("softmax", rep)
+    d = fig.gpukernels_data
+    assert d["measured"] and d["unit"] == "GB/s"  # softmax is memory-bound: effective bandwidth
+    assert d["names"] == ["naive", "optimized", "torch.softmax (peer)"]  # VERSIONS order, then the peer
+    nbytes = rep["results"][0]["bytes"]
+    assert d["values"][0] == pytest.approx(nbytes / 2.0e-3 / 1e9)
+    assert d["values"][1] == pytest.approx(nbytes / 0.05e-3 / 1e9)
+    assert "measured" in fig.axes[0].get_title(loc="left")
+
+
+def test_roofline_measured_points():
+    rep = _report()
+    fig = viz.roofline(rep, "sm_90", ["softmax"])
+    d = fig.gpukernels_data
+    assert d["measured"]
+    p = {x["version"]: x for x in d["points"]}
+    f, b = rep["results"][0]["flops"], rep["results"][0]["bytes"]
+    assert p["optimized"]["intensity"] == pytest.approx(f / b)
+    assert p["optimized"]["tflops"] == pytest.approx(f / 0.05e-3 / 1e12)
+    assert p["torch.softmax"]["peer"]
+
+
+def test_load_bench_picks_newest(tmp_path, monkeypatch):
+    monkeypatch.setattr(viz, "RESULTS_DIR", tmp_path)
+    assert viz.load_bench() is None
+    (tmp_path / "a.json").write_text(json.dumps(_report()))
+    assert viz.load_bench()["environment"]["device"] == "Test GPU"
+
+
+def test_plots_main_writes_gallery(fake_compiles, tmp_path, monkeypatch):
+    monkeypatch.setattr(viz, "RESULTS_DIR", tmp_path / "none")
+    monkeypatch.setattr(viz, "tracer_available", lambda: False)
+    out, gallery = tmp_path / "figures", tmp_path / "gallery.md"
+    assert viz.plots_main(["softmax", "--arch", "sm_80", "--out", str(out), "--gallery", str(gallery)]) == 0
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    assert "softmax_occupancy.png" in pngs and "occupancy_all.png" in pngs
+    assert sum(p.stat().st_size for p in out.glob("*.png")) < 300_000
+    text = gallery.read_text()
+    assert "figures/softmax_occupancy.png" in text
+    assert "Not drawn in this run" in text and "gpukernels.trace" in text
