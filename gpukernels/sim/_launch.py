@@ -62,7 +62,7 @@ class _Timeout(BaseException):
 class SimThread:
     __slots__ = (
         "tid", "idx", "warp", "lane", "bit", "g1", "g2", "g3", "g", "state", "site", "kind", "pred",
-        "result", "barriers", "op", "value", "arg", "width", "frame",
+        "result", "barriers", "op", "value", "arg", "width", "frame", "wsyncs",
     )  # fmt: skip
 
     def __init__(self, tid, idx, warp, lane, g1, g2, g3):
@@ -71,7 +71,8 @@ class SimThread:
         self.g = None
         self.state = READY
         self.site = None
-        self.barriers = 0
+        self.barriers = 0  # cuda.syncthreads() passed: the barrier interval the thread is in
+        self.wsyncs = 0  # cuda.syncwarp() passed
         self.result = None
         self.op = None
 
@@ -430,6 +431,8 @@ class Launch:
                     if self.warp_bits[w]:
                         self._retry_warp(w)
             if self.live == 0:
+                if self.tracer is not None:
+                    self.tracer.end_block(self)
                 return
             raise self._stuck_error()
 
@@ -544,8 +547,11 @@ class Launch:
             self.rng.shuffle(group)
         ready = self.ready
         own = None
+        sync = kind == SYNCWARP
         for t in group:
             t.result = results[t.lane]
+            if sync:
+                t.wsyncs += 1
             if t is current:
                 own = t.result
             else:

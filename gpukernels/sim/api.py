@@ -135,7 +135,7 @@ class SimLocal:
         f = sys._getframe(1)
         filename, lineno = f.f_code.co_filename, f.f_lineno
         name = assigned_name(filename, lineno, f"local@{location(filename, lineno)}")
-        return self._launch.new_array(_poisoned(shape, dtype), name, arrays.LOCAL, key=None)
+        return self._launch.new_array(_poisoned(shape, dtype), name, arrays.LOCAL, key=(filename, lineno, name))
 
 
 class SimConst:
@@ -148,7 +148,7 @@ def _target(ary, idx):
     if isinstance(ary, arrays.SimArray):
         ary._index(idx, arrays.ATOMIC)
         if arrays.HOOK is not None and ary.__class__.__name__.startswith("Hooked"):
-            arrays.HOOK(ary, idx, arrays.ATOMIC)
+            arrays.HOOK(ary, arrays._flat(ary, idx), arrays.ATOMIC)
         return ary._a
     return ary
 

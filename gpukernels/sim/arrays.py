@@ -7,8 +7,8 @@
   unpack, two comparisons and the NumPy access; anything else (slices, rows of a 2-D array, errors) takes the
   slow path.
 * Observation costs nothing unless asked for: a launch that is traced (or shuffled with preemption) wraps its
-  arrays in the ``Hooked*`` subclasses instead, which call ``HOOK(array, index, kind)`` after each element
-  access. ``kind`` is ``READ``, ``WRITE`` or ``ATOMIC``.
+  arrays in the ``Hooked*`` subclasses instead, which call ``HOOK(array, element, kind)`` after each element
+  access (``element``: the flat index in the allocation; ``kind``: ``READ``, ``WRITE`` or ``ATOMIC``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from .errors import OutOfBoundsError
 READ, WRITE, ATOMIC = 0, 1, 2
 GLOBAL, SHARED, LOCAL = "global", "shared", "local"
 
-# Set by the launch while a hooked launch runs: HOOK(array, index, kind), called from kernel code.
+# Set by the launch while a hooked launch runs: HOOK(array, element, kind), called from kernel code.
 HOOK = None
 
 
@@ -40,7 +40,7 @@ class Shape(tuple):
 class SimArray:
     """Base class; instances are of the per-ndim subclasses made by :func:`wrap`."""
 
-    __slots__ = ("_a", "shape", "size", "ndim", "dtype", "name", "space", "root", "offset", "aid")
+    __slots__ = ("_a", "shape", "size", "ndim", "dtype", "name", "space", "root", "offset", "aid", "st", "isz")
 
     def __init__(self, a: np.ndarray, name: str, space: str, root=None, offset: int = 0, aid: int = -1):
         self._a = a
@@ -53,6 +53,8 @@ class SimArray:
         self.root = a if root is None else root  # the allocation this is a view of
         self.offset = offset  # byte offset of a[0, ...] from the start of ``root``
         self.aid = aid  # the tracer's id for ``root``
+        self.st = a.strides  # for the tracer's element index: (offset + sum(index * st)) // isz
+        self.isz = a.itemsize
 
     # -- the slow path: anything that is not "ndim non-negative ints", and every error ---------------------
     def _index(self, idx, kind):
@@ -213,9 +215,70 @@ class SimArrayN(SimArray):
         self._set_slow(idx, value)
 
 
+def _flat(arr: SimArray, idx) -> int:
+    """Flat element index of ``arr[idx]`` within the allocation ``arr`` views."""
+    off = arr.offset
+    if idx.__class__ is tuple:
+        for c, st in zip(idx, arr.st):
+            off += int(c) * st
+    else:
+        off += int(idx) * arr.st[0]
+    return off // arr.isz
+
+
 def _is_element(arr: SimArray, idx) -> bool:
     comps = idx if idx.__class__ is tuple else (idx,)
     return len(comps) == arr.ndim and all(isinstance(c, (int, np.integer)) for c in comps)
+
+
+# The hooked classes repeat the plain fast paths inline (a call less per access) and hand the hook the flat
+# element index: HOOK(array, element, kind), called directly from here so that the kernel's frame is
+# sys._getframe(2) inside the hook (3 for atomics, which come through ``api._target``).
+
+
+class Hooked1(SimArray1):
+    __slots__ = ()
+
+    def __getitem__(self, i):
+        try:
+            if i >= 0:
+                v = self._a[i]
+                HOOK(self, (self.offset + i * self.st[0]) // self.isz, READ)
+                return v
+        except (IndexError, TypeError):
+            pass
+        v = self._index(i, READ)
+        if not isinstance(v, SimArray):
+            HOOK(self, _flat(self, i), READ)
+        return v
+
+    def __setitem__(self, i, value):
+        SimArray1.__setitem__(self, i, value)
+        HOOK(self, _flat(self, i), WRITE)
+
+
+class Hooked2(SimArray2):
+    __slots__ = ()
+
+    def __getitem__(self, idx):
+        try:
+            i, j = idx
+            if i >= 0 and j >= 0:
+                v = self._a[idx]
+                s0, s1 = self.st
+                HOOK(self, (self.offset + i * s0 + j * s1) // self.isz, READ)
+                return v
+        except (IndexError, TypeError, ValueError):
+            pass
+        v = self._index(idx, READ)
+        if not isinstance(v, SimArray):
+            HOOK(self, _flat(self, idx), READ)
+        return v
+
+    def __setitem__(self, idx, value):
+        SimArray2.__setitem__(self, idx, value)
+        if _is_element(self, idx):
+            HOOK(self, _flat(self, idx), WRITE)
 
 
 def _hooked(base):
@@ -225,20 +288,20 @@ def _hooked(base):
         def __getitem__(self, idx):
             v = base.__getitem__(self, idx)
             if not isinstance(v, SimArray):
-                HOOK(self, idx, READ)
+                HOOK(self, _flat(self, idx), READ)
             return v
 
         def __setitem__(self, idx, value):
             base.__setitem__(self, idx, value)
             if _is_element(self, idx):
-                HOOK(self, idx, WRITE)
+                HOOK(self, _flat(self, idx), WRITE)
 
     Hooked.__name__ = Hooked.__qualname__ = "Hooked" + base.__name__
     return Hooked
 
 
 _PLAIN = {1: SimArray1, 2: SimArray2, 3: SimArray3}
-_HOOKED = {n: _hooked(c) for n, c in _PLAIN.items()}
+_HOOKED = {1: Hooked1, 2: Hooked2, 3: _hooked(SimArray3)}
 _HOOKED_N = _hooked(SimArrayN)
 
 # Whether new arrays get the hooked classes; set per launch.
@@ -258,12 +321,3 @@ def wrap(a: np.ndarray, name: str, space: str, aid: int = -1) -> SimArray:
 def wrap_like(parent: SimArray, sub: np.ndarray, offset: int) -> SimArray:
     cls = array_class(sub.ndim, isinstance(parent, tuple(_HOOKED.values()) + (_HOOKED_N,)))
     return cls(sub, parent.name, parent.space, parent.root, offset, parent.aid)
-
-
-def element_index(arr: SimArray, idx) -> int:
-    """Flat element index of ``arr[idx]`` in the allocation ``arr`` is a view of."""
-    comps = idx if idx.__class__ is tuple else (idx,)
-    off = arr.offset
-    for c, s in zip(comps, arr._a.strides):
-        off += int(c) * s
-    return off // arr._a.itemsize

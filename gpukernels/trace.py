@@ -1,0 +1,813 @@
+"""Memory-access tracer: what every thread of a simulated launch reads and writes, and what that means.
+
+Everything here comes from a real execution of the unchanged ``@cuda.jit`` kernels on ``gpukernels.sim``:
+while a trace is active, the simulator wraps kernel arrays in hooked classes that report each element access
+(global, shared and local) with its thread, barrier interval, source line and program order.
+
+    with gpukernels.trace() as t:
+        gpukernels.matmul.tiled(a, b)
+    t.summary()                 # all analyses; prints as rich tables, .to_dict() for JSON
+    t.traffic()                 # [ArrayTraffic]   loads, stores, bytes, loads per element (reuse)
+    t.coalescing()              # Coalescing       32-byte sectors per warp access vs the minimum, per line
+    t.bank_conflicts()          # [BankConflicts]  conflict degree of each warp's shared access, per line
+    t.hazards()                 # Hazards          races within a barrier interval; uninitialised shared reads
+    t.divergence()              # [Divergence]     active lanes per warp and source line
+
+Memory stays bounded: accesses are buffered for one block at a time and folded into per-line counters when
+the block ends. ``trace(events=True)`` also keeps the full event log (``t.events()``, a NumPy record array).
+
+Conventions (stated so the numbers can be checked by hand):
+
+* a *warp access* is the accesses of one warp at one program point (the same bytecode offset of the same
+  source line) on the same dynamic occurrence (the n-th time each lane executed it) -- what a GPU issues as
+  one instruction;
+* global allocations start on a 256-byte boundary (as cudaMalloc's do), so element ``e`` of an array of
+  ``itemsize`` bytes lies in sector ``e * itemsize // 32``;
+* each shared array starts at bank 0; banks are 32 words of 4 bytes; lanes reading the same word are a
+  broadcast, not a conflict; the *conflict degree* of a warp access is the largest number of distinct words
+  it needs from one bank (1 = conflict-free);
+* two accesses race when they touch the same element in the same barrier interval of one block, from
+  different threads, at least one a write (atomics excepted; threads of one warp separated by
+  ``cuda.syncwarp()`` are ordered). Local arrays are private and never race;
+* divergence is seen where memory is accessed: a line that touches no array does not appear.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .sim import _state
+from .sim import arrays as _arrays
+from .sim._source import location, source_line
+
+READ, WRITE, ATOMIC = _arrays.READ, _arrays.WRITE, _arrays.ATOMIC
+_SPACES = {_arrays.GLOBAL: 0, _arrays.SHARED: 1, _arrays.LOCAL: 2}
+_SPACE_NAMES = {v: k for k, v in _SPACES.items()}
+# columns of a block's event buffer
+TID, AID, ELEM, KIND, BAR, WSYNC, PC, OCC, ORDER = range(9)
+
+__all__ = [
+    "trace",
+    "Trace",
+    "ArrayTraffic",
+    "LineCoalescing",
+    "Coalescing",
+    "BankConflicts",
+    "Race",
+    "UninitializedRead",
+    "Hazards",
+    "Divergence",
+    "Summary",
+    "trace_main",
+]
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Results: plain data
+# -------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ArrayTraffic:
+    """Accesses of one array in one launch. ``loads_per_element`` = loads / elements (the reuse factor)."""
+
+    launch: int
+    kernel: str
+    array: str
+    space: str
+    shape: tuple
+    itemsize: int
+    elements: int
+    loads: int
+    stores: int
+    atomics: int
+    bytes_loaded: int
+    bytes_stored: int
+    loads_per_element: float
+
+
+@dataclass
+class LineCoalescing:
+    """Global accesses at one source line: warp accesses, 32-byte sectors touched, and the fewest sectors
+    that the same bytes could have needed. ``efficiency`` = min_sectors / sectors, in [0, 1]."""
+
+    kernel: str
+    location: str
+    source: str
+    array: str
+    kind: str
+    requests: int
+    sectors: int
+    min_sectors: int
+    efficiency: float
+
+
+@dataclass
+class Coalescing:
+    lines: list
+    per_kernel: dict  # kernel -> efficiency over all its global accesses
+
+
+@dataclass
+class BankConflicts:
+    """Shared accesses at one source line. ``wavefronts`` = sum of conflict degrees (``requests`` if none)."""
+
+    kernel: str
+    location: str
+    source: str
+    array: str
+    kind: str
+    requests: int
+    wavefronts: int
+    max_degree: int
+    mean_degree: float
+
+
+@dataclass
+class Race:
+    """Accesses to one element from two threads in one barrier interval, at least one a write, ``first`` and
+    ``second`` in program order. ``elements`` counts the elements (over all blocks, per barrier interval) that
+    race between these two lines in this order."""
+
+    kernel: str
+    array: str
+    space: str
+    hazard: str  # "read-after-write", "write-after-read" or "write-after-write"
+    first_location: str
+    first_kind: str
+    second_location: str
+    second_kind: str
+    elements: int
+    example_element: tuple
+    example_block: tuple
+    example_threads: tuple  # (first thread, second thread), each (x, y, z)
+    example_interval: int
+    hint: str
+
+
+@dataclass
+class UninitializedRead:
+    """Shared memory read before any thread of the block wrote that element (in the simulated order)."""
+
+    kernel: str
+    array: str
+    location: str
+    reads: int
+    example_element: tuple
+    example_block: tuple
+    example_thread: tuple
+
+
+@dataclass
+class Hazards:
+    races: list
+    uninitialized: list
+
+
+@dataclass
+class Divergence:
+    """Warp ``warp`` (of every block) at one source line: how many of its lanes took part, per execution."""
+
+    kernel: str
+    location: str
+    source: str
+    warp: int
+    lanes_in_warp: int
+    executions: int
+    mean_active: float
+    min_active: int
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Recording
+# -------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _ArrayInfo:
+    launch: int
+    kernel: str
+    name: str
+    space: int
+    shape: tuple
+    itemsize: int
+    size: int
+
+
+@dataclass
+class _LaunchInfo:
+    index: int
+    kernel: str
+    grid: tuple
+    block: tuple
+
+
+class Trace:
+    """Collects the accesses of every simulated launch made while it is active; see the module docstring."""
+
+    def __init__(self, events: bool = False):
+        self.keep_events = events
+        self.launches: list[_LaunchInfo] = []
+        self._arrays: list[_ArrayInfo] = []
+        self._akeys: dict = {}
+        self._pcs: list = []  # pc id -> (filename, lineno): one per source line
+        self._lines: dict = {}
+        self._pckeys: dict = {}  # (code, bytecode offset) -> pc
+        self._space = np.zeros(0, np.int64)
+        self._isz = np.zeros(0, np.int64)
+        self._traffic = np.zeros((0, 3), np.int64)
+        self._coal: dict = defaultdict(lambda: [0, 0, 0])  # (aid, pc, kind) -> requests, sectors, min
+        self._banks: dict = defaultdict(lambda: [0, 0, 0])  # (aid, pc, kind) -> requests, wavefronts, max
+        self._div: dict = defaultdict(lambda: [0, 0, 10**9])  # (launch, pc, warp) -> execs, lanes, min
+        self._races: dict = {}
+        self._uninit: dict = {}
+        self._events: list = []
+        self._warp_lanes: dict = {}
+        self.seconds = 0.0
+
+    # -- called by the simulator ----------------------------------------------------------------------------
+    def register(self, launch, a, name, space, key):
+        full = (len(self.launches) - 1, key if key is not None else id(a))
+        aid = self._akeys.get(full)
+        if aid is None:
+            aid = len(self._arrays)
+            self._akeys[full] = aid
+            self._arrays.append(
+                _ArrayInfo(len(self.launches) - 1, launch.name, name, _SPACES[space], tuple(a.shape), a.itemsize,
+                           a.size)
+            )
+        return aid
+
+    def begin(self, launch):
+        self.launches.append(_LaunchInfo(len(self.launches), launch.name, launch.grid, launch.block))
+        self._launch = launch
+
+    def hook_for(self, launch):
+        # Kept lean (this runs for every access): the occurrence and program-order columns are computed per
+        # block with NumPy from the execution order, in which each thread's accesses are in program order.
+        ev = self._ev = []
+        pckeys, getframe = self._pckeys, sys._getframe
+        append = ev.append
+
+        def hook(arr, elem, kind):
+            f = getframe(3 if kind == ATOMIC else 2)
+            pc = pckeys.get((f.f_code, f.f_lasti))
+            if pc is None:
+                pc = self._new_pc((f.f_code, f.f_lasti), f)
+            t = launch.cur
+            append((t.tid, arr.aid, elem, kind, t.barriers, t.wsyncs, pc))
+
+        return hook
+
+    def _new_pc(self, key, frame):
+        # One id per source line. (Keyed by bytecode offset first because that is cheap to read, but one
+        # access can report two offsets: CPython 3.11 specialises instructions after a few runs.)
+        line = (frame.f_code.co_filename, frame.f_lineno)
+        pc = self._lines.get(line)
+        if pc is None:
+            pc = self._lines[line] = len(self._pcs)
+            self._pcs.append(line)
+        self._pckeys[key] = pc
+        return pc
+
+    def end_block(self, launch):
+        if self._ev:
+            raw = np.array(self._ev, dtype=np.int64)
+            e = np.empty((len(raw), 9), np.int64)
+            e[:, :7] = raw
+            # OCC: the n-th access of a thread to an array, of a kind, at a line; ORDER: the n-th of the thread
+            e[:, OCC] = _rank_within(_mix(e[:, TID], e[:, PC], e[:, AID], e[:, KIND]))
+            e[:, ORDER] = _rank_within(e[:, TID])
+            self._analyse_block(launch, e)
+        self._ev.clear()
+
+    def end(self, launch):
+        self._launch = None
+
+    # -- per-block analysis ----------------------------------------------------------------------------------
+    def _grow(self):
+        n = len(self._arrays)
+        if len(self._space) < n:
+            self._space = np.array([a.space for a in self._arrays], np.int64)
+            self._isz = np.array([a.itemsize for a in self._arrays], np.int64)
+            t = np.zeros((n, 3), np.int64)
+            t[: len(self._traffic)] = self._traffic
+            self._traffic = t
+
+    def _analyse_block(self, launch, e):
+        self._grow()
+        li = len(self.launches) - 1
+        block = (launch.blockIdx.x, launch.blockIdx.y, launch.blockIdx.z)
+        if self.keep_events:
+            self._events.append((li, block, e))
+        aid, kind = e[:, AID], e[:, KIND]
+        n_arrays = len(self._arrays)
+        self._traffic += np.bincount(aid * 3 + kind, minlength=n_arrays * 3).reshape(n_arrays, 3)
+        space = self._space[aid]
+        isz = self._isz[aid]
+        warp = e[:, TID] >> 5
+        # one id per warp access: (aid, pc, occurrence, warp)
+        _, gid = np.unique(_mix(aid, e[:, PC], kind, e[:, OCC], warp), return_inverse=True)
+        gid = gid.ravel()
+        ngroups = int(gid.max()) + 1
+        first = np.full(ngroups, len(e), np.int64)
+        np.minimum.at(first, gid, np.arange(len(e)))
+        g_aid, g_pc, g_kind, g_space = aid[first], e[first, PC], kind[first], space[first]
+        g_warp = warp[first]
+
+        # coalescing: global
+        sel = space == 0
+        if sel.any():
+            sectors = _count_distinct(gid[sel], (e[sel, ELEM] * isz[sel]) >> 5, ngroups)
+            elems = _count_distinct(gid[sel], e[sel, ELEM], ngroups)
+            need = -(-(elems * self._isz[g_aid]) // 32)
+            for g in np.flatnonzero(sectors):
+                c = self._coal[(int(g_aid[g]), int(g_pc[g]), int(g_kind[g]))]
+                c[0] += 1
+                c[1] += int(sectors[g])
+                c[2] += int(need[g])
+
+        # bank conflicts: shared
+        sel = space == 1
+        if sel.any():
+            words = (e[sel, ELEM] * isz[sel]) >> 2
+            g = gid[sel]
+            pairs = np.unique(g * (int(words.max()) + 1) + words)  # distinct words per warp access
+            pg, pw = pairs // (int(words.max()) + 1), pairs % (int(words.max()) + 1)
+            gb, counts = np.unique(pg * 32 + (pw & 31), return_counts=True)  # distinct words per bank
+            degree = np.zeros(ngroups, np.int64)
+            np.maximum.at(degree, gb // 32, counts)
+            for gg in np.flatnonzero(degree):
+                c = self._banks[(int(g_aid[gg]), int(g_pc[gg]), int(g_kind[gg]))]
+                c[0] += 1
+                c[1] += int(degree[gg])
+                c[2] = max(c[2], int(degree[gg]))
+
+        # divergence: distinct lanes per warp access
+        lanes = _count_distinct(gid, e[:, TID] & 31, ngroups)
+        for g in range(ngroups):
+            d = self._div[(li, int(g_pc[g]), int(g_warp[g]))]
+            d[0] += 1
+            d[1] += int(lanes[g])
+            d[2] = min(d[2], int(lanes[g]))
+        for w in range(launch.nwarps):
+            self._warp_lanes[(li, w)] = bin(launch._exist[w]).count("1")
+
+        self._hazards(li, block, e, space)
+
+    def _hazards(self, li, block, e, space):
+        sel = (space != 2) & (e[:, KIND] != ATOMIC)
+        if not sel.any():
+            return
+        rows = np.flatnonzero(sel)
+        sub = e[rows]
+        # uninitialised shared reads: a read earlier (in execution order) than the element's first write
+        sh = self._space[sub[:, AID]] == 1
+        if sh.any():
+            srows = rows[sh]
+            s = e[srows]
+            _, cell = np.unique(_mix(s[:, AID], s[:, ELEM]), return_inverse=True)
+            cell = cell.ravel()
+            first_write = np.full(int(cell.max()) + 1, len(e) + 1, np.int64)
+            w = s[:, KIND] == WRITE
+            np.minimum.at(first_write, cell[w], srows[w])
+            bad = (s[:, KIND] == READ) & (srows < first_write[cell])
+            for row in s[bad]:
+                key = (int(row[AID]), int(row[PC]))
+                u = self._uninit.get(key)
+                if u is None:
+                    self._uninit[key] = u = [0, int(row[ELEM]), block, int(row[TID])]
+                u[0] += 1
+        # races: cells (array, element, barrier interval) that some thread writes and another thread touches
+        cell = _mix(sub[:, AID], sub[:, ELEM], sub[:, BAR])
+        order = np.argsort(cell, kind="stable")
+        cell_s = cell[order]
+        starts = np.flatnonzero(np.r_[True, cell_s[1:] != cell_s[:-1]])
+        ends = np.r_[starts[1:], len(cell_s)]
+        tids = sub[order, TID]
+        writes = sub[order, KIND] == WRITE
+        # only cells with a write and two threads can race
+        has_write = np.add.reduceat(writes.astype(np.int64), starts) > 0
+        tmin = np.minimum.reduceat(tids, starts)
+        tmax = np.maximum.reduceat(tids, starts)
+        for s0, s1 in zip(starts[has_write & (tmin != tmax)].tolist(), ends[has_write & (tmin != tmax)].tolist()):
+            self._race_cell(li, block, e, rows[order[s0:s1]])
+
+    def _race_cell(self, li, block, e, rows):
+        # Pairs are put in *program* order (each access's index in its own thread), not in the order the
+        # simulator happened to run them: "write, then another thread reads" (read-after-write) means a barrier
+        # is missing between the write's line and the read's; "read, then another thread's later write"
+        # (write-after-read) means one is missing before the code loops back to the write. Per (thread, line,
+        # kind) the first and the last access stand for the others.
+        reps = {}
+        for r in rows.tolist():
+            row = e[r]
+            key = (int(row[TID]), int(row[PC]), int(row[KIND]))
+            item = (int(row[ORDER]), r, key[0], key[1], key[2], int(row[WSYNC]))
+            lo_hi = reps.get(key)
+            if lo_hi is None:
+                reps[key] = [item, item]
+            else:
+                lo_hi[0] = min(lo_hi[0], item)
+                lo_hi[1] = max(lo_hi[1], item)
+        items = sorted({x for pair in reps.values() for x in pair})
+        seen = set()
+        for i, (o1, r1, t1, pc1, k1, w1) in enumerate(items):
+            for o2, r2, t2, pc2, k2, w2 in items[i + 1:]:
+                if t1 == t2 or (k1 != WRITE and k2 != WRITE):
+                    continue
+                if t1 >> 5 == t2 >> 5 and w1 != w2:  # ordered by cuda.syncwarp()
+                    continue
+                key = (int(e[r1, AID]), pc1, k1, pc2, k2)
+                if key in seen:
+                    continue
+                seen.add(key)
+                race = self._races.get(key)
+                if race is None:
+                    self._races[key] = race = [0, int(e[r1, ELEM]), block, (t1, t2), int(e[r1, BAR]), li]
+                race[0] += 1
+
+    # -- analyses --------------------------------------------------------------------------------------------
+    def _where(self, pc):
+        filename, lineno = self._pcs[pc]
+        return location(filename, lineno), source_line(filename, lineno)
+
+    def _thread_xyz(self, li, tid):
+        bx, by, _ = self.launches[li].block
+        return (tid % bx, (tid // bx) % by, tid // (bx * by))
+
+    def traffic(self, space: str | None = "global") -> list:
+        """Loads, stores and bytes per array and launch (``space=None``: every space)."""
+        self._grow()
+        out = []
+        for aid, info in enumerate(self._arrays):
+            sp = _SPACE_NAMES[info.space]
+            if space is not None and sp != space:
+                continue
+            loads, stores, atomics = (int(x) for x in self._traffic[aid])
+            out.append(
+                ArrayTraffic(
+                    launch=info.launch, kernel=info.kernel, array=info.name, space=sp, shape=info.shape,
+                    itemsize=info.itemsize, elements=info.size, loads=loads, stores=stores, atomics=atomics,
+                    bytes_loaded=loads * info.itemsize, bytes_stored=stores * info.itemsize,
+                    loads_per_element=loads / info.size if info.size else 0.0,
+                )
+            )
+        return out
+
+    def global_bytes(self) -> int:
+        """Bytes moved to and from global memory by every traced launch (loads + stores + 2 x atomics)."""
+        return sum(t.bytes_loaded + t.bytes_stored + 2 * t.atomics * t.itemsize for t in self.traffic())
+
+    def coalescing(self) -> Coalescing:
+        lines: dict = {}
+        kern: dict = defaultdict(lambda: [0, 0])
+        for (aid, pc, kind), (req, sectors, need) in self._coal.items():
+            info = self._arrays[aid]
+            loc, src = self._where(pc)
+            key = (info.kernel, loc, info.name, kind)
+            cur = lines.setdefault(key, [0, 0, 0, src])
+            cur[0] += req
+            cur[1] += sectors
+            cur[2] += need
+            kern[info.kernel][0] += sectors
+            kern[info.kernel][1] += need
+        out = [
+            LineCoalescing(kernel=k, location=loc, source=src, array=name, kind=_KIND[kind], requests=req,
+                           sectors=sec, min_sectors=need, efficiency=need / sec if sec else 1.0)
+            for (k, loc, name, kind), (req, sec, need, src) in lines.items()
+        ]
+        out.sort(key=lambda x: (x.kernel, _line_no(x.location)))
+        return Coalescing(out, {k: (n / s if s else 1.0) for k, (s, n) in kern.items()})
+
+    def bank_conflicts(self) -> list:
+        lines: dict = {}
+        for (aid, pc, kind), (req, waves, mx) in self._banks.items():
+            info = self._arrays[aid]
+            loc, src = self._where(pc)
+            cur = lines.setdefault((info.kernel, loc, info.name, kind), [0, 0, 0, src])
+            cur[0] += req
+            cur[1] += waves
+            cur[2] = max(cur[2], mx)
+        out = [
+            BankConflicts(kernel=k, location=loc, source=src, array=name, kind=_KIND[kind], requests=req,
+                          wavefronts=w, max_degree=mx, mean_degree=w / req if req else 0.0)
+            for (k, loc, name, kind), (req, w, mx, src) in lines.items()
+        ]
+        out.sort(key=lambda x: (x.kernel, _line_no(x.location)))
+        return out
+
+    def hazards(self) -> Hazards:
+        races = []
+        for (aid, pc1, k1, pc2, k2), (count, elem, block, (t1, t2), interval, li) in self._races.items():
+            info = self._arrays[aid]
+            loc1, loc2 = self._where(pc1)[0], self._where(pc2)[0]
+            hazard = {(WRITE, READ): "read-after-write", (READ, WRITE): "write-after-read"}.get(
+                (k1, k2), "write-after-write"
+            )
+            races.append(
+                Race(
+                    kernel=info.kernel, array=info.name, space=_SPACE_NAMES[info.space], hazard=hazard,
+                    first_location=loc1, first_kind=_KIND[k1], second_location=loc2, second_kind=_KIND[k2],
+                    elements=count, example_element=_unravel(elem, info.shape), example_block=block,
+                    example_threads=(self._thread_xyz(li, t1), self._thread_xyz(li, t2)),
+                    example_interval=interval,
+                    hint=f"a cuda.syncthreads() is missing after {loc1} ({_KIND[k1]} of {info.name}) and "
+                    f"before {loc2} ({_KIND[k2]}): thread {self._thread_xyz(li, t2)} may run before or after "
+                    f"thread {self._thread_xyz(li, t1)}'s access",
+                )
+            )
+        races.sort(key=lambda r: (r.kernel, _line_no(r.first_location), _line_no(r.second_location)))
+        uninit = []
+        for (aid, pc), (count, elem, block, tid) in self._uninit.items():
+            info = self._arrays[aid]
+            uninit.append(
+                UninitializedRead(kernel=info.kernel, array=info.name, location=self._where(pc)[0], reads=count,
+                                  example_element=_unravel(elem, info.shape), example_block=block,
+                                  example_thread=self._thread_xyz(info.launch, tid))
+            )
+        return Hazards(races, uninit)
+
+    def divergence(self, only_divergent: bool = False) -> list:
+        out = []
+        for (li, pc, warp), (execs, lanes, mn) in self._div.items():
+            loc, src = self._where(pc)
+            full = self._warp_lanes.get((li, warp), 32)
+            d = Divergence(kernel=self.launches[li].kernel, location=loc, source=src, warp=warp, lanes_in_warp=full,
+                           executions=execs, mean_active=lanes / execs, min_active=mn)
+            if not only_divergent or d.min_active < full:
+                out.append(d)
+        out.sort(key=lambda x: (x.kernel, _line_no(x.location), x.warp))
+        return out
+
+    def events(self) -> np.ndarray:
+        """Every access as a record array (only with ``trace(events=True)``)."""
+        if not self.keep_events:
+            raise RuntimeError("the full event log is kept only with gpukernels.trace(events=True)")
+        dtype = [("launch", "i4"), ("kernel", "U64"), ("block", "i4", 3), ("thread", "i4", 3), ("warp", "i4"),
+                 ("lane", "i4"), ("array", "U64"), ("space", "U8"), ("element", "i8"), ("kind", "U6"),
+                 ("interval", "i4"), ("location", "U256"), ("order", "i8")]
+        parts = []
+        for li, block, e in self._events:
+            rec = np.zeros(len(e), dtype)
+            bx, by, _ = self.launches[li].block
+            tid = e[:, TID]
+            rec["launch"] = li
+            rec["kernel"] = self.launches[li].kernel
+            rec["block"] = block
+            rec["thread"] = np.stack([tid % bx, (tid // bx) % by, tid // (bx * by)], 1)
+            rec["warp"], rec["lane"] = tid >> 5, tid & 31
+            rec["array"] = [self._arrays[a].name for a in e[:, AID]]
+            rec["space"] = [_SPACE_NAMES[self._arrays[a].space] for a in e[:, AID]]
+            rec["element"] = e[:, ELEM]
+            rec["kind"] = [_KIND[k] for k in e[:, KIND]]
+            rec["interval"] = e[:, BAR]
+            rec["location"] = [self._where(p)[0] for p in e[:, PC]]
+            rec["order"] = e[:, ORDER]
+            parts.append(rec)
+        return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+    def summary(self) -> "Summary":
+        return Summary(
+            launches=[asdict(x) for x in self.launches],
+            traffic=self.traffic(),
+            coalescing=self.coalescing(),
+            bank_conflicts=self.bank_conflicts(),
+            hazards=self.hazards(),
+            divergence=self.divergence(only_divergent=True),
+            global_bytes=self.global_bytes(),
+            seconds=self.seconds,
+        )
+
+
+_KIND = {READ: "read", WRITE: "write", ATOMIC: "atomic"}
+
+
+def _line_no(loc: str) -> int:
+    try:
+        return int(loc.rsplit(":", 1)[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+def _unravel(elem: int, shape: tuple) -> tuple:
+    if not shape:
+        return ()
+    return tuple(int(i) for i in np.unravel_index(int(elem), shape))
+
+
+def _count_distinct(group: np.ndarray, value: np.ndarray, ngroups: int) -> np.ndarray:
+    """Number of distinct ``value`` per ``group`` id."""
+    value = value - value.min()
+    span = int(value.max()) + 1
+    pairs = np.unique(group * span + value)
+    return np.bincount(pairs // span, minlength=ngroups)
+
+
+def _mix(*cols: np.ndarray) -> np.ndarray:
+    """One int64 key per row from non-negative integer columns (mixed radix), preserving lexicographic order."""
+    key = np.zeros(len(cols[0]), np.int64)
+    total = 1
+    for c in cols:
+        span = int(c.max()) + 1 if len(c) else 1
+        total *= span
+        if total >= 1 << 62:
+            raise OverflowError("trace keys too large")
+        key = key * span + c
+    return key
+
+
+def _rank_within(key: np.ndarray) -> np.ndarray:
+    """For each row, how many earlier rows have the same key."""
+    order = np.argsort(key, kind="stable")
+    k = key[order]
+    starts = np.r_[True, k[1:] != k[:-1]]
+    idx = np.arange(len(k))
+    first = np.maximum.accumulate(np.where(starts, idx, 0))
+    out = np.empty(len(k), np.int64)
+    out[order] = idx - first
+    return out
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Presentation
+# -------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Summary:
+    """All analyses of a trace. ``print(summary)`` or display it in a notebook for tables; ``to_dict()``."""
+
+    launches: list
+    traffic: list
+    coalescing: Coalescing
+    bank_conflicts: list
+    hazards: Hazards
+    divergence: list
+    global_bytes: int
+    seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self, **kw) -> str:
+        return json.dumps(self.to_dict(), default=_jsonable, **kw)
+
+    def __rich__(self):
+        from rich.console import Group
+        from rich.table import Table
+
+        parts = []
+        t = Table(title="Global memory traffic", title_justify="left")
+        for col in ("launch", "kernel", "array", "shape", "loads", "stores", "bytes", "loads/element"):
+            t.add_column(col, justify="right" if col in ("loads", "stores", "bytes", "loads/element") else "left")
+        for x in self.traffic:
+            t.add_row(str(x.launch), x.kernel, x.array, str(x.shape), f"{x.loads:,}", f"{x.stores:,}",
+                      f"{x.bytes_loaded + x.bytes_stored:,}", f"{x.loads_per_element:.3g}")
+        t.caption = f"total global bytes: {self.global_bytes:,}"
+        parts.append(t)
+        t = Table(title="Coalescing (global, 32-byte sectors per warp access)", title_justify="left")
+        for col in ("kernel", "line", "array", "kind", "requests", "sectors", "minimum", "efficiency"):
+            t.add_column(col)
+        for x in self.coalescing.lines:
+            t.add_row(x.kernel, x.location, x.array, x.kind, f"{x.requests:,}", f"{x.sectors:,}",
+                      f"{x.min_sectors:,}", f"{x.efficiency:.3f}")
+        t.caption = "per kernel: " + ", ".join(f"{k} {v:.3f}" for k, v in self.coalescing.per_kernel.items())
+        parts.append(t)
+        if self.bank_conflicts:
+            t = Table(title="Shared-memory bank conflicts", title_justify="left")
+            for col in ("kernel", "line", "array", "kind", "requests", "max degree", "mean degree"):
+                t.add_column(col)
+            for x in self.bank_conflicts:
+                t.add_row(x.kernel, x.location, x.array, x.kind, f"{x.requests:,}", str(x.max_degree),
+                          f"{x.mean_degree:.2f}")
+            parts.append(t)
+        t = Table(title="Hazards", title_justify="left")
+        for col in ("kernel", "what", "array", "lines", "elements", "example"):
+            t.add_column(col)
+        for r in self.hazards.races:
+            t.add_row(r.kernel, f"race ({r.hazard})", r.array,
+                      f"{r.first_location} {r.first_kind} -> {r.second_location} {r.second_kind}", f"{r.elements:,}",
+                      f"{r.array}{list(r.example_element)} block {r.example_block} threads "
+                      f"{r.example_threads[0]} / {r.example_threads[1]}")
+        for u in self.hazards.uninitialized:
+            t.add_row(u.kernel, "uninitialised read", u.array, u.location, f"{u.reads:,}",
+                      f"{u.array}{list(u.example_element)} block {u.example_block} thread {u.example_thread}")
+        if not self.hazards.races and not self.hazards.uninitialized:
+            t.add_row("-", "none found", "", "", "", "")
+        else:
+            t.caption = "a race means a cuda.syncthreads() is missing between the two lines"
+        parts.append(t)
+        if self.divergence:
+            t = Table(title="Divergence (warps with inactive lanes)", title_justify="left")
+            for col in ("kernel", "line", "warp", "executions", "mean active", "min active", "lanes"):
+                t.add_column(col)
+            for d in self.divergence[:30]:
+                t.add_row(d.kernel, d.location, str(d.warp), f"{d.executions:,}", f"{d.mean_active:.1f}",
+                          str(d.min_active), str(d.lanes_in_warp))
+            parts.append(t)
+        return Group(*parts)
+
+    def __str__(self) -> str:
+        from rich.console import Console
+
+        console = Console(width=140, record=True, file=_Null())
+        console.print(self)
+        return console.export_text()
+
+
+class _Null:
+    def write(self, *_):
+        pass
+
+    def flush(self):
+        pass
+
+
+def _jsonable(x):
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating,)):
+        return float(x)
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    raise TypeError(type(x).__name__)
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Entry points
+# -------------------------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def trace(events: bool = False):
+    """Trace every simulated kernel launch in the ``with`` block: ``with gpukernels.trace() as t: ...``."""
+    import time
+
+    from . import _device
+
+    if not _device.is_simulator():
+        raise RuntimeError("gpukernels.trace() records accesses on the simulator; run with GPUKERNELS_DEVICE=sim")
+    if _state.TRACER is not None:
+        raise RuntimeError("a gpukernels.trace() is already active")
+    t = Trace(events=events)
+    _state.TRACER = t
+    start = time.perf_counter()
+    try:
+        yield t
+    finally:
+        _state.TRACER = None
+        t.seconds = time.perf_counter() - start
+
+
+def _parse_size(text: str) -> tuple:
+    return tuple(int(p) for p in text.replace("x", ",").split(",") if p.strip())
+
+
+def trace_main(argv=None) -> int:
+    """``gpukernels trace LESSON --version V [--size ...] [--json FILE]``: run one lesson version on the
+    simulator under the tracer, print the tables, optionally write them as JSON."""
+    import argparse
+
+    import gpukernels
+    from rich.console import Console
+
+    parser = argparse.ArgumentParser(prog="gpukernels trace", description=trace_main.__doc__)
+    parser.add_argument("lesson", choices=sorted(gpukernels.LESSONS))
+    parser.add_argument("--version", help="a name from the lesson's VERSIONS (default: the last, optimized)")
+    parser.add_argument("--size", type=_parse_size, help="input shape, e.g. 64,64,64 (default: SHAPES['trace'])")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    parser.add_argument("--events", action="store_true", help="keep every access (for --json)")
+    args = parser.parse_args(argv)
+    lesson = gpukernels.LESSONS[args.lesson]
+    names = list(lesson.VERSIONS)
+    version = args.version or names[-1]
+    if version not in lesson.VERSIONS:
+        parser.error(f"{args.lesson} has versions {', '.join(names)}; got {version!r}")
+    shape = args.size or lesson.SHAPES["trace"]
+    inputs = lesson.make_inputs(shape, args.seed)
+    with trace(events=args.events) as t:
+        lesson.VERSIONS[version](*inputs)
+    summary = t.summary()
+    summary.extra = {"lesson": args.lesson, "version": version, "shape": list(shape)}
+    console = Console()
+    console.print(f"[bold]{args.lesson}.{version}[/bold] shape {tuple(shape)}: {len(t.launches)} launch(es), "
+                  f"traced in {t.seconds:.2f} s")
+    console.print(summary)
+    if args.json:
+        data = summary.to_dict()
+        if args.events:
+            ev = t.events()
+            data["events"] = {name: ev[name].tolist() for name in ev.dtype.names}
+        with open(args.json, "w") as f:
+            json.dump(data, f, default=_jsonable, indent=1)
+        console.print(f"wrote {args.json}")
+    return 0

@@ -1,0 +1,325 @@
+"""gpukernels.trace: exact access counts, coalescing, bank conflicts and races, on planted-bug kernels."""
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+import gpukernels
+
+pytestmark = pytest.mark.skipif(gpukernels.MODE != "sim", reason="the tracer runs on the simulator")
+
+from numba import cuda, float32  # noqa: E402
+
+from gpukernels import cbr, matmul, softmax  # noqa: E402
+from gpukernels.trace import trace_main  # noqa: E402
+
+HERE = os.path.basename(__file__)
+
+
+def line_of(tag: str) -> str:
+    with open(__file__) as f:
+        hits = [n for n, line in enumerate(f, 1) if line.rstrip().endswith("# " + tag)]
+    assert len(hits) == 1, tag
+    return f"{HERE}:{hits[0]}"
+
+
+def by_array(t):
+    return {(x.kernel, x.array): x for x in t.traffic()}
+
+
+# -- traffic: the formulas ----------------------------------------------------------------------------------
+
+
+def test_naive_and_tiled_matmul_global_loads_follow_the_formulas():
+    m, n, k = 20, 40, 24  # ragged: neither 20 nor 40 is a multiple of the tile
+    a, b = matmul.make_inputs((m, n, k), 0)
+    with gpukernels.trace() as naive:
+        matmul.VERSIONS["naive"](a, b)
+    with gpukernels.trace() as tiled:
+        c = matmul.VERSIONS["tiled"](a, b)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+    T = matmul.TILE
+    na, ta = by_array(naive), by_array(tiled)
+    (kn,) = {key[0] for key in na}
+    (kt,) = {key[0] for key in ta}
+    # naive: every C element reads a row of A and a column of B -> A read N times, B read M times
+    assert na[kn, "a"].loads == m * n * k and na[kn, "a"].loads_per_element == n
+    assert na[kn, "b"].loads == m * n * k and na[kn, "b"].loads_per_element == m
+    assert na[kn, "c"].stores == m * n and na[kn, "c"].loads == 0
+    # tiled: each A element once per block column, each B element once per block row
+    assert ta[kt, "a"].loads == m * k * math.ceil(n / T) == 20 * 24 * 3
+    assert ta[kt, "b"].loads == k * n * math.ceil(m / T) == 24 * 40 * 2
+    assert ta[kt, "a"].loads_per_element == math.ceil(n / T)
+    assert ta[kt, "c"].stores == m * n
+    assert tiled.global_bytes() == 4 * (20 * 24 * 3 + 24 * 40 * 2 + 20 * 40)
+
+
+def test_optimized_softmax_reads_each_element_once_naive_three_times():
+    (x,) = softmax.make_inputs((5, 100), 0)
+    with gpukernels.trace() as opt:
+        softmax.VERSIONS["optimized"](x)
+    with gpukernels.trace() as naive:
+        softmax.VERSIONS["naive"](x)
+    [xo] = [t for t in opt.traffic() if t.array == "x"]
+    [yo] = [t for t in opt.traffic() if t.array == "y"]
+    assert (xo.loads, yo.stores, xo.loads_per_element) == (500, 500, 1.0)  # the docstring: read once, write once
+    assert opt.global_bytes() == 8 * 500  # softmax.min_bytes: 8 bytes per element
+    [xn] = [t for t in naive.traffic() if t.array == "x"]
+    assert (xn.loads, xn.loads_per_element) == (1500, 3.0)
+
+
+def test_fused_cbr_moves_fewer_global_bytes_than_the_three_unfused_kernels():
+    shape = cbr.SHAPES["trace"]
+    inputs = cbr.make_inputs(shape, 0)
+    with gpukernels.trace() as unfused:
+        y1 = cbr.VERSIONS["naive"](*inputs)
+    with gpukernels.trace() as fused:
+        y2 = cbr.VERSIONS["optimized"](*inputs)
+    np.testing.assert_allclose(y1, y2, rtol=1e-4, atol=1e-4)
+    outputs = y1.size
+    per_launch: dict = {}
+    for t in unfused.traffic():
+        per_launch[t.launch] = per_launch.get(t.launch, 0) + t.bytes_loaded + t.bytes_stored
+    assert len(per_launch) == 3 and len(fused.launches) == 1
+    # the docstring: passes (b) and (c) move 16 bytes per output (2 reads + 2 writes of y) plus one load of b
+    assert per_launch[1] + per_launch[2] == 16 * outputs + 4 * outputs
+    assert fused.global_bytes() < unfused.global_bytes()
+    assert unfused.global_bytes() - fused.global_bytes() >= 16 * outputs
+
+
+# -- coalescing ---------------------------------------------------------------------------------------------
+
+
+@cuda.jit
+def read_rows(a, out):
+    r, i = cuda.blockIdx.x, cuda.threadIdx.x
+    out[r, i] = a[r, i]  # ROW-READ
+
+
+@cuda.jit
+def read_cols(a, out):
+    r, i = cuda.blockIdx.x, cuda.threadIdx.x
+    v = a[i, r]  # COL-READ
+    out[r, i] = v
+
+
+def test_strided_reads_are_one_eighth_efficient_rows_are_perfect():
+    a = np.arange(32 * 32, dtype=np.float32).reshape(32, 32)
+    out = np.zeros_like(a)
+    with gpukernels.trace() as t:
+        read_rows[32, 32](a, out)
+        read_cols[32, 32](a, out)
+    np.testing.assert_array_equal(out, a.T)
+    lines = {(x.location.split("/")[-1], x.array): x for x in t.coalescing().lines}
+    row, col = lines[line_of("ROW-READ"), "a"], lines[line_of("COL-READ"), "a"]
+    assert (row.requests, row.sectors, row.min_sectors, row.efficiency) == (32, 128, 128, 1.0)
+    assert (col.requests, col.sectors, col.min_sectors, col.efficiency) == (32, 1024, 128, 0.125)
+    per_kernel = t.coalescing().per_kernel
+    assert per_kernel["read_rows"] == 1.0 and per_kernel["read_cols"] == (128 + 128) / (1024 + 128)
+
+
+# -- bank conflicts -----------------------------------------------------------------------------------------
+
+
+@cuda.jit
+def column_read_32(a, out):
+    tile = cuda.shared.array((32, 32), float32)
+    i = cuda.threadIdx.x
+    for r in range(32):
+        tile[r, i] = a[r, i]  # ROW-WRITE-32
+    cuda.syncthreads()
+    for c in range(32):
+        out[c, i] = tile[i, c]  # COL-READ-32
+
+
+@cuda.jit
+def column_read_33(a, out):
+    tile = cuda.shared.array((32, 33), float32)
+    i = cuda.threadIdx.x
+    for r in range(32):
+        tile[r, i] = a[r, i]
+    cuda.syncthreads()
+    for c in range(32):
+        out[c, i] = tile[i, c]  # COL-READ-33
+
+
+def test_column_reads_of_a_32_wide_tile_conflict_32_ways_padding_removes_it():
+    a = np.arange(32 * 32, dtype=np.float32).reshape(32, 32)
+    out = np.zeros_like(a)
+    with gpukernels.trace() as t:
+        column_read_32[1, 32](a, out)
+        np.testing.assert_array_equal(out, a.T)
+        column_read_33[1, 32](a, out)
+    np.testing.assert_array_equal(out, a.T)
+    lines = {x.location.split("/")[-1]: x for x in t.bank_conflicts()}
+    write, bad, padded = lines[line_of("ROW-WRITE-32")], lines[line_of("COL-READ-32")], lines[line_of("COL-READ-33")]
+    assert (write.requests, write.max_degree, write.wavefronts) == (32, 1, 32)
+    assert (bad.requests, bad.max_degree, bad.mean_degree, bad.wavefronts) == (32, 32, 32.0, 1024)
+    assert (padded.requests, padded.max_degree, padded.wavefronts) == (32, 1, 32)
+    assert bad.array == "tile" and bad.kind == "read"
+
+
+@cuda.jit
+def broadcast_read(out):
+    s = cuda.shared.array(64, float32)
+    i = cuda.threadIdx.x
+    s[i] = i
+    s[i + 32] = i
+    cuda.syncthreads()
+    out[i] = s[0] + s[(i % 2) * 32]  # BROADCAST
+
+
+def test_same_word_is_a_broadcast_two_words_in_one_bank_conflict_twice():
+    out = np.zeros(32, np.float32)
+    with gpukernels.trace() as t:
+        broadcast_read[1, 32](out)
+    rows = [x for x in t.bank_conflicts() if x.location.endswith(line_of("BROADCAST"))]
+    assert sorted((x.requests, x.max_degree) for x in rows) == [(2, 2)]  # s[0]: degree 1; s[0]/s[32]: 2
+    assert rows[0].wavefronts == 1 + 2
+
+
+# -- hazards ------------------------------------------------------------------------------------------------
+
+TILE = 8
+
+
+@cuda.jit
+def tiled_missing_second_sync(a, b, c):
+    sA = cuda.shared.array((TILE, TILE), float32)
+    sB = cuda.shared.array((TILE, TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = float32(0.0)
+    for k0 in range(0, a.shape[1], TILE):
+        sA[ty, tx] = a[row, k0 + tx]  # LOAD-A-1
+        sB[ty, tx] = b[k0 + ty, col]  # LOAD-B-1
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += sA[ty, k] * sB[k, tx]  # FMA-1
+        # the second cuda.syncthreads() is missing here
+    c[row, col] = acc
+
+
+@cuda.jit
+def tiled_no_sync(a, b, c):
+    sA = cuda.shared.array((TILE, TILE), float32)
+    sB = cuda.shared.array((TILE, TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = float32(0.0)
+    for k0 in range(0, a.shape[1], TILE):
+        sA[ty, tx] = a[row, k0 + tx]  # LOAD-A-0
+        sB[ty, tx] = b[k0 + ty, col]  # LOAD-B-0
+        for k in range(TILE):
+            acc += sA[ty, k] * sB[k, tx]  # FMA-0
+    c[row, col] = acc
+
+
+@cuda.jit
+def tiled_correct(a, b, c):
+    sA = cuda.shared.array((TILE, TILE), float32)
+    sB = cuda.shared.array((TILE, TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    acc = float32(0.0)
+    for k0 in range(0, a.shape[1], TILE):
+        sA[ty, tx] = a[row, k0 + tx]
+        sB[ty, tx] = b[k0 + ty, col]
+        cuda.syncthreads()
+        for k in range(TILE):
+            acc += sA[ty, k] * sB[k, tx]
+        cuda.syncthreads()
+    c[row, col] = acc
+
+
+def races_of(kernel):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((16, 16)).astype(np.float32)
+    b = rng.standard_normal((16, 16)).astype(np.float32)
+    c = np.zeros((16, 16), np.float32)
+    with gpukernels.trace() as t:
+        kernel[(2, 2), (TILE, TILE)](a, b, c)
+    races = t.hazards().races
+    return {(r.array, r.hazard, r.first_location.split("/")[-1], r.second_location.split("/")[-1]) for r in races}, t
+
+
+def test_missing_second_syncthreads_is_a_write_after_read_race():
+    found, t = races_of(tiled_missing_second_sync)
+    assert found == {
+        ("sA", "write-after-read", line_of("FMA-1"), line_of("LOAD-A-1")),
+        ("sB", "write-after-read", line_of("FMA-1"), line_of("LOAD-B-1")),
+    }
+    race = t.hazards().races[0]
+    assert "cuda.syncthreads() is missing after" in race.hint and line_of("FMA-1") in race.hint
+    assert race.space == "shared" and race.elements > 0 and race.example_threads[0] != race.example_threads[1]
+
+
+def test_missing_both_syncthreads_races_at_both_places():
+    found, _ = races_of(tiled_no_sync)
+    assert found == {
+        ("sA", "read-after-write", line_of("LOAD-A-0"), line_of("FMA-0")),
+        ("sB", "read-after-write", line_of("LOAD-B-0"), line_of("FMA-0")),
+        ("sA", "write-after-read", line_of("FMA-0"), line_of("LOAD-A-0")),
+        ("sB", "write-after-read", line_of("FMA-0"), line_of("LOAD-B-0")),
+    }
+
+
+def test_correct_tiled_matmul_has_no_hazards():
+    found, t = races_of(tiled_correct)
+    assert found == set() and t.hazards().uninitialized == []
+    assert sum(x.requests for x in t.bank_conflicts()) > 0  # it was traced
+
+
+@cuda.jit
+def reads_before_writes(out):
+    s = cuda.shared.array(32, float32)
+    i = cuda.threadIdx.x
+    out[i] = s[(i + 1) % 32]  # UNINIT
+    s[i] = i
+
+
+def test_uninitialised_shared_read():
+    out = np.zeros(32, np.float32)
+    with gpukernels.trace() as t:
+        reads_before_writes[1, 32](out)
+    (u,) = t.hazards().uninitialized
+    # thread 31 reads s[0], which thread 0 wrote before it, in the simulated order: 31 of 32 reads
+    assert (u.array, u.reads, u.example_element, u.example_thread) == ("s", 31, (1,), (0, 0, 0))
+    assert u.location.endswith(line_of("UNINIT"))
+
+
+# -- divergence, events, CLI --------------------------------------------------------------------------------
+
+
+@cuda.jit
+def half_active(x):
+    i = cuda.threadIdx.x
+    if i % 4 == 0:
+        x[i] = 1.0  # QUARTER
+
+
+def test_divergence_counts_active_lanes_per_warp_and_line():
+    x = np.zeros(48, np.float32)
+    with gpukernels.trace(events=True) as t:
+        half_active[1, 48](x)
+    rows = {(d.warp, d.lanes_in_warp): d for d in t.divergence() if d.location.endswith(line_of("QUARTER"))}
+    assert (rows[0, 32].mean_active, rows[0, 32].min_active, rows[0, 32].executions) == (8, 8, 1)
+    assert (rows[1, 16].mean_active, rows[1, 16].min_active) == (4, 4)
+    ev = t.events()
+    assert len(ev) == 12 and set(ev["kind"]) == {"write"} and ev["element"].tolist() == list(range(0, 48, 4))
+    assert ev["lane"].tolist() == [0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12]
+    assert ev["array"][0] == "x" and ev["location"][0].endswith(line_of("QUARTER"))
+
+
+def test_cli_prints_tables_and_writes_json(tmp_path, capsys):
+    out = tmp_path / "trace.json"
+    assert trace_main(["softmax", "--version", "optimized", "--size", "4,64", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "Global memory traffic" in text and "Coalescing" in text and "Hazards" in text
+    data = json.loads(out.read_text())
+    x = [row for row in data["traffic"] if row["array"] == "x"]
+    assert x and x[0]["loads"] == 4 * 64 and data["extra"]["version"] == "optimized"
+    assert data["hazards"]["races"] == []
