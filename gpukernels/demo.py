@@ -1,0 +1,182 @@
+"""``gpukernels demo [LESSON|all] [--size ...] [--save DIR]``: the classroom demo.
+
+For each lesson it runs every version in ``VERSIONS`` on a meaningful size, checks each against the float64
+reference, and prints one table:
+
+* on a GPU: median time (CUDA events, the benchmark's harness with a smaller budget), throughput, speed-up over
+  naive and the library peer measured in the same run;
+* in the simulator: correctness and the global-memory traffic the tracer *counted* while the kernel ran
+  (bytes loaded and stored, loads per input element) -- and no claim about speed, because the simulator has
+  none to measure.
+
+With ``--save DIR`` it also writes the lesson's key figures (performance bars, roofline, reuse heatmap, tile
+phases) as PNG files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import gpukernels
+from gpukernels import LESSONS
+from gpukernels.check import TOLERANCE, compare
+
+
+def _shape_arg(text: str) -> tuple:
+    return tuple(int(v) for v in text.replace("x", ",").split(","))
+
+
+def demo_sim(lesson: str, shape: tuple, progress=None, task=None) -> list[dict]:
+    """Run every version in the simulator: check it, and count its global traffic with the tracer."""
+    try:
+        from gpukernels.trace import trace as _trace
+    except ImportError:  # the tracer is optional: correctness alone still makes a demo
+        _trace = None
+    mod = LESSONS[lesson]
+    inputs = mod.make_inputs(shape, seed=None)
+    ref = mod.reference(*inputs)
+    rows = []
+    for name, version in mod.VERSIONS.items():
+        row = {"lesson": lesson, "shape": shape, "version": name, "idea": version.idea}
+        if _trace is not None:
+            with _trace() as t:
+                out = version(*inputs)
+            per_array: dict = {}  # summed over the version's launches (naive CBR makes three)
+            for a in t.traffic("global"):
+                loads, stores, elements = per_array.get(a.array, (0, 0, a.elements))
+                per_array[a.array] = (loads + a.loads, stores + a.stores, elements)
+                row["loaded_bytes"] = row.get("loaded_bytes", 0) + a.bytes_loaded
+                row["stored_bytes"] = row.get("stored_bytes", 0) + a.bytes_stored
+            row["reuse"] = ", ".join(f"{name} {loads / elements:.1f}" for name, (loads, _, elements)
+                                     in per_array.items() if loads)
+        else:
+            out = version(*inputs)
+        check = compare(out, ref, TOLERANCE[lesson])
+        row.update(ok=check.ok, rel_error=check.rel_error, detail="" if check.ok else str(check))
+        rows.append(row)
+        if progress is not None:
+            progress.advance(task)
+    return rows
+
+
+def demo_gpu(lesson: str, shape: tuple, progress=None, task=None) -> list[dict]:
+    from gpukernels import bench
+
+    try:
+        import torch
+
+        bench._configure_torch(torch)
+    except ImportError:
+        torch = None
+    timer = bench.Timer(torch)
+    results = bench.bench_shape(lesson, shape, timer, torch, log=lambda *_: None)
+    report = {"results": [dict(vars(r), tflops=r.tflops, gbps=r.gbps) for r in results], "ceilings": {}}
+    if progress is not None:
+        progress.advance(task, len(LESSONS[lesson].VERSIONS))
+    return bench.rows(report)
+
+
+def print_sim_table(console, rows: list[dict]) -> None:
+    from rich.table import Table
+
+    lesson, shape = rows[0]["lesson"], rows[0]["shape"]
+    table = Table(title=f"{lesson} {'x'.join(map(str, shape))} -- simulator: correctness and counted traffic "
+                        "(no timings: the simulator cannot measure GPU speed)")
+    for col in ("version", "what it changes", "correct", "rel. error", "global loads", "global stores",
+                "loads/element"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["version"], r["idea"], "yes" if r["ok"] else "[bold red]NO[/]", f"{r['rel_error']:.1e}",
+                      _bytes(r.get("loaded_bytes")), _bytes(r.get("stored_bytes")), r.get("reuse", "-"))
+    console.print(table)
+    for r in rows:
+        if not r["ok"]:
+            console.print(f"[red]{lesson}.{r['version']}:[/] {r['detail']}")
+
+
+def print_gpu_table(console, rows: list[dict], lesson: str, shape: tuple) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"{lesson} {'x'.join(map(str, shape))} on {gpukernels.device_info().get('device')}")
+    for col in ("version", "ms", "TFLOP/s", "GB/s", "x naive", "x peer"):
+        table.add_column(col, justify="left" if col == "version" else "right")
+    for r in rows:
+        table.add_row(r["version"] if r["ok"] else f"{r['version']} (WRONG)", _num(r["ms"], ".4f"),
+                      _num(r["tflops"], ".2f"), _num(r["gbps"], ".0f"), _num(r["speedup"], ".1f"),
+                      _num(r["of_peer"], ".2f"))
+    console.print(table)
+
+
+def _num(v, spec):
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+
+
+def _bytes(n):
+    if n is None:
+        return "-"
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000:
+            return f"{n:.0f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def save_figures(lesson: str, directory: Path, console) -> list[Path]:
+    """The lesson's key figures, from gpukernels.viz (skipped with a note where a figure can't be drawn)."""
+    try:
+        from gpukernels import viz
+    except ImportError as err:
+        console.print(f"[yellow]figures skipped: gpukernels.viz unavailable ({err})[/]")
+        return []
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for spec in viz.figure_specs(lessons=[lesson]):
+        try:
+            fig = spec.make()
+        except Exception as err:  # one figure failing must not stop the demo
+            console.print(f"[yellow]figure {spec.name} skipped: {err}[/]")
+            continue
+        path = directory / f"{spec.name}.png"
+        viz._save_png(fig, path)
+        written.append(path)
+    return written
+
+
+def demo_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="gpukernels demo", description=__doc__.split("\n")[0])
+    parser.add_argument("lesson", nargs="?", default="all", help=f"one of {', '.join(LESSONS)}, or all")
+    parser.add_argument("--size", type=_shape_arg, help="shape, e.g. 512,512,512 for matmul (default: per mode)")
+    parser.add_argument("--save", type=Path, help="write the lesson's key figures (PNG) to this folder")
+    args = parser.parse_args(argv)
+    lessons = list(LESSONS) if args.lesson == "all" else [args.lesson]
+    if any(name not in LESSONS for name in lessons):
+        parser.error(f"unknown lesson {args.lesson!r}; choose from {', '.join(LESSONS)} or all")
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    console = Console(width=150)
+    gpu = gpukernels.MODE == "gpu"
+    console.print(f"[bold]gpukernels demo[/] on {gpukernels.device_info().get('device')} "
+                  f"({'real GPU timings' if gpu else 'simulator: correctness and counted traffic, no timings'})")
+    all_ok = True
+    with Progress(console=console, transient=True) as progress:
+        for lesson in lessons:
+            mod = LESSONS[lesson]
+            shape = args.size or mod.SHAPES["demo_gpu" if gpu else "demo_sim"]
+            task = progress.add_task(f"{lesson} {shape}", total=len(mod.VERSIONS))
+            rows = (demo_gpu if gpu else demo_sim)(lesson, tuple(shape), progress, task)
+            progress.console.print()
+            if gpu:
+                print_gpu_table(progress.console, rows, lesson, shape)
+            else:
+                print_sim_table(progress.console, rows)
+            all_ok &= all(r["ok"] for r in rows)
+            if args.save:
+                for path in save_figures(lesson, args.save / lesson, progress.console):
+                    progress.console.print(f"  wrote {path}")
+    if not all_ok:
+        console.print("[bold red]some versions gave wrong results (see above)[/]")
+    return 0 if all_ok else 1
