@@ -5,7 +5,7 @@ import numpy as np
 from gpukernels.grade.spec import (Coalesced, Exercise, NoBankConflicts, NoRaces, UsesShared, ceil_div,
                                    readme_hints)
 
-TILE = 16
+TILE, ROWS = 32, 8
 
 
 def make_inputs(shape, seed):
@@ -25,9 +25,9 @@ EXERCISE = Exercise(
     make_inputs=make_inputs,
     out_shape=lambda shape: (shape[1], shape[0]),
     reference=reference,
-    launch=lambda shape: ((ceil_div(shape[1], TILE), ceil_div(shape[0], TILE)), (TILE, TILE)),
-    shapes=[(1, 1), (17, 33), (40, 19), (16, 32)],
-    trace_shape=(32, 64),
+    launch=lambda shape: ((ceil_div(shape[1], TILE), ceil_div(shape[0], TILE)), (TILE, ROWS)),
+    shapes=[(1, 1), (33, 65), (40, 19), (32, 64)],
+    trace_shape=(64, 64),
     tolerance=0.0,
     technique=[Coalesced(("a", "out")), UsesShared(), NoBankConflicts(), NoRaces()],
     points={"correctness": 5, "compiles": 2, "technique": 3},

@@ -530,12 +530,14 @@ TRACER_OK: list = [False, "gpukernels.trace is not available"]
 
 def tracer_status() -> tuple[bool, str]:
     """Whether the technique gate can run: ``gpukernels.trace`` with an ``observe`` function."""
+    import importlib
+
     try:
-        import gpukernels.trace as trace_mod
+        trace_mod = importlib.import_module("gpukernels.trace")
     except ImportError as exc:
         return False, f"gpukernels.trace is not available ({exc})"
-    if not callable(getattr(trace_mod, "observe", None)):
-        return False, "gpukernels.trace has no observe() yet"
+    if not callable(getattr(trace_mod, "trace", None)):
+        return False, "gpukernels.trace has no trace()"
     return True, ""
 
 

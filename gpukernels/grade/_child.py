@@ -142,20 +142,70 @@ def _run_sim(job: dict, result: dict, kernel, student_file: str) -> None:
 
 
 def _trace(job: dict, kernel, student_file: str) -> dict:
+    import importlib
+    import inspect
+
     try:
-        import gpukernels.trace as trace_mod
+        trace_mod = importlib.import_module("gpukernels.trace")
     except ImportError as exc:
         return {"status": "unavailable", "why": f"gpukernels.trace is not available ({exc})"}
-    if not callable(getattr(trace_mod, "observe", None)):
-        return {"status": "unavailable", "why": "gpukernels.trace has no observe() yet"}
+    if not callable(getattr(trace_mod, "trace", None)):
+        return {"status": "unavailable", "why": "gpukernels.trace has no trace()"}
     case = job["trace"]
     arrays, args = _load_case(case)
-    names = [name for name, _, _ in case["args"]]
+    spec_names = [name for name, _, _ in case["args"]]
     try:
-        obs = trace_mod.observe(kernel, tuple(case["grid"]), tuple(case["block"]), args, names=names)
+        params = list(inspect.signature(kernel.py_func).parameters)
+    except (TypeError, ValueError):
+        params = []
+    rename = {student: spec for student, spec in zip(params, spec_names)}
+    try:
+        with trace_mod.trace() as t:
+            kernel[tuple(case["grid"]), tuple(case["block"])](*args)
+        obs = observe(t, rename)
     except BaseException as exc:  # noqa: BLE001
         return {"status": "error", "error": _describe_exception(exc, student_file)}
     return {"status": "ok", "observations": obs}
+
+
+def _short(loc: str) -> str:
+    path, _, line = str(loc).rpartition(":")
+    return f"{os.path.basename(path)}:{line}" if path else str(loc)
+
+
+def observe(t, rename: dict) -> dict:
+    """Plain numbers from a ``gpukernels.trace`` Trace, keyed by the spec's argument names (``rename`` maps the
+    student's parameter names to them): what the technique checks of ``gpukernels.grade.spec`` read."""
+    arrays: dict = {}
+    for tr in t.traffic("global"):
+        name = rename.get(tr.array, tr.array)
+        a = arrays.setdefault(name, {"loads": 0, "stores": 0, "size": tr.elements})
+        a["loads"] += tr.loads
+        a["stores"] += tr.stores
+    sectors: dict = {}
+    for line in t.coalescing().lines:
+        name = rename.get(line.array, line.array)
+        kind = {"read": "load", "write": "store"}.get(line.kind)
+        if kind is None:
+            continue
+        acc = sectors.setdefault((name, kind), [0, 0])
+        acc[0] += line.sectors
+        acc[1] += line.min_sectors
+    for (name, kind), (sec, need) in sectors.items():
+        arrays.setdefault(name, {})[f"{kind}_efficiency"] = need / sec if sec else 1.0
+    shared_accesses = sum(tr.loads + tr.stores + tr.atomics for tr in t.traffic("shared"))
+    worst = max(t.bank_conflicts(), key=lambda b: b.max_degree, default=None)
+    shared = {"accesses": shared_accesses, "max_ways": worst.max_degree if worst else 1,
+              "conflict_text": (f"{worst.kind} of {worst.array} at {_short(worst.location)}: `{worst.source.strip()}`"
+                                if worst and worst.max_degree > 1 else "")}
+    hazards = t.hazards()
+    races = [f"{r.hazard} on {r.array} ({r.space}) between {_short(r.first_location)} ({r.first_kind}) and "
+             f"{_short(r.second_location)} ({r.second_kind}), {r.elements} element(s), e.g. threads "
+             f"{r.example_threads[0]} and {r.example_threads[1]} of block {r.example_block} -- a "
+             "cuda.syncthreads() is missing between them" for r in hazards.races]
+    races += [f"shared array {u.array} read at {_short(u.location)} before any thread wrote it "
+              f"(e.g. element {u.example_element}, thread {u.example_thread})" for u in hazards.uninitialized]
+    return {"arrays": arrays, "shared": shared, "races": races}
 
 
 # ----------------------------------------------------------------------------------------------------------
