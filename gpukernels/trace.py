@@ -218,7 +218,8 @@ class Trace:
         self._akeys: dict = {}
         self._pcs: list = []  # pc id -> (filename, lineno): one per source line
         self._lines: dict = {}
-        self._pckeys: dict = {}  # (code, bytecode offset) -> pc
+        self._pcs_by_code: dict = {}  # code -> {bytecode offset -> pc}
+        self._local_counts = defaultdict(int)  # aid * 3 + kind -> accesses (local arrays, no event log)
         self._space = np.zeros(0, np.int64)
         self._isz = np.zeros(0, np.int64)
         self._traffic = np.zeros((0, 3), np.int64)
@@ -251,21 +252,28 @@ class Trace:
     def hook_for(self, launch):
         # Kept lean (this runs for every access): the occurrence and program-order columns are computed per
         # block with NumPy from the execution order, in which each thread's accesses are in program order.
+        # Local arrays are private to a thread, so unless the full log is asked for they are only counted.
         ev = self._ev = []
-        pckeys, getframe = self._pckeys, sys._getframe
+        pcs_by_code, getframe = self._pcs_by_code, sys._getframe
         append = ev.append
+        local, keep = _arrays.LOCAL, self.keep_events
+        local_counts = self._local_counts
 
         def hook(arr, elem, kind):
+            if arr.space is local and not keep:
+                local_counts[arr.aid * 3 + kind] += 1
+                return
             f = getframe(3 if kind == ATOMIC else 2)
-            pc = pckeys.get((f.f_code, f.f_lasti))
+            by_offset = pcs_by_code.get(f.f_code)
+            pc = by_offset.get(f.f_lasti) if by_offset is not None else None
             if pc is None:
-                pc = self._new_pc((f.f_code, f.f_lasti), f)
+                pc = self._new_pc(f)
             t = launch.cur
             append((t.tid, arr.aid, elem, kind, t.barriers, t.wsyncs, pc))
 
         return hook
 
-    def _new_pc(self, key, frame):
+    def _new_pc(self, frame):
         # One id per source line. (Keyed by bytecode offset first because that is cheap to read, but one
         # access can report two offsets: CPython 3.11 specialises instructions after a few runs.)
         line = (frame.f_code.co_filename, frame.f_lineno)
@@ -273,7 +281,7 @@ class Trace:
         if pc is None:
             pc = self._lines[line] = len(self._pcs)
             self._pcs.append(line)
-        self._pckeys[key] = pc
+        self._pcs_by_code.setdefault(frame.f_code, {})[frame.f_lasti] = pc
         return pc
 
     def end_block(self, launch):
@@ -306,9 +314,13 @@ class Trace:
         block = (launch.blockIdx.x, launch.blockIdx.y, launch.blockIdx.z)
         if self.keep_events:
             self._events.append((li, block, e))
-        aid, kind = e[:, AID], e[:, KIND]
         n_arrays = len(self._arrays)
-        self._traffic += np.bincount(aid * 3 + kind, minlength=n_arrays * 3).reshape(n_arrays, 3)
+        self._traffic += np.bincount(e[:, AID] * 3 + e[:, KIND], minlength=n_arrays * 3).reshape(n_arrays, 3)
+        # Local arrays only count as traffic: they are private (no races) and not laid out by lane here.
+        e = e[self._space[e[:, AID]] != 2]
+        if not len(e):
+            return
+        aid, kind = e[:, AID], e[:, KIND]
         space = self._space[aid]
         isz = self._isz[aid]
         warp = e[:, TID] >> 5
@@ -445,6 +457,10 @@ class Trace:
     def traffic(self, space: str | None = "global") -> list:
         """Loads, stores and bytes per array and launch (``space=None``: every space)."""
         self._grow()
+        if self._local_counts:
+            for k, n in self._local_counts.items():
+                self._traffic[k // 3, k % 3] += n
+            self._local_counts.clear()
         out = []
         for aid, info in enumerate(self._arrays):
             sp = _SPACE_NAMES[info.space]

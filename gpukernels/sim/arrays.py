@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import sys
+from operator import mul
 
 import numpy as np
 
@@ -209,21 +210,28 @@ class SimArrayN(SimArray):
     __slots__ = ()
 
     def __getitem__(self, idx):
+        try:
+            if len(idx) == self.ndim and min(idx) >= 0:
+                return self._a[idx]
+        except Exception:
+            pass
         return self._index(idx, READ)
 
     def __setitem__(self, idx, value):
+        try:
+            if len(idx) == self.ndim and min(idx) >= 0:
+                self._a[idx] = value
+                return
+        except (IndexError, TypeError, ValueError):
+            pass
         self._set_slow(idx, value)
 
 
 def _flat(arr: SimArray, idx) -> int:
     """Flat element index of ``arr[idx]`` within the allocation ``arr`` views."""
-    off = arr.offset
     if idx.__class__ is tuple:
-        for c, st in zip(idx, arr.st):
-            off += int(c) * st
-    else:
-        off += int(idx) * arr.st[0]
-    return off // arr.isz
+        return (arr.offset + sum(map(mul, idx, arr.st))) // arr.isz
+    return (arr.offset + int(idx) * arr.st[0]) // arr.isz
 
 
 def _is_element(arr: SimArray, idx) -> bool:
@@ -253,8 +261,16 @@ class Hooked1(SimArray1):
         return v
 
     def __setitem__(self, i, value):
-        SimArray1.__setitem__(self, i, value)
-        HOOK(self, _flat(self, i), WRITE)
+        try:
+            if i >= 0:
+                self._a[i] = value
+                HOOK(self, (self.offset + i * self.st[0]) // self.isz, WRITE)
+                return
+        except (IndexError, TypeError):
+            pass
+        self._set_slow(i, value)
+        if _is_element(self, i):
+            HOOK(self, _flat(self, i), WRITE)
 
 
 class Hooked2(SimArray2):
@@ -276,33 +292,52 @@ class Hooked2(SimArray2):
         return v
 
     def __setitem__(self, idx, value):
-        SimArray2.__setitem__(self, idx, value)
+        try:
+            i, j = idx
+            if i >= 0 and j >= 0:
+                self._a[idx] = value
+                s0, s1 = self.st
+                HOOK(self, (self.offset + i * s0 + j * s1) // self.isz, WRITE)
+                return
+        except (IndexError, TypeError, ValueError):
+            pass
+        self._set_slow(idx, value)
         if _is_element(self, idx):
             HOOK(self, _flat(self, idx), WRITE)
 
 
-def _hooked(base):
-    class Hooked(base):
-        __slots__ = ()
+class HookedN(SimArrayN):
+    __slots__ = ()
 
-        def __getitem__(self, idx):
-            v = base.__getitem__(self, idx)
-            if not isinstance(v, SimArray):
-                HOOK(self, _flat(self, idx), READ)
-            return v
+    def __getitem__(self, idx):
+        try:
+            if len(idx) == self.ndim and min(idx) >= 0:
+                v = self._a[idx]
+                HOOK(self, (self.offset + sum(map(mul, idx, self.st))) // self.isz, READ)
+                return v
+        except (IndexError, TypeError, ValueError):
+            pass
+        v = self._index(idx, READ)
+        if not isinstance(v, SimArray):
+            HOOK(self, _flat(self, idx), READ)
+        return v
 
-        def __setitem__(self, idx, value):
-            base.__setitem__(self, idx, value)
-            if _is_element(self, idx):
-                HOOK(self, _flat(self, idx), WRITE)
-
-    Hooked.__name__ = Hooked.__qualname__ = "Hooked" + base.__name__
-    return Hooked
+    def __setitem__(self, idx, value):
+        try:
+            if len(idx) == self.ndim and min(idx) >= 0:
+                self._a[idx] = value
+                HOOK(self, (self.offset + sum(map(mul, idx, self.st))) // self.isz, WRITE)
+                return
+        except (IndexError, TypeError, ValueError):
+            pass
+        self._set_slow(idx, value)
+        if _is_element(self, idx):
+            HOOK(self, _flat(self, idx), WRITE)
 
 
 _PLAIN = {1: SimArray1, 2: SimArray2, 3: SimArray3}
-_HOOKED = {1: Hooked1, 2: Hooked2, 3: _hooked(SimArray3)}
-_HOOKED_N = _hooked(SimArrayN)
+_HOOKED = {1: Hooked1, 2: Hooked2}
+_HOOKED_N = HookedN
 
 # Whether new arrays get the hooked classes; set per launch.
 hooked = False
