@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpukernels.grade import available, exercises_dir, export, grade, select, to_gradescope
+from gpukernels.grade import available, exercises_dir, export, grade, infer_exercise, select, to_gradescope
 from gpukernels.grade.spec import GATES, load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +49,7 @@ WRONG = {
     "04_transpose/direct": ((C, K), "coalescing"),
     "06_matmul_tiled/untiled": ((C, K), "global loads per element"),
     "06_matmul_tiled/missing_syncthreads": ((), "expected"),
-    "08_conv_bias_relu/unfused": ((C, K), "stores"),
+    "08_conv_bias_relu/unfused": ((C, K, "speed"), "stores"),  # caches hide the extra passes on a GPU
 }
 SLOW = {"01_vector_add/infinite_loop": ((), "did not finish within")}
 
@@ -177,6 +177,8 @@ def test_fixtures_state_what_they_expect():
 
 def test_select_and_export(tmp_path):
     assert select(["6"], EXERCISES) == ["06_matmul_tiled"]
+    assert infer_exercise(FIXTURES / "04_transpose" / "direct.py", EXERCISES) == "04_transpose"
+    assert infer_exercise(SOLUTIONS / "09_warp_sum.py", EXERCISES) == "09_warp_sum"
     assert select(["matmul_tiled", "01"], EXERCISES) == ["06_matmul_tiled", "01_vector_add"]
     with pytest.raises(ValueError, match="unknown exercise"):
         select(["99"], EXERCISES)

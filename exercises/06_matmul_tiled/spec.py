@@ -32,6 +32,6 @@ EXERCISE = Exercise(
         UsesShared(),
         NoRaces(),
     ],
-    speed=Speed((2048, 2048, 2048), matmul.VERSIONS["naive"], min_speedup=2.0),
+    speed=Speed((2048, 2048, 2048), matmul.VERSIONS["naive"], min_speedup=4.0),
     hints=readme_hints(__file__),
 )

@@ -82,6 +82,15 @@ def select(names: list[str] | None, root: Path) -> list[str]:
     return chosen
 
 
+def infer_exercise(path: Path, root: Path) -> str:
+    """The exercise a lone file is for, from its name (``06_matmul_tiled.py``) or its folder
+    (``06_matmul_tiled/kernel.py``)."""
+    for key in (path.stem, path.resolve().parent.name):
+        if key in available(root):
+            return key
+    raise ValueError(f"cannot tell which exercise {path} is for; name it, e.g. gpukernels grade 06 --submission {path}")
+
+
 def find_submission(exercise: str, submission: Path | None, root: Path, single: bool) -> tuple[Path | None, str]:
     """The file to grade for ``exercise``: ``SUB/NN_name/kernel.py``, ``SUB/NN_name.py``, ``SUB`` itself (a
     file, when one exercise is graded), or by default the working copy ``exercises/NN_name/kernel.py``."""
@@ -146,6 +155,7 @@ class Child:
     job: dict
     env: dict
     timeout: float
+    exclusive: bool = False  # times kernels on the GPU: runs alone
     proc: subprocess.Popen | None = None
     started: float = 0.0
     seconds: float = 0.0
@@ -209,14 +219,21 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def _run_pool(children: list[Child], jobs: int, on_done) -> None:
-    """Run children ``jobs`` at a time; ``on_done(child)`` may return further children to run."""
+    """Run children ``jobs`` at a time; ``on_done(child)`` may return further children to run. Children that time
+    kernels on the GPU (``exclusive``) run one at a time, so that no two timings share the GPU."""
     queue, running = list(children), []
     try:
         while queue or running:
-            while queue and len(running) < jobs:
-                child = queue.pop(0)
+            busy_gpu = any(c.exclusive for c in running)
+            for child in list(queue):
+                if len(running) >= jobs:
+                    break
+                if child.exclusive and busy_gpu:
+                    continue
+                queue.remove(child)
                 child.start()
                 running.append(child)
+                busy_gpu |= child.exclusive
             time.sleep(0.02)
             for child in [c for c in running if c.poll()]:
                 running.remove(child)
@@ -332,7 +349,7 @@ class Grading:
             speed.update(baseline=[base.lesson, base.name], repeats=ex.speed.repeats, out=ex.out,
                          inputs=[n for n in ex.args if n in self.speed_case.inputs], params=self.speed_case.params)
         job = self._job("real", [first], speed=speed, cc=[9, 0])
-        self.real = Child(("real", self.index), job, _env("real", self.gpu), self.timeout)
+        self.real = Child(("real", self.index), job, _env("real", self.gpu), self.timeout, exclusive=speed is not None)
         return self.real
 
     # -- scores ----------------------------------------------------------------------------------------------
@@ -658,8 +675,10 @@ def grade_exercises(names=None, submission=None, **kw) -> list[ExerciseResult]:
     """Grade exercises by name (all by default) for one submission file or folder (default: the working copies
     ``exercises/NN_name/kernel.py``)."""
     root = exercises_dir(kw.pop("root", None))
-    chosen = select(names, root)
     sub = Path(submission) if submission else None
+    if sub is not None and sub.is_file() and not names:
+        names = [infer_exercise(sub, root)]
+    chosen = select(names, root)
     pairs = []
     for name in chosen:
         path, why = find_submission(name, sub, root, single=len(chosen) == 1)
