@@ -11,17 +11,18 @@ What you will learn
                   global memory (C*R*S loads of x and of w per output); (b) bias add: read y, read b, write y;
                   (c) ReLU: read y, write y. Passes (b) and (c) alone move 16 bytes per output element that a
                   fused kernel never moves: 2 extra reads + 2 extra writes of y (plus one load of b each).
-2. ``optimized``  one fused kernel. A block computes a TH x TW tile of output pixels for KB output channels.
-                  For each chunk of CB input channels it stages the input tile *with its halo*
+2. ``optimized``  one fused kernel. A block computes a TH x TW = 16 x 64 tile of output pixels for KB = 16
+                  output channels. For each chunk of CB input channels it stages the input tile *with its halo*
                   (CB x (TH + R - 1) x (TW + S - 1) values) and the chunk's weights (KB x CB x R x S) in shared
-                  memory; each staged input value is then reused up to R*S*KB times from shared memory and
-                  registers. Bias and ReLU are applied in registers before the single store of y.
+                  memory; each staged input value is then reused up to R*S*KB times. Each thread owns PX = 4
+                  pixels x KB channels in registers, so every weight read from shared memory feeds 4 FMAs and
+                  every input value 16. Bias and ReLU are applied in registers before the single store of y.
 
 Global traffic, counted in elements (what ``gpukernels trace cbr`` measures):
-  naive:      conv loads x and w once per in-bounds tap of every output (N*K*Ho*Wo*C*R*S of w, the same minus
-              padding taps of x), stores y once; bias pass loads y and b and stores y; ReLU loads and stores y.
+  naive:      conv loads x and w once per in-bounds tap of every output (up to N*K*Ho*Wo*C*R*S each: padding
+              taps are skipped), stores y once; bias pass loads y and b and stores y; ReLU loads and stores y.
   optimized:  each block loads its CB-chunks of input tile + halo (in-bounds elements only) and of weights,
-              loads KB biases, and stores its outputs once. See ``global_loads`` for the exact counts.
+              loads one bias per output, and stores its outputs once. ``global_loads`` computes the exact counts.
 
 Count the work first: 2*N*K*C*R*S*Ho*Wo FLOPs. For N32 C64 56x56 K64 3x3 that is 7.4 GFLOP over at least
 4*(N*C*H*W + K*C*R*S + N*K*Ho*Wo) = 51 MB: ~145 FLOP/byte, arithmetic-bound on an H200.
@@ -196,8 +197,10 @@ def relu_kernel(y):
 # ----------------------------------------------------------------------------------------------------------
 # 2. optimized: one fused kernel, input tile + halo and weights staged in shared memory
 # ----------------------------------------------------------------------------------------------------------
-TH, TW = 16, 16  # output tile per block (one pixel per thread)
-KB = 16  # output channels per block (registers per thread)
+TX, TY = 16, 16  # threads per block
+PX = 4  # output pixels per thread, along a row, 16 columns apart (so a warp's shared reads are consecutive)
+TH, TW = TY, TX * PX  # output tile per block: 16 x 64
+KB = 16  # output channels per block (each thread keeps PX * KB = 64 accumulators in registers)
 CB = 4  # input channels staged per phase
 
 
@@ -207,13 +210,14 @@ def _make_fused_kernel(r_: int, s_: int):
     hh, hw = TH + r_ - 1, TW + s_ - 1  # input tile with halo
     tile_elems = CB * hh * hw
     w_elems = KB * CB * r_ * s_
-    threads = TH * TW
+    threads = TX * TY
 
     @cuda.jit
     def fused_kernel(x, w, b, y, padding):
         x_tile = cuda.shared.array((CB, hh, hw), float32)
         w_tile = cuda.shared.array((KB, CB, r_, s_), float32)
-        acc = cuda.local.array(KB, float32)
+        acc = cuda.local.array((PX, KB), float32)
+        wv = cuda.local.array(KB, float32)
         n_, c_, h, wd = x.shape
         k_, ho, wo = y.shape[1], y.shape[2], y.shape[3]
         tiles_w = (wo + TW - 1) // TW
@@ -222,9 +226,10 @@ def _make_fused_kernel(r_: int, s_: int):
         k0 = cuda.blockIdx.y * KB
         nn = cuda.blockIdx.z
         ty, tx = cuda.threadIdx.y, cuda.threadIdx.x
-        t = ty * TW + tx
-        for kk in range(KB):
-            acc[kk] = 0.0
+        t = ty * TX + tx
+        for p in range(PX):
+            for kk in range(KB):
+                acc[p, kk] = 0.0
         for c0 in range(0, c_, CB):
             # Stage CB channels of the input tile with its halo; zero padding and out-of-range channels are
             # written as 0, so the compute loop below needs no bounds checks. Consecutive t -> consecutive
@@ -246,16 +251,24 @@ def _make_fused_kernel(r_: int, s_: int):
             for c in range(CB):
                 for r in range(r_):
                     for s in range(s_):
-                        xv = x_tile[c, ty + r, tx + s]  # reused KB times from a register
+                        # KB weights into registers (the same address for all threads: a broadcast), each
+                        # reused for PX pixels; each input value reused for KB channels: PX*KB FMAs for
+                        # KB + PX shared loads.
                         for kk in range(KB):
-                            acc[kk] += xv * w_tile[kk, c, r, s]  # same address for all threads: broadcast
+                            wv[kk] = w_tile[kk, c, r, s]
+                        for p in range(PX):
+                            xv = x_tile[c, ty + r, tx + TX * p + s]
+                            for kk in range(KB):
+                                acc[p, kk] += xv * wv[kk]
             cuda.syncthreads()  # everyone done reading before the next chunk overwrites the tiles
-        i, j = i0 + ty, j0 + tx
-        if i < ho and j < wo:
-            for kk in range(KB):
-                if k0 + kk < k_:
-                    # bias + ReLU in registers, then the only store of y
-                    y[nn, k0 + kk, i, j] = max(acc[kk] + b[k0 + kk], float32(0.0))
+        i = i0 + ty
+        for p in range(PX):
+            j = j0 + tx + TX * p
+            if i < ho and j < wo:
+                for kk in range(KB):
+                    if k0 + kk < k_:
+                        # bias + ReLU in registers, then the only store of y
+                        y[nn, k0 + kk, i, j] = max(acc[p, kk] + b[k0 + kk], float32(0.0))
 
     return fused_kernel
 
@@ -293,8 +306,37 @@ def optimized(x, w, b, y, padding=1):
     n, k, ho, wo = y.shape
     r, s = w.shape[2], w.shape[3]
     grid = (ceil_div(ho, TH) * ceil_div(wo, TW), ceil_div(k, KB), n)
-    return [Launch(fused_kernel(r, s), grid, (TW, TH), (x, w, b, y, padding))]
+    return [Launch(fused_kernel(r, s), grid, (TX, TY), (x, w, b, y, padding))]
 
 
 #: Every version, naive first and fastest last.
 VERSIONS = {v.name: v for v in (naive, optimized)}
+
+
+def global_loads(version: str, x_shape, w_shape, padding: int = 1) -> dict:
+    """Exact global-memory element loads and stores of a version, per array, as the tracer counts them.
+
+    naive:      conv loads x and w once per in-bounds tap of every output (at most C*R*S); the bias pass
+                loads y and b once per output; the ReLU pass loads y once; y is stored three times.
+    optimized:  every block loads the in-bounds elements of its CB-channel input tiles (with halo) and the
+                in-range weights of its KB channels, then one bias per output it writes; y is stored once.
+    """
+    n, c, h, wd = x_shape
+    k, _, r, s = w_shape
+    _, _, ho, wo = out_shape(x_shape, w_shape, padding)
+    outputs = n * k * ho * wo
+    if version == "naive":
+        # in-bounds taps per output pixel: product of the in-bounds row taps and column taps
+        rows = sum(sum(1 for rr in range(r) if 0 <= i + rr - padding < h) for i in range(ho))
+        cols = sum(sum(1 for ss in range(s) if 0 <= j + ss - padding < wd) for j in range(wo))
+        taps = n * k * c * rows * cols
+        return {"x": taps, "w": taps, "b": outputs,
+                "y_loads": 2 * outputs, "y_stores": 3 * outputs}
+    if version == "optimized":
+        tiles_h, tiles_w, kblocks = ceil_div(ho, TH), ceil_div(wo, TW), ceil_div(k, KB)
+        rows = sum(sum(1 for ii in range(TH + r - 1) if 0 <= ti * TH + ii - padding < h) for ti in range(tiles_h))
+        cols = sum(sum(1 for jj in range(TW + s - 1) if 0 <= tj * TW + jj - padding < wd) for tj in range(tiles_w))
+        x_loads = n * kblocks * c * rows * cols  # each (tile, k-block) stages every channel once
+        w_loads = n * tiles_h * tiles_w * k * c * r * s  # each (tile, image) stages every weight once
+        return {"x": x_loads, "w": w_loads, "b": outputs, "y_loads": 0, "y_stores": outputs}
+    raise ValueError(f"no traffic formula for version {version!r}")

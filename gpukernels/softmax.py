@@ -12,7 +12,8 @@ What you will learn
                   warp work on 32 *different rows*, so each load touches 32 sectors N*4 bytes apart
                   (uncoalesced), and only M threads exist -- a 4096-row matrix keeps 4096 threads busy on a GPU
                   that holds 270 000.
-2. ``optimized``  a block (or a warp) per row. Its threads read the row together in consecutive chunks
+2. ``optimized``  a warp per row (rows up to 1024 elements, 8 rows per block) or a block per row (longer
+                  rows). Its threads read the row together in consecutive chunks
                   (coalesced), keep the values in registers, and reduce max and sum in parallel with warp
                   shuffles (``shfl_xor_sync``: a butterfly, log2(32) = 5 steps per warp) and shared memory
                   across warps. Rows up to ``MAX_CACHED`` = 32768 elements are read from global memory **once**
@@ -117,6 +118,8 @@ FULL_MASK = 0xFFFFFFFF
 MAX_THREADS = 1024
 MAX_ELEMS = 64  # values per thread kept in registers (with 512 threads per block)
 MAX_CACHED = (MAX_THREADS // 2) * MAX_ELEMS  # 32768: the longest row read from global memory once
+WARP_ROW_MAX = 1024  # rows up to this length get one warp each (up to 32 values per lane)
+WARP_ROWS = 8  # rows (warps) per block in that case
 
 
 @cuda.jit(device=True, inline=True)
@@ -134,10 +137,12 @@ def warp_sum(v):
     return v
 
 
-def _make_kernels(threads: int, elems: int):
-    """The optimized kernels for blocks of ``threads`` threads (a multiple of 32) and ``elems`` cached values
-    per thread. Both are compile-time constants, so the per-thread cache is an array of registers."""
+def _make_kernels(threads: int, elems: int, rows: int = 1):
+    """The optimized kernels for ``threads`` threads per row (a multiple of 32), ``elems`` cached values per
+    thread and ``rows`` rows per block (more than one only when a single warp owns a row). All three are
+    compile-time constants, so the per-thread cache is an array of registers."""
     warps = threads // WARP
+    assert rows == 1 or warps == 1
 
     @cuda.jit(device=True, inline=True)
     def block_reduce(v, scratch, is_max):
@@ -160,9 +165,11 @@ def _make_kernels(threads: int, elems: int):
         # instruction of a warp reads 32 consecutive floats (one 128-byte line). Reads 1x, writes 1x.
         scratch = cuda.shared.array(WARP, float32)
         vals = cuda.local.array(elems, float32)
-        i = cuda.blockIdx.x
+        i = cuda.blockIdx.x * rows + cuda.threadIdx.y
         t = cuda.threadIdx.x
         n = x.shape[1]
+        if rows > 1 and i >= x.shape[0]:
+            return  # a whole warp leaves together; with one warp per row there is no block barrier to miss
         m = float32(-math.inf)
         for e in range(elems):
             j = t + e * threads
@@ -223,6 +230,8 @@ def optimized_config(n: int) -> tuple[int, int, bool]:
     """
     if n > MAX_CACHED:
         return MAX_THREADS, 1, False
+    if n <= WARP_ROW_MAX:  # one warp per row: reductions are shuffles only, no shared memory, no barrier
+        return WARP, 1 << (max(1, -(-n // WARP)) - 1).bit_length(), True
     threads = WARP
     while threads < MAX_THREADS and threads * 8 < n:
         threads *= 2
@@ -234,10 +243,10 @@ def optimized_config(n: int) -> tuple[int, int, bool]:
     return threads, elems, True
 
 
-def optimized_kernels(threads: int, elems: int):
-    key = (threads, elems)
+def optimized_kernels(threads: int, elems: int, rows: int = 1):
+    key = (threads, elems, rows)
     if key not in _KERNELS:
-        _KERNELS[key] = _make_kernels(threads, elems)
+        _KERNELS[key] = _make_kernels(threads, elems, rows)
     return _KERNELS[key]
 
 
@@ -255,9 +264,12 @@ def naive(x, y):
 
 @version("softmax", _check)
 def optimized(x, y):
-    """A block per row: coalesced loads kept in registers, warp-shuffle reductions; one read for rows <= 32768."""
+    """A warp or block per row: coalesced loads kept in registers, shuffle reductions; one read for rows <= 32768."""
     m, n = x.shape
     threads, elems, cached = optimized_config(n)
+    if threads == WARP:  # several rows per block, one warp each
+        cached_kernel, _ = optimized_kernels(threads, elems, WARP_ROWS)
+        return [Launch(cached_kernel, (-(-m // WARP_ROWS),), (WARP, WARP_ROWS), (x, y))]
     cached_kernel, online_kernel = optimized_kernels(threads, elems)
     return [Launch(cached_kernel if cached else online_kernel, (m,), (threads,), (x, y))]
 
