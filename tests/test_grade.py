@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpukernels.grade import available, exercises_dir, export, grade, infer_exercise, select, to_gradescope
+from gpukernels.grade import available, exercises_dir, export_main, grade, infer_exercise, select, to_gradescope
 from gpukernels.grade.spec import GATES, load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,8 +182,9 @@ def test_select_and_export(tmp_path):
     assert select(["matmul_tiled", "01"], EXERCISES) == ["06_matmul_tiled", "01_vector_add"]
     with pytest.raises(ValueError, match="unknown exercise"):
         select(["99"], EXERCISES)
-    export(EXERCISES, tmp_path / "handout")
     out = tmp_path / "handout"
+    assert export_main([str(out), "--exercises-dir", str(EXERCISES)]) == 0
+    assert export_main([str(out), "--exercises-dir", str(EXERCISES)]) == 2  # refuses to overwrite
     assert not (out / "solutions").exists()
     assert list(available(out)) == NAMES
     for name in NAMES:

@@ -52,17 +52,21 @@ HELP_HINTS = "run `gpukernels grade {ex} --hints {n}` for more help"
 def exercises_dir(explicit: str | os.PathLike | None = None) -> Path:
     """The grader's exercises: ``--exercises``, else ``$GPUKERNELS_EXERCISES``, else the repository's
     ``exercises/`` next to this package, else ``./exercises``."""
-    for candidate in (explicit, os.environ.get("GPUKERNELS_EXERCISES"),
-                      Path(__file__).resolve().parents[2] / "exercises", Path.cwd() / "exercises"):
-        if candidate and (Path(candidate) / "01_vector_add" / "spec.py").exists():
+    if explicit is not None:
+        if not available(Path(explicit)):
+            raise FileNotFoundError(f"{explicit} holds no exercises (NN_name/spec.py folders)")
+        return Path(explicit).resolve()
+    for candidate in (os.environ.get("GPUKERNELS_EXERCISES"), Path(__file__).resolve().parents[2] / "exercises",
+                      Path.cwd() / "exercises"):
+        if candidate and Path(candidate).is_dir() and available(Path(candidate)):
             return Path(candidate).resolve()
-        if candidate and explicit is not None and candidate == explicit:
-            raise FileNotFoundError(f"{explicit} holds no exercises (NN_name/spec.py)")
-    raise FileNotFoundError("no exercises/ folder found; pass --exercises DIR")
+    raise FileNotFoundError("no exercises/ folder found; pass --exercises-dir DIR")
 
 
 def available(root: Path) -> dict[str, Path]:
     """Exercise name -> folder, in order (``NN_name`` folders with a ``spec.py``)."""
+    if not root.is_dir():
+        return {}
     return {p.name: p for p in sorted(root.iterdir())
             if p.is_dir() and p.name[:2].isdigit() and (p / "spec.py").exists()}
 
