@@ -6,7 +6,7 @@ import gpukernels
 from gpukernels import cbr
 
 
-@pytest.mark.parametrize("shape,padding", [((1, 3, 7, 6, 5, 3, 3), 1), ((2, 5, 9, 70, 17, 3, 3), 1),
+@pytest.mark.parametrize("shape,padding", [((1, 3, 7, 6, 5, 3, 3), 1), ((1, 1, 2, 66, 17, 1, 1), 0),
                                            ((1, 2, 5, 5, 3, 1, 1), 0), ((1, 2, 6, 4, 2, 5, 5), 2)])
 @pytest.mark.parametrize("version", list(cbr.VERSIONS))
 def test_counted_traffic_matches_formula(version, shape, padding):
@@ -26,7 +26,7 @@ def test_counted_traffic_matches_formula(version, shape, padding):
 
 
 def test_fusion_saves_the_two_extra_passes():
-    shape = (2, 5, 9, 70, 17, 3, 3)
+    shape = (2, 5, 9, 70, 17, 3, 3)  # formulas only, nothing is traced
     n, c, h, wd, k, r, s = shape
     naive = cbr.global_loads("naive", (n, c, h, wd), (k, c, r, s))
     fused = cbr.global_loads("optimized", (n, c, h, wd), (k, c, r, s))
