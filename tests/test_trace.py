@@ -88,6 +88,10 @@ def test_fused_cbr_moves_fewer_global_bytes_than_the_three_unfused_kernels():
     assert per_launch[1] + per_launch[2] == 16 * outputs + 4 * outputs
     assert fused.global_bytes() < unfused.global_bytes()
     assert unfused.global_bytes() - fused.global_bytes() >= 16 * outputs
+    # ... and by exactly the amount the lesson's formulas compute (cbr.global_loads, in elements)
+    x, w, _ = inputs
+    formula = {v: 4 * sum(cbr.global_loads(v, x.shape, w.shape).values()) for v in ("naive", "optimized")}
+    assert (unfused.global_bytes(), fused.global_bytes()) == (formula["naive"], formula["optimized"])
 
 
 # -- coalescing ---------------------------------------------------------------------------------------------

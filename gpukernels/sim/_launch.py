@@ -9,7 +9,7 @@ threads or timing, so the same launch with the same inputs runs the same interle
 
 When nothing can run but threads are still alive, the scheduler knows exactly who waits where, which is what
 the errors report: barrier divergence, warp masks that do not match, and (through a watchdog that interrupts
-the launching thread) kernels that run past ``timeout_s``.
+the launching thread) kernels that stop making progress for ``timeout_s`` seconds.
 """
 
 from __future__ import annotations
@@ -125,15 +125,19 @@ def _lanes_text(bits: int) -> str:
 
 
 class _Watchdog:
+    """Fires when the armed launch makes no progress -- no switch from one CUDA thread to another -- for
+    ``timeout_s`` seconds. A thread in an endless loop (or spinning on memory another thread should write)
+    never switches; a long but healthy launch switches all the time, so it is never cut short."""
+
     def __init__(self):
         self._cv = threading.Condition()
-        self._armed = None  # (token, deadline, thread ident)
+        self._armed = None  # (token, timeout, thread ident, launch)
         self._thread = None
         self.fired = set()
 
-    def arm(self, timeout_s: float, token) -> None:
+    def arm(self, timeout_s: float, token, launch) -> None:
         with self._cv:
-            self._armed = (token, time.monotonic() + timeout_s, threading.get_ident())
+            self._armed = (token, timeout_s, threading.get_ident(), launch)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="gpukernels-sim-watchdog", daemon=True)
                 self._thread.start()
@@ -150,14 +154,18 @@ class _Watchdog:
 
     def _run(self):
         with self._cv:
+            watched, seen, since = None, -1, 0.0
             while True:
                 if self._armed is None:
+                    watched = None
                     self._cv.wait()
                     continue
-                token, deadline, ident = self._armed
-                left = deadline - time.monotonic()
-                if left > 0:
-                    self._cv.wait(left)
+                token, timeout, ident, launch = self._armed
+                now = time.monotonic()
+                if token is not watched or launch.switches != seen:
+                    watched, seen, since = token, launch.switches, now
+                if now - since < timeout:
+                    self._cv.wait(min(timeout - (now - since), max(timeout / 4, 0.01)))
                     continue
                 self._armed = None
                 self.fired.add(token)
@@ -345,7 +353,7 @@ class Launch:
             if self.rng is not None:
                 self.rng.shuffle(blocks)
             if timeout:
-                _watchdog.arm(timeout, token)
+                _watchdog.arm(timeout, token, self)
             try:
                 for b in blocks:
                     self._run_block(b, kargs)
@@ -722,7 +730,7 @@ class Launch:
             lines.append(f"{_threads_text(ts)} {where}")
         block = _xyz(self.blockIdx) if self.blockIdx is not None else None
         return KernelTimeoutError(
-            f"kernel {self.name!r} did not finish within {self.config.timeout_s} s (block {block}): "
+            f"kernel {self.name!r} made no progress for {self.config.timeout_s} s (block {block}): "
             + "; ".join(lines)
             + ". A loop that never ends, or one thread waiting for another to write memory (the simulator runs "
             "one thread at a time between barriers)? Raise the limit with "

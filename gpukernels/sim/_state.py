@@ -16,14 +16,16 @@ class SimConfig:
                    and at every barrier, and (with probability ``preempt``) a switch to another thread at a
                    memory access. Off: thread-id order, one thread at a time between barriers.
     preempt     -- probability of a switch at each array element access in shuffle mode.
-    timeout_s   -- a launch that takes longer raises KernelTimeoutError (``None`` or 0: no limit).
+    timeout_s   -- a launch in which no thread switches to another for this long (an endless loop, a thread
+                   spinning on memory that another thread should write) raises KernelTimeoutError; a long
+                   but healthy launch is never cut short (``None`` or 0: no limit).
     record_schedule -- keep the full list of (block, thread id) switches in ``last_launch().schedule``.
     """
 
     seed: int | None = 0
     shuffle: bool = False
     preempt: float = 0.05
-    timeout_s: float | None = 120.0
+    timeout_s: float | None = 60.0
     record_schedule: bool = False
 
 

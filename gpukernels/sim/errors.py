@@ -36,7 +36,8 @@ class BarrierDivergenceError(SimulatorError):
 
 
 class KernelTimeoutError(SimulatorError):
-    """The launch did not finish within ``timeout_s`` seconds; ``running`` maps thread -> where it was."""
+    """The launch made no progress (no switch between CUDA threads) for ``timeout_s`` seconds: an endless
+    loop, or a thread waiting for memory another thread would write; ``running`` maps thread -> where it was."""
 
     def __init__(self, message, *, running=None, **kw):
         super().__init__(message, **kw)
