@@ -12,7 +12,7 @@ What you will learn
                   warp work on 32 *different rows*, so each load touches 32 sectors N*4 bytes apart
                   (uncoalesced), and only M threads exist -- a 4096-row matrix keeps 4096 threads busy on a GPU
                   that holds 270 000.
-2. ``optimized``  a warp per row (rows up to 1024 elements, 8 rows per block) or a block per row (longer
+2. ``optimized``  a warp per row (rows up to 512 elements, 8 rows per block) or a block per row (longer
                   rows). Its threads read the row together in consecutive chunks
                   (coalesced), keep the values in registers, and reduce max and sum in parallel with warp
                   shuffles (``shfl_xor_sync``: a butterfly, log2(32) = 5 steps per warp) and shared memory
@@ -118,7 +118,7 @@ FULL_MASK = 0xFFFFFFFF
 MAX_THREADS = 1024
 MAX_ELEMS = 64  # values per thread kept in registers (with 512 threads per block)
 MAX_CACHED = (MAX_THREADS // 2) * MAX_ELEMS  # 32768: the longest row read from global memory once
-WARP_ROW_MAX = 1024  # rows up to this length get one warp each (up to 32 values per lane)
+WARP_ROW_MAX = 512  # rows up to this length get one warp each (up to 16 values per lane)
 WARP_ROWS = 8  # rows (warps) per block in that case
 
 
