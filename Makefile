@@ -42,6 +42,11 @@ notebooks: $(VENV)/.installed
 	$(PY) -m pip install -q -e ".[$(EXTRAS),notebooks]"
 	$(VENV)/bin/jupyter lab notebooks
 
+# Every figure of every lesson into docs/figures/ and docs/gallery.md (simulator + compiler, no GPU needed;
+# performance figures use the newest benchmarks/results/*.json, or a labelled model without one).
+plots: $(VENV)/.installed
+	GPUKERNELS_DEVICE=sim $(PY) -m gpukernels plots
+
 bench: $(VENV)/.installed
 	$(PY) -m gpukernels bench --json benchmarks/results/latest.json
 

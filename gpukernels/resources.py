@@ -184,7 +184,8 @@ def occupancy(arch: str | Arch, threads_per_block: int, registers: int, shared_b
     on sm_90. The shared-memory carveout is the driver's default (the largest); a block may use 48 KB unless
     the kernel opted in to more (``optin``; Numba kernels don't). Checked against the driver's
     cuOccupancyMaxActiveBlocksPerMultiprocessor on an H200 for every lesson kernel, block sizes 32..1024 and
-    dynamic shared memory 0..45000 bytes: 1536 configurations, no difference.
+    dynamic shared memory 0..45000 bytes: 1792 configurations, no difference (and registers, static shared
+    memory and local memory parsed from the log equal CU_FUNC_ATTRIBUTE_* for all 14 kernels).
     """
     a = get_arch(arch)
     big = 10**9

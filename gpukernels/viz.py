@@ -320,8 +320,9 @@ def _performance_model(fig, ax, lesson, arch):
     ax.set_xlabel(f"MODEL: attainable TFLOP/s = min({a.peak_fp32_tflops} TFLOP/s, intensity x "
                   f"{a.peak_bw_gbs / 1000:g} TB/s), {a.gpu} spec sheet")
     ax.set_xlim(0, max(values) * 1.6 if values else 1)
-    ax.set_title(f"MODEL, not a measurement -- {lesson}: the roofline's bound for each version's traced "
-                 f"global traffic (run `gpukernels bench` on a GPU to measure)", fontsize=9.5, loc="left")
+    ax.set_title(f"MODEL, not a measurement -- {lesson}: the roofline's bound for each version's traced global\n"
+                 f"traffic at {'x'.join(map(str, model[0]['shape']))} (run `gpukernels bench` on a GPU to measure)",
+                 fontsize=9.5, loc="left")
     fig.gpukernels_data = {"measured": False, "names": names, "values": values, "unit": "TFLOP/s"}
     return fig
 
@@ -428,15 +429,746 @@ def _spread(points: list[tuple[float, float]], min_gap: float) -> list[float]:
     return out
 
 
-def traffic(lesson: str, version: str, shape=None) -> dict:
-    """Global loads and stores (elements) of one version at ``shape`` (default: the trace shape), counted by
-    the tracer."""
-    raise NotImplementedError("needs gpukernels.trace")
+# ----------------------------------------------------------------------------------------------------------
+# Traces: one simulated run of a version under gpukernels.trace, every access with its block and thread
+# ----------------------------------------------------------------------------------------------------------
 
+#: The shapes the tracer-fed figures use: small enough to simulate in seconds, large enough for several blocks
+#: (and, for the reuse maps, for the reuse factor N / TILE to show). Editorial choices, one place.
+FIGURE_SHAPES = {"matmul": (64, 64, 64), "softmax": (32, 256), "cbr": (1, 4, 16, 16, 8, 3, 3)}
+
+_READ, _WRITE = 0, 1
+_GLOBAL, _SHARED = 0, 1
+
+
+@dataclass
+class Traced:
+    """The accesses of one version's launches, as NumPy columns (one row per element access).
+
+    ``ev`` columns: launch, block (linear), bx, by, bz, tid, aid (array id), elem (flat element index), kind
+    (0 read, 1 write, 2 atomic), interval (barriers passed), pc (source line id), occ (n-th execution of that
+    line by that thread), order (n-th access of the thread). ``arrays[aid]``: name, space (0 global, 1 shared,
+    2 local), shape, launch. ``params[launch]``: the kernel's parameter names in order.
+    """
+
+    lesson: str
+    version: str
+    shape: tuple
+    launches: list  # (kernel name, grid, block)
+    arrays: list
+    ev: dict
+    lines: list  # pc -> (filename, lineno)
+    out_name: str
+    input_names: list
+    trace: Any = None
+
+    def block_dims(self, launch: int) -> tuple:
+        return tuple(self.launches[launch][2])
+
+    def grid_dims(self, launch: int) -> tuple:
+        return tuple(self.launches[launch][1])
+
+    def select(self, **conds) -> np.ndarray:
+        """Boolean mask of rows where every column equals the given value (``array=`` takes a name)."""
+        ev = self.ev
+        mask = np.ones(len(ev["tid"]), bool)
+        for key, val in conds.items():
+            if key == "array":
+                aids = [i for i, a in enumerate(self.arrays) if a["name"] == val]
+                mask &= np.isin(ev["aid"], aids)
+            elif key == "space":
+                aids = [i for i, a in enumerate(self.arrays) if a["space"] == val]
+                mask &= np.isin(ev["aid"], aids)
+            else:
+                mask &= ev[key] == val
+        return mask
+
+    def array_shape(self, name: str) -> tuple:
+        return next(tuple(a["shape"]) for a in self.arrays if a["name"] == name)
+
+    def counts(self, name: str, mask: np.ndarray | None = None, kind: int = _READ) -> np.ndarray:
+        """Accesses of ``kind`` per element of global array ``name`` (where ``mask``), shaped like the array."""
+        sel = self.select(array=name, kind=kind, space=_GLOBAL)
+        if mask is not None:
+            sel &= mask
+        shape = self.array_shape(name)
+        return np.bincount(self.ev["elem"][sel], minlength=math.prod(shape)).reshape(shape)
+
+
+def _param_names(kernel) -> list[str]:
+    import inspect
+
+    return list(inspect.signature(getattr(kernel, "py_func", kernel)).parameters)
+
+
+def _raw_events(t) -> tuple[list, list, dict, list]:
+    """(launches, arrays, columns, lines) from a Trace made with ``events=True``.
+
+    Reads the tracer's compact per-block buffers when they are there (72 bytes per access; ``Trace.events()``
+    builds strings for every access, ~1.5 KB each, too much for the 500 000 accesses of a 64^3 matmul), and
+    falls back to ``Trace.events()`` otherwise.
+    """
+    tr = _trace_module()
+    launches = [(l.kernel, tuple(l.grid), tuple(l.block)) for l in t.launches]
+    if hasattr(t, "_events") and hasattr(t, "_arrays") and hasattr(t, "_pcs") and hasattr(tr, "ORDER"):
+        arrays = [{"name": a.name, "space": int(a.space), "shape": tuple(a.shape), "launch": a.launch}
+                  for a in t._arrays]
+        parts = {k: [] for k in ("launch", "bx", "by", "bz", "tid", "aid", "elem", "kind", "interval", "pc", "occ",
+                                 "order")}
+        for li, block, e in t._events:
+            n = len(e)
+            parts["launch"].append(np.full(n, li, np.int64))
+            for axis, key in enumerate(("bx", "by", "bz")):
+                parts[key].append(np.full(n, block[axis], np.int64))
+            for key, col in (("tid", tr.TID), ("aid", tr.AID), ("elem", tr.ELEM), ("kind", tr.KIND),
+                             ("interval", tr.BAR), ("pc", tr.PC), ("occ", tr.OCC), ("order", tr.ORDER)):
+                parts[key].append(e[:, col])
+        cols = {k: (np.concatenate(v) if v else np.zeros(0, np.int64)) for k, v in parts.items()}
+        return launches, arrays, cols, list(t._pcs)
+    # Public, slower path: string columns.
+    rec = t.events()
+    names = sorted(set(zip(rec["launch"].tolist(), rec["array"].tolist(), rec["space"].tolist())))
+    arrays, aid_of = [], {}
+    for li, name, space in names:
+        aid_of[(li, name)] = len(arrays)
+        elems = rec["element"][(rec["launch"] == li) & (rec["array"] == name)]
+        arrays.append({"name": name, "space": {"global": 0, "shared": 1, "local": 2}[space],
+                       "shape": (int(elems.max()) + 1,), "launch": li})
+    locs = sorted(set(rec["location"].tolist()))
+    pc_of = {loc: i for i, loc in enumerate(locs)}
+    bdims = [l[2] for l in launches]
+    tid = np.array([th[0] + bdims[li][0] * (th[1] + bdims[li][1] * th[2])
+                    for li, th in zip(rec["launch"].tolist(), rec["thread"].tolist())], np.int64)
+    cols = {"launch": rec["launch"].astype(np.int64), "bx": rec["block"][:, 0].astype(np.int64),
+            "by": rec["block"][:, 1].astype(np.int64), "bz": rec["block"][:, 2].astype(np.int64), "tid": tid,
+            "aid": np.array([aid_of[(l, a)] for l, a in zip(rec["launch"].tolist(), rec["array"].tolist())]),
+            "elem": rec["element"].astype(np.int64),
+            "kind": np.array([{"read": 0, "write": 1, "atomic": 2}[k] for k in rec["kind"]]),
+            "interval": rec["interval"].astype(np.int64), "pc": np.array([pc_of[x] for x in rec["location"]]),
+            "occ": np.zeros(len(rec), np.int64), "order": rec["order"].astype(np.int64)}
+    return launches, arrays, cols, [(loc.rsplit(":", 1)[0], int(loc.rsplit(":", 1)[1])) for loc in locs]
+
+
+_TRACES: dict = {}
+
+
+def traced(lesson: str, version: str, shape=None, seed: int = 0) -> Traced:
+    """Run ``lesson.VERSIONS[version]`` on inputs of ``shape`` under the tracer (cached per process)."""
+    import gpukernels
+
+    _trace_module()  # ImportError here: no tracer
+    mod = _lessons()[lesson]
+    shape = tuple(shape or FIGURE_SHAPES.get(lesson) or mod.SHAPES["trace"])
+    key = (lesson, version, shape, seed)
+    if key in _TRACES:
+        return _TRACES[key]
+    inputs = mod.make_inputs(shape, seed)
+    ver = mod.VERSIONS[version]
+    # Parameter names of the output and the inputs, from the launch plan (the tracer names arrays by them).
+    out = np.empty(0, np.float32)
+    plan = ver.launches(*inputs)
+    probe_out = plan[0].args[[i for i, a in enumerate(plan[0].args) if isinstance(a, np.ndarray)][-1]]
+    out_name, input_names = None, []
+    for launch in plan:
+        names = _param_names(launch.kernel)
+        for i, arg in enumerate(launch.args):
+            if not isinstance(arg, np.ndarray) or i >= len(names):
+                continue
+            if arg is probe_out and out_name is None:
+                out_name = names[i]
+            elif any(arg is x for x in inputs) and names[i] not in input_names:
+                input_names.append(names[i])
+    del out
+    with gpukernels.trace(events=True) as t:
+        ver(*inputs)
+    launches, arrays, cols, lines = _raw_events(t)
+    result = Traced(lesson, version, shape, launches, arrays, cols, lines, out_name or "out", input_names, t)
+    if len(_TRACES) >= 12:
+        _TRACES.pop(next(iter(_TRACES)))
+    _TRACES[key] = result
+    return result
+
+
+def traffic(lesson: str, version: str, shape=None) -> dict:
+    """Global loads and stores (elements) of one version at ``shape`` (default: ``SHAPES['trace']``), counted by
+    the tracer; cached on disk next to the compile cache, keyed by the lesson's source."""
+    import hashlib
+
+    import gpukernels
+
+    mod = _lessons()[lesson]
+    shape = tuple(shape or mod.SHAPES["trace"])
+    src = Path(mod.__file__).read_text()
+    key = hashlib.sha256(f"{lesson}|{version}|{shape}|{src}|traffic-v1".encode()).hexdigest()[:24]
+    path = _res.cache_dir().parent / "traffic" / f"{key}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    with gpukernels.trace() as t:
+        mod.VERSIONS[version](*mod.make_inputs(shape, 0))
+    rows = t.traffic()
+    out = {"loads": sum(r.loads for r in rows), "stores": sum(r.stores for r in rows),
+           "bytes": t.global_bytes(), "shape": list(shape)}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(out))
+    except OSError:
+        pass
+    return out
+
+
+def _montage(counts: np.ndarray) -> np.ndarray:
+    """A 2-D picture of an array of any rank: (..., H, W) planes side by side with a one-cell gap (NaN)."""
+    if counts.ndim == 1:
+        return counts[None, :].astype(float)
+    if counts.ndim == 2:
+        return counts.astype(float)
+    h, w = counts.shape[-2:]
+    planes = counts.reshape(-1, h, w).astype(float)
+    out = np.full((h, len(planes) * (w + 1) - 1), np.nan)
+    for i, p in enumerate(planes):
+        out[:, i * (w + 1): i * (w + 1) + w] = p
+    return out
+
+
+def _montage_axes_label(shape: tuple, name: str) -> str:
+    if len(shape) <= 2:
+        return f"{name} {tuple(shape)}"
+    return f"{name} {tuple(shape)}: {math.prod(shape[:-2])} planes of {shape[-2]} x {shape[-1]}, side by side"
+
+
+def _image(ax, img, title, cmap=CMAP, norm=None, vmin=None, vmax=None):
+    import matplotlib
+
+    cm = matplotlib.colormaps[cmap].with_extremes(bad="0.85")  # NaN: gaps between planes, unread elements
+    im = ax.imshow(img, cmap=cm, norm=norm, vmin=vmin, vmax=vmax, interpolation="nearest", aspect="auto")
+    ax.set_title(title, fontsize=8.5, loc="left")
+    ax.tick_params(labelsize=7)
+    if img.shape[0] <= 3:
+        ax.set_yticks([])
+    return im
+
+
+# -- 1. grid map ---------------------------------------------------------------------------------------------
+
+
+def _owners(tr: Traced):
+    """For each output element: (launch, linear block, tid) of the thread that first wrote it (-1: none)."""
+    name = tr.out_name
+    shape = tr.array_shape(name)
+    sel = np.flatnonzero(tr.select(array=name, kind=_WRITE, space=_GLOBAL))
+    first_launch = int(tr.ev["launch"][sel].min()) if len(sel) else 0
+    sel = sel[tr.ev["launch"][sel] == first_launch]
+    n = math.prod(shape)
+    block = np.full(n, -1, np.int64)
+    tid = np.full(n, -1, np.int64)
+    gx, gy, _ = tr.grid_dims(first_launch)
+    lin = tr.ev["bx"][sel] + gx * (tr.ev["by"][sel] + gy * tr.ev["bz"][sel])
+    # first writer wins: assign in reverse so the earliest row is the last assignment
+    block[tr.ev["elem"][sel][::-1]] = lin[::-1]
+    tid[tr.ev["elem"][sel][::-1]] = tr.ev["tid"][sel][::-1]
+    return first_launch, block.reshape(shape), tid.reshape(shape)
+
+
+def _plane(a: np.ndarray) -> np.ndarray:
+    """The first 2-D plane of an array (a[0, 0, ..., :, :]); 1-D arrays become one row."""
+    if a.ndim == 1:
+        return a[None, :]
+    while a.ndim > 2:
+        a = a[0]
+    return a
+
+
+def grid_map(lesson: str = "matmul", versions=None, shape=None, zoom=(8, 16)) -> Figure:
+    """Which block and which thread computes which output element, per version.
+
+    Teaches: the launch configuration is a *mapping* from (block, thread) to output elements. Top row: every
+    output element coloured by the block that writes it (block index in the middle). Bottom row: the top-left
+    corner, each cell labelled with the thread index that writes it and shaded by warp -- naive matmul's warp
+    runs *down a column* (threadIdx.x -> row), coalesced's along a row; a register-blocked thread owns a
+    whole strip or tile. Measured from the tracer's record of the writes to the output.
+    """
+    versions = list(versions or _naive_and_best(lesson))
+    n = len(versions)
+    fig = _figure(3.3 * n + 0.6, 7.2)
+    axes = fig.subplots(2, n, squeeze=False, height_ratios=[1.25, 1])
+    data = {}
+    for col, version in enumerate(versions):
+        tr = traced(lesson, version, shape)
+        li, block, tid = _owners(tr)
+        bplane, tplane = _montage(block), _plane(tid)  # every plane for the blocks, the first for threads
+        bplane = np.where(np.isnan(bplane), -1, bplane).astype(np.int64)
+        bdims, gdims = tr.block_dims(li), tr.grid_dims(li)
+        nblocks = math.prod(gdims)
+        # colour blocks with well-separated shades (neighbours differ in lightness too)
+        shade = (np.arange(max(nblocks, 1)) * 0.618034) % 1.0
+        img = np.where(bplane >= 0, shade[np.maximum(bplane, 0)], np.nan)
+        ax = axes[0, col]
+        _image(ax, img, f"{version}: {tr.launches[li][0]}\ngrid {gdims}, block {bdims}", cmap=CMAP, vmin=0, vmax=1)
+        for b in np.unique(bplane[bplane >= 0]):
+            ys, xs = np.nonzero(bplane == b)
+            if len(ys) >= 0.004 * bplane.size:
+                bx, by, bz = b % gdims[0], (b // gdims[0]) % gdims[1], b // (gdims[0] * gdims[1])
+                label = f"{bx},{by}" if gdims[1] > 1 or gdims[2] > 1 else f"{bx}"
+                ax.text(xs.mean(), ys.mean(), label, ha="center", va="center", fontsize=6.5,
+                        color="white" if shade[b] < 0.55 else "black")
+        if block.ndim > 2:
+            ax.set_xlabel(_montage_axes_label(block.shape, tr.out_name), fontsize=7)
+        else:
+            ax.set_xlabel(f"{tr.out_name}: column (of {bplane.shape[1]})", fontsize=7.5)
+            ax.set_ylabel(f"row (of {bplane.shape[0]})", fontsize=7.5)
+        # zoom: thread ids, shaded by warp
+        zr, zc = min(zoom[0], tplane.shape[0]), min(zoom[1], tplane.shape[1])
+        zt = tplane[:zr, :zc]
+        warp = np.where(zt >= 0, zt // 32, -1)
+        zax = axes[1, col]
+        bfirst = _plane(block)
+        b0 = int(bfirst[bfirst >= 0].min()) if (bfirst >= 0).any() else 0
+        w0 = np.argwhere((bfirst == b0) & (tplane >= 0) & (tplane < 32))
+        span = (f"warp 0 of block {b0} writes {np.ptp(w0[:, 0]) + 1} x {np.ptp(w0[:, 1]) + 1} outputs"
+                if len(w0) else "")
+        _image(zax, np.where(warp >= 0, warp % 8, np.nan), f"top-left {zr} x {zc}: threadIdx (shade = warp)\n{span}",
+               cmap=CMAP, vmin=0, vmax=9)
+        for r in range(zr):
+            for c in range(zc):
+                t = int(zt[r, c])
+                if t < 0:
+                    continue
+                x, y, z = t % bdims[0], (t // bdims[0]) % bdims[1], t // (bdims[0] * bdims[1])
+                txt = f"{x},{y}" if bdims[1] > 1 else f"{x}"
+                zax.text(c, r, txt, ha="center", va="center", fontsize=5 if len(txt) > 3 else 6,
+                         color="white" if (warp[r, c] % 8) < 5 else "black")
+        zax.set_xticks(range(zc))
+        zax.set_yticks(range(zr))
+        zax.tick_params(labelsize=6)
+        data[version] = {"launch": li, "block": block, "thread": tid, "grid": gdims, "block_dims": bdims,
+                         "warp0_span": (int(np.ptp(w0[:, 0]) + 1), int(np.ptp(w0[:, 1]) + 1)) if len(w0) else None}
+    fig.suptitle(f"{lesson} {'x'.join(map(str, tr.shape))}: who computes which output element\n(colour = block, "
+                 f"labelled with blockIdx; zoom: threadIdx of the writer, shade = warp)", fontsize=10, x=0.01,
+                 ha="left")
+    fig.gpukernels_data = {"shape": tr.shape, "versions": data}
+    return fig
+
+
+# -- 2. access maps and reuse ----------------------------------------------------------------------------------
+
+
+def _who_mask(tr: Traced, who: str, index: int, block: int, launch: int = 0) -> tuple[np.ndarray, str]:
+    gx, gy, _ = tr.grid_dims(launch)
+    ev = tr.ev
+    lin = ev["bx"] + gx * (ev["by"] + gy * ev["bz"])
+    mask = (ev["launch"] == launch) & (lin == block)
+    if who == "thread":
+        mask &= ev["tid"] == index
+        bd = tr.block_dims(launch)
+        desc = f"thread {(index % bd[0], (index // bd[0]) % bd[1])[:2 if bd[1] > 1 else 1]} of block {block}"
+    elif who == "warp":
+        mask &= (ev["tid"] >> 5) == index
+        desc = f"warp {index} of block {block}"
+    elif who == "block":
+        desc = f"block {block}"
+    else:
+        raise ValueError(f"who must be 'thread', 'warp' or 'block'; got {who!r}")
+    return mask, desc
+
+
+def access_map(lesson: str = "matmul", versions=None, who: str = "warp", index: int = 0, block: int = 0,
+               shape=None) -> Figure:
+    """Which elements of each input one thread, warp or block reads from global memory, per version.
+
+    Teaches: the *footprint* of a unit of work. Naive matmul's warp 0 reads 32 full rows of A (one per lane)
+    and a single column of B; after coalescing it reads one row of A and 32 neighbouring columns of B; a tiled
+    block reads a strip of A and a strip of B once, however many outputs it computes. Shade = how many times
+    the selection loaded the element (white: never).
+    """
+    versions = list(versions or _naive_and_best(lesson))
+    trs = [traced(lesson, v, shape) for v in versions]
+    names = trs[0].input_names
+    fig = _figure(3.6 * len(names) + 0.8, 2.5 * len(versions) + 0.8)
+    axes = fig.subplots(len(versions), len(names), squeeze=False)
+    data = {}
+    for row, (version, tr) in enumerate(zip(versions, trs)):
+        mask, desc = _who_mask(tr, who, index, block)
+        data[version] = {}
+        for col, name in enumerate(names):
+            if name not in [a["name"] for a in tr.arrays]:
+                axes[row, col].set_axis_off()
+                continue
+            c = tr.counts(name, mask)
+            img = _montage(c)
+            img = np.where(img == 0, np.nan, img) if np.nanmax(img) > 0 else img
+            ax = axes[row, col]
+            distinct, loads = int((c > 0).sum()), int(c.sum())
+            top = int(c.max()) if distinct else 1
+            im = _image(ax, img, f"{version}, {desc}:\nreads {distinct} of {c.size} elements of {name} ({loads} loads)",
+                        vmin=1, vmax=max(top, 2))
+            if distinct:  # outline what was read, so a one-element-wide strip stays visible
+                ax.contour(_montage(c > 0).astype(float), levels=[0.5], colors="black", linewidths=0.9)
+            ax.set_xlabel(_montage_axes_label(c.shape, name), fontsize=7)
+            if top > 1:
+                cb = fig.colorbar(im, ax=ax, shrink=0.8, pad=0.01)
+                cb.ax.tick_params(labelsize=6)
+                cb.set_label("loads", fontsize=7)
+            data[version][name] = c
+    fig.suptitle(f"{lesson} {'x'.join(map(str, trs[0].shape))}: the global elements one {who} reads "
+                 f"(outlined; shade = loads, grey = not read)", fontsize=10, x=0.01, ha="left")
+    _grey_background(fig)
+    fig.gpukernels_data = {"who": who, "index": index, "block": block, "counts": data}
+    return fig
+
+
+def _grey_background(fig):
+    for ax in fig.axes:
+        if ax.images:
+            ax.set_facecolor("0.93")
+
+
+def reuse_heatmap(lesson: str = "matmul", versions=None, shape=None) -> Figure:
+    """Global loads per input element over the whole launch, per version: the reuse factor made visible.
+
+    Teaches: naive matmul loads every element of A N times and of B M times; tiling divides that by the
+    tile width (N / 16), register blocking by the block tile (N / 64, N / 128). The same logarithmic shade
+    scale is used for every version of an input, so a lighter map means more reuse from fast memory.
+    """
+    import matplotlib.colors as mcolors
+
+    versions = list(versions or _naive_and_best(lesson))
+    trs = [traced(lesson, v, shape) for v in versions]
+    names = trs[0].input_names
+    counts = {v: {n: tr.counts(n) for n in names if n in [a["name"] for a in tr.arrays]}
+              for v, tr in zip(versions, trs)}
+    fig = _figure(3.6 * len(names) + 0.8, 2.4 * len(versions) + 0.9)
+    axes = fig.subplots(len(versions), len(names), squeeze=False)
+    for col, name in enumerate(names):
+        vmax = max(int(counts[v][name].max()) for v in versions if name in counts[v])
+        norm = mcolors.LogNorm(vmin=1, vmax=max(vmax, 2))
+        for row, version in enumerate(versions):
+            ax = axes[row, col]
+            if name not in counts[version]:
+                ax.set_axis_off()
+                continue
+            c = counts[version][name]
+            img = _montage(np.maximum(c, 0))
+            img = np.where(img == 0, np.nan, img)
+            mean = c.sum() / c.size
+            im = _image(ax, img, f"{version}: {name} loaded {mean:.3g} times per element "
+                                 f"(max {int(c.max())})", norm=norm)
+            ax.set_xlabel(_montage_axes_label(c.shape, name), fontsize=7)
+            cb = fig.colorbar(im, ax=ax, shrink=0.8, pad=0.01)
+            cb.ax.tick_params(labelsize=6)
+            cb.set_label("loads per element", fontsize=7)
+    first, last = versions[0], versions[-1]
+    n0 = names[0]
+    r0 = counts[first][n0].sum() / counts[first][n0].size
+    r1 = counts[last][n0].sum() / counts[last][n0].size if n0 in counts[last] else float("nan")
+    fig.suptitle(f"{lesson} {'x'.join(map(str, trs[0].shape))}: global loads per input element\n{first} reads "
+                 f"each element of {n0} {r0:.3g} times, {last} {r1:.3g} times", fontsize=10, x=0.01, ha="left")
+    _grey_background(fig)
+    fig.gpukernels_data = {"counts": counts}
+    return fig
+
+
+# -- 3. shared-memory tile phases ------------------------------------------------------------------------------
+
+
+def staged_sources(tr: Traced, block: int, launch: int = 0) -> list[dict]:
+    """For each barrier interval in which ``block`` writes shared memory: which global elements (per array)
+    the shared tiles receive, and how many shared cells get a constant (zero padding, out of range).
+
+    A shared write's source is the thread's access just before it in program order when that access is a
+    global read -- the pattern ``tile[...] = x[...] if inside else 0`` of every lesson kernel."""
+    ev = tr.ev
+    gx, gy, _ = tr.grid_dims(launch)
+    lin = ev["bx"] + gx * (ev["by"] + gy * ev["bz"])
+    rows = np.flatnonzero((ev["launch"] == launch) & (lin == block))
+    space = np.array([a["space"] for a in tr.arrays])
+    r_tid, r_order = ev["tid"][rows], ev["order"][rows]
+    lookup = {(int(t), int(o)): int(r) for t, o, r in zip(r_tid, r_order, rows)}
+    phases: dict[int, dict] = {}
+    for r in rows[(space[ev["aid"][rows]] == _SHARED) & (ev["kind"][rows] == _WRITE)]:
+        ph = phases.setdefault(int(ev["interval"][r]), {"sources": {}, "padding": 0, "writes": 0,
+                                                         "shared": set()})
+        ph["writes"] += 1
+        ph["shared"].add(tr.arrays[int(ev["aid"][r])]["name"])
+        prev = lookup.get((int(ev["tid"][r]), int(ev["order"][r]) - 1))
+        if prev is not None and space[ev["aid"][prev]] == _GLOBAL and ev["kind"][prev] == _READ:
+            name = tr.arrays[int(ev["aid"][prev])]["name"]
+            ph["sources"].setdefault(name, set()).add(int(ev["elem"][prev]))
+        else:
+            ph["padding"] += 1
+    return [{"interval": k, **v} for k, v in sorted(phases.items())]
+
+
+def tile_phases(lesson: str = "matmul", version: str = "tiled", block: int | None = None, shape=None,
+                max_phases: int = 4) -> Figure:
+    """What the shared-memory tiles hold in each barrier interval, for one block, as small multiples.
+
+    Teaches: a tiled kernel walks its inputs phase by phase. In each interval between two ``syncthreads``
+    the block stages one tile of each input (dark), computes from it, and moves on; light cells were staged
+    in earlier phases, the hatched box is the block's own output region -- it never changes. For fused CBR
+    the staged input tile is the output tile plus a halo of R - 1 rows and S - 1 columns, and cells outside
+    the image are staged as zeros (padding).
+    """
+    import matplotlib.patches as mpatches
+
+    tr = traced(lesson, version, shape)
+    gdims = tr.grid_dims(0)
+    if block is None:  # an interior block when there is one: its tiles are not clipped by the edges
+        bx, by = min(1, gdims[0] - 1), min(1, gdims[1] - 1)
+        block = bx + gdims[0] * by
+    phases = [p for p in staged_sources(tr, block) if p["sources"] or p["padding"]][:max_phases]
+    names = [n for n in tr.input_names if any(n in p["sources"] for p in phases)]  # inputs that are staged
+    owner_launch, owner_block, _ = _owners(tr)
+    out_mask = owner_block == block
+    cols = names + [tr.out_name]
+    fig = _figure(2.5 * len(cols) + 0.5, 2.1 * len(phases) + 0.8)
+    axes = fig.subplots(len(phases), len(cols), squeeze=False)
+    seen: dict[str, set] = {n: set() for n in names}
+    data = []
+    for row, ph in enumerate(phases):
+        for col, name in enumerate(cols):
+            ax = axes[row, col]
+            shape_ = tr.array_shape(name)
+            img = np.zeros(math.prod(shape_))
+            if name in names:
+                now = ph["sources"].get(name, set())
+                earlier = seen[name] - now
+                img[list(earlier)] = 1
+                img[list(now)] = 2
+                title = f"phase {row}: {name}, {len(now)} elements staged"
+                if name == names[0]:
+                    title += (f"\n(+{ph['padding']} tile cells set to 0: padding, out of range)" if ph["padding"]
+                              else "\n")
+            else:
+                img[out_mask.ravel()] = 1
+                title = f"{name}: the block's {int(out_mask.sum())} outputs\n"
+            pic = _montage(img.reshape(shape_))
+            _image(ax, pic, title, cmap="Greys", vmin=0, vmax=2.4)
+            if name == tr.out_name:
+                ys, xs = np.nonzero(_montage(out_mask.astype(float)) > 0)
+                if len(ys):
+                    ax.add_patch(mpatches.Rectangle((xs.min() - 0.5, ys.min() - 0.5), xs.max() - xs.min() + 1,
+                                                    ys.max() - ys.min() + 1, fill=False, hatch="///", lw=1.5,
+                                                    edgecolor="black"))
+            ax.set_xlabel(_montage_axes_label(shape_, name), fontsize=6.5)
+        for name in names:
+            seen[name] |= ph["sources"].get(name, set())
+        data.append({"interval": ph["interval"], "sources": ph["sources"], "padding": ph["padding"],
+                     "shared": sorted(ph["shared"])})
+    g = (block % gdims[0], (block // gdims[0]) % gdims[1])
+    fig.suptitle(f"{lesson}.{version} {'x'.join(map(str, tr.shape))}, block {g}: what the shared tiles hold in each "
+                 f"barrier interval\n(dark: staged this phase, grey: earlier phases; hatched: the block's outputs)",
+                 fontsize=10, x=0.01, ha="left")
+    fig.gpukernels_data = {"block": block, "phases": data, "out_block_mask": out_mask}
+    return fig
+
+
+# -- 4. warp diagrams: sectors and banks ------------------------------------------------------------------------
+
+
+def _warp_access(tr: Traced, space: int, array: str | None, kind: int | None, block: int, warp: int,
+                 pick: str = "worst"):
+    """One warp access: rows of one (line, occurrence) of ``warp`` in ``block`` of launch 0 touching
+    ``array`` with ``kind``. Without ``array``: the access that touches the most sectors (global) or has the
+    highest conflict degree (shared). Returns (rows, array name, kind, location)."""
+    ev = tr.ev
+    gx, gy, _ = tr.grid_dims(0)
+    lin = ev["bx"] + gx * (ev["by"] + gy * ev["bz"])
+    sp = np.array([a["space"] for a in tr.arrays])
+    mask = (ev["launch"] == 0) & (lin == block) & ((ev["tid"] >> 5) == warp) & (sp[ev["aid"]] == space)
+    if array is not None:
+        mask &= tr.select(array=array)
+    if kind is not None:
+        mask &= ev["kind"] == kind
+    rows = np.flatnonzero(mask)
+    if not len(rows):
+        raise ValueError(f"{tr.lesson}.{tr.version}: warp {warp} of block {block} makes no such access")
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault((int(ev["aid"][r]), int(ev["pc"][r]), int(ev["kind"][r]), int(ev["occ"][r])), []).append(r)
+
+    def score(item):
+        (aid, _, _, _), rs = item
+        isz = 4
+        e = ev["elem"][rs]
+        if space == _GLOBAL:
+            return len(set((e * isz // 32).tolist()))
+        return _conflict_degree(e)
+
+    first_order = lambda item: min(int(ev["order"][r]) for r in item[1])  # noqa: E731
+    items = list(groups.items())
+    chosen = max(items, key=lambda it: (score(it), -first_order(it))) if pick == "worst" \
+        else min(items, key=first_order)
+    (aid, pc, k, _), rs = chosen
+    fname, lineno = tr.lines[pc]
+    return np.array(rs), tr.arrays[aid]["name"], k, f"{Path(fname).name}:{lineno}"
+
+
+def _conflict_degree(words: np.ndarray) -> int:
+    w = np.unique(words)
+    return int(np.bincount(w % 32, minlength=32).max()) if len(w) else 0
+
+
+def warp_sectors(lesson: str = "matmul", versions=None, array: str | None = None, kind: str | None = None,
+                 block: int = 0, warp: int = 0, shape=None) -> Figure:
+    """Lanes -> 32-byte sectors for one warp's global access, per version.
+
+    Teaches: a warp's 32 loads are served in 32-byte sectors. When lanes read consecutive floats, 32 lanes
+    need 4 sectors (128 bytes, all used); when each lane is a row apart, they need 32 sectors and use 4 bytes
+    of each 32 -- an eighth of the bandwidth. A broadcast (all lanes, one address) needs one. By default the
+    first version's worst access is shown, and the same array and kind in the others.
+    """
+    versions = list(versions or _naive_and_best(lesson))
+    fig = _figure(9.5, 2.3 * len(versions) + 0.7)
+    axes = fig.subplots(len(versions), 1, squeeze=False)[:, 0]
+    kind_code = None if kind is None else {"read": _READ, "write": _WRITE}[kind]
+    if array is None:
+        array, kind_code = _most_improved(lesson, versions, shape, block, warp, kind_code)
+    data = {}
+    for ax, version in zip(axes, versions):
+        tr = traced(lesson, version, shape)
+        rows, name, k, loc = _warp_access(tr, _GLOBAL, array, kind_code, block, warp)
+        lanes = tr.ev["tid"][rows] & 31
+        elems = tr.ev["elem"][rows]
+        sectors = elems * 4 // 32
+        uniq = sorted(set(sectors.tolist()))
+        pos = {s: i for i, s in enumerate(uniq)}
+        width = max(len(uniq), 1)
+        for lane, sec in zip(lanes.tolist(), sectors.tolist()):
+            x1 = (pos[sec] + 0.5) * 32 / width
+            ax.plot([lane + 0.5, x1], [1, 0.12], color="0.35", lw=0.7)
+        for lane in range(32):
+            active = lane in set(lanes.tolist())
+            ax.add_patch(_rect(lane + 0.05, 1, 0.9, 0.3, "0.25" if active else "white"))
+        for s, i in pos.items():
+            ax.add_patch(_rect(i * 32 / width + 0.08, -0.25, 32 / width - 0.16, 0.37, "0.7", hatch="//"))
+            if width <= 16:
+                ax.text((i + 0.5) * 32 / width, -0.06, f"byte {s * 32}", ha="center", va="center", fontsize=6)
+        used = 4 * len(set(elems.tolist()))
+        ax.set_xlim(0, 32)
+        ax.set_ylim(-0.35, 1.45)
+        ax.set_yticks([1.15, -0.06], ["lanes", "sectors"], fontsize=8)
+        ax.set_xticks([])
+        ax.set_title(f"{version}, {loc} ({name} {'read' if k == _READ else 'write'}): {len(set(lanes.tolist()))} "
+                     f"lanes -> {len(uniq)} sector{'s' if len(uniq) > 1 else ''} = {32 * len(uniq)} bytes moved for {used} used "
+                     f"({used / (32 * len(uniq)):.0%})", fontsize=9, loc="left")
+        for sp in ax.spines.values():
+            sp.set_visible(False)
+        data[version] = {"array": name, "lanes": lanes, "elements": elems, "sectors": len(uniq), "location": loc}
+    fig.suptitle(f"{lesson}: one warp access, lanes -> 32-byte sectors (warp {warp} of block {block})",
+                 fontsize=10, x=0.01, ha="left")
+    fig.gpukernels_data = data
+    return fig
+
+
+def _efficiency(tr: Traced, rows: np.ndarray) -> float:
+    elems = tr.ev["elem"][rows]
+    return 4 * len(set(elems.tolist())) / (32 * len(set((elems * 4 // 32).tolist())))
+
+
+def _most_improved(lesson, versions, shape, block, warp, kind_code):
+    """The (array, kind) of global access whose sector efficiency improves most from the first version to
+    the last (ties: the first version's worst) -- e.g. matmul's store of C: 1/8 of each sector used by naive,
+    all of it by coalesced."""
+    first, last = traced(lesson, versions[0], shape), traced(lesson, versions[-1], shape)
+    best = None
+    names = [a["name"] for a in first.arrays if a["space"] == _GLOBAL]
+    for name in dict.fromkeys(names):
+        for k in ((_READ, _WRITE) if kind_code is None else (kind_code,)):
+            try:
+                r0 = _warp_access(first, _GLOBAL, name, k, block, warp)[0]
+                r1 = _warp_access(last, _GLOBAL, name, k, block, warp)[0]
+            except ValueError:
+                continue
+            gain = (round(_efficiency(last, r1) - _efficiency(first, r0), 6), len(set((first.ev["elem"][r0] * 4
+                                                                                      // 32).tolist())))
+            if best is None or gain > best[0]:
+                best = (gain, name, k)
+    if best is None:
+        _, name, k, _ = _warp_access(first, _GLOBAL, None, kind_code, block, warp)
+        return name, k
+    return best[1], best[2]
+
+
+def _rect(x, y, w, h, face, hatch=""):
+    import matplotlib.patches as mpatches
+
+    return mpatches.Rectangle((x, y), w, h, facecolor=face, edgecolor="black", lw=0.6, hatch=hatch)
+
+
+def warp_banks(lesson: str = "matmul", versions=("regblock_2d", "conflict_free"), array: str | None = None,
+               kind: str | None = None, block: int = 0, warp: int = 0, shape=(128, 128, 8)) -> Figure:
+    """Lanes -> shared-memory banks for one warp's shared access, per version.
+
+    Teaches: shared memory has 32 banks of 4-byte words; a warp access takes as many passes as the largest
+    number of *different* words it needs from one bank (lanes reading the same word share it: a broadcast).
+    Stacked boxes in a bank column are the words that bank must serve one after another. By default the
+    first version's worst access (highest conflict degree) is shown, and the same array and kind in the
+    others: regblock_2d's transposed store of A into its tile hits one bank 8 times; conflict_free pads the
+    tile's rows and serves it in one pass.
+    """
+    versions = list(versions or _naive_and_best(lesson))
+    fig = _figure(9.5, 2.6 * len(versions) + 0.7)
+    axes = fig.subplots(len(versions), 1, squeeze=False)[:, 0]
+    kind_code = None if kind is None else {"read": _READ, "write": _WRITE}[kind]
+    data = {}
+    for ax, version in zip(axes, versions):
+        tr = traced(lesson, version, shape)
+        rows, name, k, loc = _warp_access(tr, _SHARED, array, kind_code, block, warp)
+        array, kind_code = name, k
+        lanes = tr.ev["tid"][rows] & 31
+        words = tr.ev["elem"][rows]  # float32: one word per element
+        banks = words % 32
+        degree = _conflict_degree(words)
+        stack: dict[int, list] = {}
+        for w in sorted(set(words.tolist())):
+            stack.setdefault(w % 32, []).append(w)
+        top = 1.0 + 0.35 * max(degree, 1)
+        for lane, w in zip(lanes.tolist(), words.tolist()):
+            level = stack[w % 32].index(w)
+            ax.plot([lane + 0.5, w % 32 + 0.5], [top, 0.35 * level + 0.3], color="0.35", lw=0.7)
+        for lane in range(32):
+            ax.add_patch(_rect(lane + 0.05, top, 0.9, 0.3, "0.25" if lane in set(lanes.tolist()) else "white"))
+        for b in range(32):
+            for level, w in enumerate(stack.get(b, [])):
+                ax.add_patch(_rect(b + 0.08, 0.35 * level, 0.84, 0.3, "0.6" if level else "0.85",
+                                   hatch="xx" if level else ""))
+        ax.set_xlim(0, 32)
+        ax.set_ylim(-0.1, top + 0.4)
+        ax.set_yticks([top + 0.15, 0.15], ["lanes", "banks"], fontsize=8)
+        ax.set_xticks([b + 0.5 for b in range(0, 32, 4)], [str(b) for b in range(0, 32, 4)], fontsize=7)
+        ax.set_title(f"{version}, {loc} ({name} {'read' if k == _READ else 'write'}): "
+                     + ("conflict-free (one pass)" if degree <= 1 else f"{degree}-way bank conflict "
+                                                                        f"({degree} passes)"),
+                     fontsize=9, loc="left")
+        for sp in ax.spines.values():
+            sp.set_visible(False)
+        data[version] = {"array": name, "lanes": lanes, "words": words, "banks": banks, "degree": degree,
+                         "location": loc}
+    fig.suptitle(f"{lesson}: one warp's shared-memory access, lanes -> banks (stacked boxes: different words "
+                 f"of one bank, served one after another)", fontsize=10, x=0.01, ha="left")
+    fig.gpukernels_data = data
+    return fig
 
 # ----------------------------------------------------------------------------------------------------------
 # make plots: every figure of every lesson, and docs/gallery.md
 # ----------------------------------------------------------------------------------------------------------
+
+
+#: Which versions each gallery figure compares (editorial choices; names missing from VERSIONS are dropped,
+#: and a figure falls back to naive vs fastest).
+GALLERY = {
+    "matmul": {"grid": ("naive", "coalesced", "tiled", "regblock_1d"), "access": ("naive", "coalesced", "tiled"),
+               "reuse": ("naive", "tiled", "regblock_1d"), "sectors": ("naive", "coalesced"),
+               "phases": ("tiled", None), "banks": (("regblock_2d", "conflict_free"), (128, 128, 8))},
+    "cbr": {"phases": ("optimized", (1, 8, 16, 64, 4, 3, 3))},
+}
+
+
+def _existing(lesson: str, versions) -> list[str]:
+    names = [v for v in versions if v in _lessons()[lesson].VERSIONS]
+    return names if len(names) >= 2 else list(_naive_and_best(lesson))
 
 
 @dataclass
@@ -450,9 +1182,16 @@ class FigureSpec:
     needs: str = ""  # "tracer" when it needs gpukernels.trace
 
 
+def _trace_module():
+    """The module gpukernels.trace (``gpukernels.trace`` the attribute is its context manager)."""
+    import importlib
+
+    return importlib.import_module("gpukernels.trace")
+
+
 def tracer_available() -> bool:
     try:
-        from . import trace  # noqa: F401
+        _trace_module()
     except ImportError:
         return False
     return True
@@ -476,6 +1215,44 @@ def figure_specs(arch: str = "sm_90", report: dict | None = None, lessons=None) 
                        "whole blocks, capped by registers.",
                        lambda lesson=lesson: occupancy_vs_block_size(lesson, arch)),
         ]
+        g = {k: _existing(lesson, v) for k, v in GALLERY.get(lesson, {}).items() if k in ("grid", "access", "reuse",
+                                                                                         "sectors")}
+        g.setdefault("grid", list(_naive_and_best(lesson)))
+        for key in ("access", "reuse", "sectors"):
+            g.setdefault(key, list(_naive_and_best(lesson)))
+        extra = GALLERY.get(lesson, {})
+        specs += [
+            FigureSpec(f"{lesson}_grid_map", sec,
+                       f"Who computes which output element in {', '.join(g['grid'])}: colour per block, and in the "
+                       "zoom the thread index that writes each element, shaded by warp.",
+                       lambda lesson=lesson, v=g["grid"]: grid_map(lesson, v), needs="tracer"),
+            FigureSpec(f"{lesson}_access_map", sec,
+                       f"The global elements warp 0 of block 0 reads in {', '.join(g['access'])}: the footprint "
+                       "that decides coalescing and reuse.",
+                       lambda lesson=lesson, v=g["access"]: access_map(lesson, v, who="warp"), needs="tracer"),
+            FigureSpec(f"{lesson}_reuse", sec,
+                       f"Global loads per input element over the whole launch in {', '.join(g['reuse'])}: the reuse "
+                       "factor that tiling and blocking buy.",
+                       lambda lesson=lesson, v=g["reuse"]: reuse_heatmap(lesson, v), needs="tracer"),
+            FigureSpec(f"{lesson}_sectors", sec,
+                       f"One warp's global access in {' and '.join(g['sectors'])}: lanes mapped to the 32-byte "
+                       "sectors they need.",
+                       lambda lesson=lesson, v=g["sectors"]: warp_sectors(lesson, v), needs="tracer"),
+        ]
+        if "phases" in extra and extra["phases"][0] in _lessons()[lesson].VERSIONS:
+            ver, shp = extra["phases"]
+            specs.append(FigureSpec(f"{lesson}_tile_phases", sec,
+                                    f"{lesson}.{ver}: what one block's shared tiles hold in each barrier interval, "
+                                    "next to the block's output region.",
+                                    lambda lesson=lesson, ver=ver, shp=shp: tile_phases(lesson, ver, shape=shp),
+                                    needs="tracer"))
+        if "banks" in extra and all(v in _lessons()[lesson].VERSIONS for v in extra["banks"][0]):
+            vers, shp = extra["banks"]
+            specs.append(FigureSpec(f"{lesson}_banks", sec,
+                                    f"One warp's shared-memory access in {' and '.join(vers)}: lanes mapped to "
+                                    "banks, conflicts stacked.",
+                                    lambda lesson=lesson, vers=vers, shp=shp: warp_banks(lesson, vers, shape=shp),
+                                    needs="tracer"))
         if measured and bench_results(report, lesson)[1]:
             specs.append(FigureSpec(f"{lesson}_performance", sec,
                                     f"Measured speed of every {lesson} version next to the library peer, with each "

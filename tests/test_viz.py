@@ -117,3 +117,92 @@ def test_plots_main_writes_gallery(fake_compiles, tmp_path, monkeypatch):
     text = gallery.read_text()
     assert "figures/softmax_occupancy.png" in text
     assert "Not drawn in this run" in text and "gpukernels.trace" in text
+
+
+# --------------------------------------------------------------------------------------------------------
+# Tracer-fed figures: the data behind them equals what the tracer recorded and what the launch plan implies.
+# Tiny shapes keep the simulation to a second or two.
+# --------------------------------------------------------------------------------------------------------
+
+import numpy as np  # noqa: E402
+
+
+def test_grid_map_matches_the_launch_plan():
+    fig = viz.grid_map("matmul", ["naive", "tiled"], shape=(32, 32, 4))
+    d = fig.gpukernels_data["versions"]
+    i, j = np.indices((32, 32))
+    # tiled: 16 x 16 blocks, blockIdx.x along columns; thread (tx, ty) = (j % 16, i % 16)
+    assert (d["tiled"]["block"] == (j // 16) + 2 * (i // 16)).all()
+    assert (d["tiled"]["thread"] == (j % 16) + 16 * (i % 16)).all()
+    # naive: blocks of 32 x 8 threads, threadIdx.x -> row: grid (1, 4); warp 0 writes a 32 x 1 column
+    assert (d["naive"]["block"] == j // 8).all()
+    assert (d["naive"]["thread"] == i + 32 * (j % 8)).all()
+    assert d["naive"]["warp0_span"] == (32, 1) and d["tiled"]["warp0_span"] == (2, 16)
+
+
+def test_reuse_heatmap_equals_tracer_counts():
+    import gpukernels
+
+    shape = (32, 32, 32)
+    fig = viz.reuse_heatmap("matmul", ["naive", "tiled"], shape=shape)
+    counts = fig.gpukernels_data["counts"]
+    # naive reads every element of A N = 32 times and of B M = 32 times; tiled N / 16 = 2 times
+    assert (counts["naive"]["a"] == 32).all() and (counts["naive"]["b"] == 32).all()
+    assert (counts["tiled"]["a"] == 2).all() and (counts["tiled"]["b"] == 2).all()
+    # and the totals are the tracer's own traffic figures
+    with gpukernels.trace() as t:
+        gpukernels.matmul.tiled(*gpukernels.matmul.make_inputs(shape, 0))
+    loads = {r.array: r.loads for r in t.traffic()}
+    assert counts["tiled"]["a"].sum() == loads["a"] and counts["tiled"]["b"].sum() == loads["b"]
+
+
+def test_access_map_of_a_warp():
+    fig = viz.access_map("matmul", ["naive", "coalesced"], who="warp", index=0, block=0, shape=(32, 32, 8))
+    c = fig.gpukernels_data["counts"]
+    # naive warp 0 = 32 rows of one column: all of A's 32 rows (each element once) and B's column 0, 32 times
+    assert (c["naive"]["a"] == 1).all()
+    assert c["naive"]["b"][:, 0].tolist() == [32] * 8 and c["naive"]["b"][:, 1:].sum() == 0
+    # coalesced warp 0 = 32 columns of row 0: A's row 0 (broadcast, 32 loads each) and B's 32 columns once
+    assert c["coalesced"]["a"][0].tolist() == [32] * 8 and c["coalesced"]["a"][1:].sum() == 0
+    assert (c["coalesced"]["b"] == 1).all()
+
+
+def test_tile_phases_of_tiled_matmul():
+    fig = viz.tile_phases("matmul", "tiled", block=3, shape=(32, 32, 32))  # block (1, 1)
+    phases = fig.gpukernels_data["phases"]
+    assert len(phases) == 2  # K / TILE
+    rows = np.arange(16, 32)
+    for p, ph in enumerate(phases):
+        a_expect = {int(r * 32 + 16 * p + c) for r in rows for c in range(16)}
+        b_expect = {int((16 * p + r) * 32 + 16 + c) for r in range(16) for c in range(16)}
+        assert ph["sources"]["a"] == a_expect and ph["sources"]["b"] == b_expect
+        assert ph["padding"] == 0 and ph["shared"] == ["a_tile", "b_tile"]
+    mask = fig.gpukernels_data["out_block_mask"]
+    assert mask.sum() == 256 and mask[16:, 16:].all()
+
+
+def test_warp_sectors_naive_vs_coalesced():
+    fig = viz.warp_sectors("matmul", ["naive", "coalesced"], array="c", kind="write", shape=(32, 32, 4))
+    d = fig.gpukernels_data
+    assert d["naive"]["sectors"] == 32  # lanes one row apart: a sector each
+    assert d["coalesced"]["sectors"] == 4  # 32 consecutive floats = 128 bytes
+    assert sorted(d["coalesced"]["lanes"].tolist()) == list(range(32))
+
+
+def test_warp_banks_and_conflict_degree():
+    assert viz._conflict_degree(np.array([0, 32, 64, 1])) == 3
+    assert viz._conflict_degree(np.array([5, 5, 5])) == 1  # a broadcast
+    fig = viz.warp_banks("matmul", ["tiled"], array="b_tile", kind="read", shape=(16, 16, 16))
+    d = fig.gpukernels_data["tiled"]
+    assert d["degree"] == 1  # b_tile[kk, tx]: 16 consecutive words, the other half-warp reads the same ones
+
+
+def test_roofline_model_from_traced_bytes(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUKERNELS_CACHE", str(tmp_path))
+    model = {m["version"]: m for m in viz.roofline_model("softmax", shape=(4, 64))}
+    # naive reads x 3 times and writes y once: 16 bytes per element; optimized 8
+    assert model["naive"]["bytes"] == 16 * 4 * 64 and model["optimized"]["bytes"] == 8 * 4 * 64
+    assert model["optimized"]["intensity"] == pytest.approx(5 * 4 * 64 / (8 * 4 * 64))
+    assert model["naive"]["bound"] == "memory"
+    fig = viz.performance_bars("softmax", {"results": []})
+    assert not fig.gpukernels_data["measured"] and "MODEL" in fig.axes[0].get_title(loc="left")
