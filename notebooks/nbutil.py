@@ -1,0 +1,358 @@
+"""Glue shared by the notebooks -- nothing here is a lesson kernel, an analysis or a plot (those come from
+``gpukernels``):
+
+* ``where_and_when()``  the first output of every notebook: device, mode, date and package versions;
+* ``on_simulator(fn, *args)``  call ``fn`` where the tracer works. In simulator mode that is a plain call; on a
+  GPU machine (where ``numba.cuda`` is the real CUDA target and cannot also be the simulator) it runs ``fn`` in a
+  child Python process in simulator mode and returns its result. A kernel defined in a notebook cell can be
+  passed as an argument: the child re-runs the source of the cell that defines it;
+* ``performance(lesson)``  the performance table: timed with the benchmark harness on a GPU, otherwise the
+  H200 results committed in ``benchmarks/results/`` (labelled as such) next to the traffic the tracer counts;
+* ``markdown_table(header, rows)``  a small Markdown table for display.
+
+Figures are displayed at ``DPI`` dots per inch so that the committed notebooks stay small.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import linecache
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import gpukernels
+
+DPI = 80
+NOTEBOOKS = Path(__file__).resolve().parent
+ROOT = NOTEBOOKS.parent
+GPU = gpukernels.MODE == "gpu"
+# on_simulator uses a child process on a GPU; NBUTIL_CHILD=1 forces that path in simulator mode too (to test it).
+_CHILD = GPU or os.environ.get("NBUTIL_CHILD") == "1"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Where and when
+# ----------------------------------------------------------------------------------------------------------
+
+
+def where_and_when() -> dict:
+    """Print (and return) where and when this notebook ran; installs the small-figure display."""
+    _small_figures()
+    info = gpukernels.device_info()
+    now = _dt.datetime.now(_dt.timezone.utc)
+    device = info["device"]
+    if info.get("compute_capability"):
+        device += f" (compute capability {info['compute_capability']}, {info['sm_count']} SMs, " \
+                  f"driver {info.get('driver_version')})"
+    versions = ", ".join(f"{k} {v}" for k, v in info["versions"].items() if v)
+    print(f"Ran on:  {device}")
+    print(f"Mode:    {info['mode']} ({info['reason']})")
+    print(f"Date:    {now:%Y-%m-%d %H:%M} UTC")
+    print(f"Python {info['python']}; {versions}")
+    for w in info["warnings"]:
+        print(f"WARNING: {w}")
+    return info
+
+
+def _small_figures() -> None:
+    """Show matplotlib Figures (gpukernels.viz returns them) as one small PNG each: DPI dots per inch, 256 colours."""
+    try:
+        from IPython import get_ipython
+        from matplotlib.figure import Figure
+    except ImportError:
+        return
+    ip = get_ipython()
+    if ip is None:
+        return
+    formatters = ip.display_formatter.formatters
+    formatters["image/png"].for_type(Figure, png)
+    for mime in ("image/svg+xml", "application/pdf", "image/jpeg"):  # no second copy of the image
+        formatters[mime].pop(Figure, None)
+    formatters["text/plain"].for_type(Figure, lambda fig, p, cycle: p.text(""))  # no "<Figure size ...>"
+
+
+def png(fig, dpi: int = DPI) -> bytes:
+    """The figure as PNG bytes, quantized to a 256-colour palette (the figures are line art and colour ramps)."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, facecolor="white", bbox_inches="tight")
+    try:
+        from PIL import Image
+    except ImportError:
+        return buf.getvalue()
+    buf.seek(0)
+    img = Image.open(buf).convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+    out = io.BytesIO()
+    img.save(out, format="PNG", optimize=True)
+    return out.getvalue()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Running simulator-only work (the tracer) from a GPU session
+# ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _CellKernel:
+    """A kernel defined in a notebook cell, sent to the child as the source of that cell."""
+
+    name: str
+    source: str
+
+
+def _cell_kernel(obj):
+    """If ``obj`` is a @cuda.jit kernel defined in a notebook cell, its name and cell source; else None."""
+    func = getattr(obj, "py_func", None)
+    if func is None or getattr(func, "__module__", None) != "__main__":
+        return None
+    lines = linecache.getlines(func.__code__.co_filename)
+    if not lines:
+        raise RuntimeError(f"cannot find the source of {func.__name__} to run it on the simulator")
+    return _CellKernel(func.__name__, "".join(lines))
+
+
+def on_simulator(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` on the CUDA simulator: here in simulator mode, in a child process on a GPU.
+
+    ``fn`` must be importable (a function of gpukernels or of this module); arguments and the result must be
+    picklable. Kernels defined in the notebook may be passed: the child runs the cell that defines them.
+    """
+    if not _CHILD:
+        return fn(*args, **kwargs)
+    args = tuple(_cell_kernel(a) or a for a in args)
+    kwargs = {k: _cell_kernel(v) or v for k, v in kwargs.items()}
+    with tempfile.TemporaryDirectory() as tmp:
+        job, result = Path(tmp) / "job.pkl", Path(tmp) / "result.pkl"
+        job.write_bytes(pickle.dumps((fn, args, kwargs)))
+        env = dict(os.environ, GPUKERNELS_DEVICE="sim", NUMBA_ENABLE_CUDASIM="1", MPLBACKEND="Agg")
+        env.pop("NBUTIL_CHILD", None)
+        code = f"import sys; sys.path.insert(0, {str(NOTEBOOKS)!r}); import nbutil; nbutil._child({tmp!r})"
+        proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=NOTEBOOKS, capture_output=True, text=True)
+        if proc.stdout:
+            print(proc.stdout, end="")
+        if proc.returncode != 0 or not result.exists():
+            raise RuntimeError(f"the simulator child process failed:\n{proc.stderr[-4000:]}")
+        ok, value = pickle.loads(result.read_bytes())
+    if not ok:
+        raise value
+    return value
+
+
+def _child(tmp: str) -> None:
+    """In the child process (simulator mode): rebuild cell kernels, call the function, pickle the result."""
+    assert gpukernels.MODE == "sim", gpukernels.MODE
+    fn, args, kwargs = pickle.loads((Path(tmp) / "job.pkl").read_bytes())
+
+    def rebuild(x):
+        if isinstance(x, _CellKernel):
+            ns = {"__name__": "__main__"}
+            exec(compile(x.source, f"<notebook cell defining {x.name}>", "exec"), ns)
+            return ns[x.name]
+        return x
+
+    try:
+        value = (True, fn(*[rebuild(a) for a in args], **{k: rebuild(v) for k, v in kwargs.items()}))
+    except Exception as err:  # sent back and re-raised in the notebook
+        value = (False, err)
+    (Path(tmp) / "result.pkl").write_bytes(pickle.dumps(value))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Small pieces of glue used through on_simulator
+# ----------------------------------------------------------------------------------------------------------
+
+
+def run_traced(lesson: str, version: str, shape, kernel=None, seed: int = 0):
+    """Run ``lesson.VERSIONS[version]`` on inputs of ``shape`` under the tracer -- with its kernel replaced by
+    ``kernel`` if given (same launch configuration: the launcher's own plan). Returns (CheckResult, Summary)."""
+    import dataclasses
+
+    import numpy as np
+    from numba import cuda
+
+    from gpukernels.check import TOLERANCE, compare
+
+    mod = gpukernels.LESSONS[lesson]
+    inputs = mod.make_inputs(shape, seed)
+    ref = mod.reference(*inputs)
+    d_inputs = [cuda.to_device(x) for x in inputs]
+    out = cuda.to_device(np.full(ref.shape, np.nan, np.float32))  # poisoned: unwritten elements show up
+    launches = mod.VERSIONS[version].launches(*d_inputs, out=out)
+    if kernel is not None:
+        launches = [dataclasses.replace(launch, kernel=kernel) for launch in launches]
+    with gpukernels.trace() as t:
+        for launch in launches:
+            launch()
+    return compare(out.copy_to_host(), ref, TOLERANCE[lesson]), t.summary()
+
+
+def try_launch(kernel, grid, block, *arrays):
+    """``kernel[grid, block]`` on device copies of host ``arrays``; returns (the arrays after the launch, the
+    error as a message or None) -- for cells that show what goes wrong."""
+    from numba import cuda
+
+    d_arrays = [cuda.to_device(a) for a in arrays]
+    error = None
+    try:
+        kernel[grid, block](*d_arrays)
+        cuda.synchronize()
+    except Exception as err:  # shown to the student, not raised
+        error = f"{type(err).__name__}: {err}"
+    return [d.copy_to_host() for d in d_arrays], error
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Tables
+# ----------------------------------------------------------------------------------------------------------
+
+
+def markdown_table(header, rows):
+    """An IPython Markdown object (plain text outside IPython) for a header and rows of cells."""
+    lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return _markdown("\n".join(lines))
+
+
+def _cell(v) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def _bytes(n) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.3g} {unit}"
+        n /= 1000
+    return f"{n:.3g} TB"
+
+
+def _kib(n: int) -> str:
+    return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB"
+
+
+def resource_table(lesson: str, arch: str = "sm_90"):
+    """``gpukernels.resources.report`` for one lesson as a Markdown table (compiled for ``arch``, no GPU needed)."""
+    from gpukernels import resources
+
+    rows = resources.report([lesson], arch)
+    a = resources.get_arch(arch)
+    body = []
+    for r in rows:
+        res, occ = r.resources, r.occupancy
+        body.append([r.version, r.kernel, "x".join(map(str, r.block)), res.registers,
+                     _kib(res.shared_bytes + r.dynamic_shared),
+                     _kib(res.local_bytes) + (" (spills!)" if res.spill_stores else ""), occ.blocks_per_sm,
+                     f"{occ.warps_per_sm}/{occ.max_warps_per_sm}", f"{100 * occ.occupancy:.3g}%", ", ".join(occ.binding)])
+    table = markdown_table(["version", "kernel", "block", "registers/thread", "shared/block", "local/thread",
+                            "blocks/SM", "warps/SM", "occupancy", "limited by"], body)
+    shape = "x".join(map(str, rows[0].shape)) if rows else ""
+    return _markdown(f"Compiled for {a.name} ({a.gpu}), launch configuration at shape {shape}:\n\n{_text(table)}")
+
+
+def race_table(summary, kernel=None):
+    """The tracer's hazards (``summary.hazards``) as a Markdown table, with the source of each line when the
+    kernel is given (line numbers of a kernel defined in a notebook cell are lines of that cell)."""
+    source = {}
+    func = getattr(kernel, "py_func", kernel)
+    if func is not None:
+        for i, text in enumerate(linecache.getlines(func.__code__.co_filename), 1):
+            source[i] = text.strip()
+
+    def where(loc: str) -> str:
+        line = int(loc.rsplit(":", 1)[1])
+        return f"line {line}: `{source[line]}`" if line in source else loc
+
+    races, uninit = summary.hazards.races, summary.hazards.uninitialized
+    if not races and not uninit:
+        return _markdown("**No race found**: every shared access is separated from the conflicting ones by a barrier.")
+    body = [[f"{r.hazard} ({r.array})", f"{where(r.first_location)} ({r.first_kind})",
+             f"{where(r.second_location)} ({r.second_kind})", r.elements,
+             f"{r.array}{list(r.example_element)}, block {r.example_block}, threads {r.example_threads[0]} and "
+             f"{r.example_threads[1]}"] for r in races]
+    body += [[f"read before any write ({u.array})", "-", where(u.location), u.reads,
+              f"{u.array}{list(u.example_element)}, block {u.example_block}, thread {u.example_thread}"] for u in uninit]
+    return markdown_table(["hazard (array)", "first access", "second access", "elements", "example"], body)
+
+
+def measurements(lesson: str):
+    """(report, label) for the performance table of ``lesson``.
+
+    On a GPU: every version and the library peer timed now with the benchmark harness (``gpukernels.bench.run``:
+    check first, inputs rotated past L2, CUDA events, median) at ``SHAPES["demo_gpu"]``.
+    In the simulator: the newest GPU report committed in ``benchmarks/results/``, or None when there is none.
+    """
+    from gpukernels import bench, viz
+
+    if GPU:
+        shape = tuple(gpukernels.LESSONS[lesson].SHAPES["demo_gpu"])
+        report = bench.run([lesson], [shape], log=lambda *_: None)
+        return report, f"**Measured now on {report['environment'].get('device')}** ({report['method']})"
+    report = viz.load_bench()
+    if report is None or not viz.bench_results(report, lesson)[1]:
+        return None, ("**No GPU measurements committed yet** (`gpukernels bench --json benchmarks/results/NAME.json` "
+                      "on a GPU writes them); this machine is the simulator, which has no speed to measure.")
+    env = report.get("environment", {})
+    return report, (f"**Measured on {env.get('device')} on {(env.get('date') or '')[:10]}, not on this machine** "
+                    f"(`benchmarks/results/{Path(report.get('_path', '')).name}`, {report.get('method')})")
+
+
+def results_table(report, lesson: str, label: str):
+    """The measured rows of ``lesson`` in ``report`` under ``label``: time, throughput, speed-ups."""
+    from gpukernels import bench
+
+    if report is None:
+        return _markdown(label)
+    rows = [r for r in bench.rows(report) if r["lesson"] == lesson]
+    body = [[r["shape"], r["version"] if r["ok"] else f"{r['version']} (WRONG)", r["ms"], r["tflops"], r["gbps"],
+             r["speedup"], r["of_peer"]] for r in rows]
+    table = markdown_table(["shape", "version", "time (ms)", "TFLOP/s", "GB/s", "x naive", "x peer"], body)
+    ceil = report.get("ceilings") or {}
+    note = (f"\n\nCeilings measured in the same run: copy {ceil['copy_GBps']:,.0f} GB/s, library SGEMM "
+            f"{ceil['sgemm_TFLOPs']:.1f} TFLOP/s." if ceil.get("copy_GBps") and ceil.get("sgemm_TFLOPs") else "")
+    return _markdown(f"{label}\n\n{_text(table)}{note}")
+
+
+def _text(md) -> str:
+    return md.data if hasattr(md, "data") else str(md)
+
+
+def _markdown(text: str):
+    try:
+        from IPython.display import Markdown
+
+        return Markdown(text)
+    except ImportError:
+        return text
+
+
+def traffic_table(lesson: str, shape):
+    """Global traffic of every version at ``shape``, counted by the tracer (on the simulator)."""
+    from gpukernels import demo
+
+    mod = gpukernels.LESSONS[lesson]
+    rows = on_simulator(demo.demo_sim, lesson, tuple(shape))
+    floor = mod.min_bytes(shape)
+    body = []
+    for r in rows:
+        moved = (r.get("loaded_bytes") or 0) + (r.get("stored_bytes") or 0)
+        body.append([r["version"], "yes" if r["ok"] else "NO", _bytes(r.get("loaded_bytes")),
+                     _bytes(r.get("stored_bytes")), f"{moved / floor:.1f}x", r.get("reuse", "-")])
+    table = markdown_table(["version", "correct", "global loads", "global stores", "x minimum", "loads per element"],
+                           body)
+    label = (f"**Counted by the tracer** on the simulator, shape {'x'.join(map(str, shape))}: every global load and "
+             f"store the kernels issue (no caches), against the minimum {_bytes(floor)} (each input read once, the "
+             f"output written once).")
+    return _markdown(f"{label}\n\n{_text(table)}")
