@@ -108,7 +108,7 @@ def test_infinite_loop_times_out_and_says_where():
         with pytest.raises(KernelTimeoutError) as info:
             infinite_loop[1, 4](out)
     msg = str(info.value)
-    assert "made no progress for 0.3 s" in msg and line_of("FOREVER") in msg
+    assert "did not finish within the time limit: no progress for 0.3 s" in msg and line_of("FOREVER") in msg
     assert "thread (0, 0, 0) was running at" in msg
     assert "3 threads" in msg and "has not started" in msg
     assert gpukernels.sim.config().timeout_s != 0.3  # the with block restored the setting

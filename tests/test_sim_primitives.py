@@ -295,3 +295,19 @@ def test_uninitialised_shared_and_local_memory_is_poisoned_deterministically():
     out = np.zeros(2, np.float32)
     read_uninit[1, 1](out)
     assert np.isnan(out).all()
+
+
+def test_math_overflow_gives_inf_and_nan_as_on_a_gpu():
+    import math
+
+    @cuda.jit
+    def overflow(x, out):
+        out[0] = math.exp(x[0])  # Python raises OverflowError; CUDA gives inf
+        out[1] = math.log(x[1])  # log(0) = -inf
+        out[2] = math.sqrt(x[2])  # sqrt(-1) = nan
+        out[3] = math.exp(x[3])
+
+    out = np.zeros(4, np.float32)
+    overflow[1, 1](np.array([1e4, 0.0, -1.0, 1.0], np.float32), out)
+    assert out[0] == np.inf and out[1] == -np.inf and np.isnan(out[2]) and out[3] == np.float32(math.e)
+    assert math.exp is not None and type(math).__name__ == "module"  # put back after the launch

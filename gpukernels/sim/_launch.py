@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+import math as _math
 import os
 import random
 import threading
@@ -40,6 +41,7 @@ from .api import (
     VOTE_EQ,
     Dim3,
     SimCUDA,
+    sim_math,
 )
 from .errors import (
     BarrierDivergenceError,
@@ -311,11 +313,19 @@ class Launch:
         for k in names:
             g[k] = self.mod
         self._restore.append((g, names, real))
+        # ``math`` with CUDA's results (exp overflow -> inf, log(0) -> -inf) instead of Python's exceptions
+        names = [k for k, v in g.items() if v is _math]
+        for k in names:
+            g[k] = sim_math
+        self._restore.append((g, names, _math))
         for cell in getattr(fn, "__closure__", None) or ():
             try:
                 if cell.cell_contents is real:
                     cell.cell_contents = self.mod
                     self._restore.append((cell, None, real))
+                elif cell.cell_contents is _math:
+                    cell.cell_contents = sim_math
+                    self._restore.append((cell, None, _math))
             except ValueError:  # empty cell
                 pass
 
@@ -325,7 +335,7 @@ class Launch:
                 target.cell_contents = real
             else:
                 for k in names:
-                    if target.get(k) is self.mod:
+                    if target.get(k) is self.mod or target.get(k) is sim_math:
                         target[k] = real
         self._restore = []
 
@@ -730,7 +740,8 @@ class Launch:
             lines.append(f"{_threads_text(ts)} {where}")
         block = _xyz(self.blockIdx) if self.blockIdx is not None else None
         return KernelTimeoutError(
-            f"kernel {self.name!r} made no progress for {self.config.timeout_s} s (block {block}): "
+            f"kernel {self.name!r} did not finish within the time limit: no progress for {self.config.timeout_s} s "
+            f"(block {block}): "
             + "; ".join(lines)
             + ". A loop that never ends, or one thread waiting for another to write memory (the simulator runs "
             "one thread at a time between barriers)? Raise the limit with "

@@ -9,6 +9,7 @@ replaces the parts that depend on the current thread with plain attributes the s
 
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -42,6 +43,39 @@ SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_XOR, SYNCWARP, VOTE_ALL, VOTE_ANY, VOTE_EQ, B
     "match_any_sync",
     "match_all_sync",
 )
+
+
+class _CudaMath:
+    """``math`` inside kernels: the same functions, but a result that overflows or leaves the domain is
+    ``inf`` / ``nan`` as on a GPU (``math.exp(1e4)`` is inf in a CUDA kernel; Python raises OverflowError)."""
+
+    def __init__(self):
+        self._cache = {}
+
+    def __getattr__(self, name):
+        f = getattr(math, name)
+        if not callable(f):
+            return f
+        fallback = getattr(np, {"fabs": "abs", "pow": "power", "atan2": "arctan2", "asin": "arcsin",
+                                "acos": "arccos", "atan": "arctan", "asinh": "arcsinh", "acosh": "arccosh",
+                                "atanh": "arctanh", "gamma": None}.get(name, name), None)
+        if fallback is None:
+            setattr(self, name, f)
+            return f
+
+        def g(*args, _f=f, _np=fallback):
+            try:
+                return _f(*args)
+            except (OverflowError, ValueError, ZeroDivisionError):
+                with np.errstate(all="ignore"):
+                    return float(_np(*(np.float64(a) for a in args)))
+
+        g.__name__ = name
+        setattr(self, name, g)  # cached: __getattr__ runs once per name
+        return g
+
+
+sim_math = _CudaMath()
 
 
 class Dim3:
