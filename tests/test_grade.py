@@ -51,7 +51,9 @@ WRONG = {
     "06_matmul_tiled/missing_syncthreads": ((), "expected"),
     "08_conv_bias_relu/unfused": ((C, K, "speed"), "stores"),  # caches hide the extra passes on a GPU
 }
-SLOW = {"01_vector_add/infinite_loop": ((), "did not finish within")}
+# Either the simulator's no-progress watchdog (which names the looping line) or the grader's own time limit
+# stops it, whichever comes first on the machine at hand; both score 0.
+SLOW = {"01_vector_add/infinite_loop": ((), ("made no progress", "did not finish within"))}
 
 
 def _pairs(table):
@@ -68,7 +70,8 @@ def _mismatches(table, results) -> list[str]:
         expected_score = sum(t.max_score for t in r.tests if t.name.split(": ")[1] in want)
         failing = [t for t in r.tests if t.status == "failed"]
         text = failing[0].output if failing else ""
-        if passed != want or r.score != expected_score or fragment not in text:
+        fragments = fragment if isinstance(fragment, tuple) else (fragment,)
+        if passed != want or r.score != expected_score or not any(f in text for f in fragments):
             problems.append(f"{key}: passed {sorted(passed)} (want {sorted(want)}), score {r.score:g}/{r.max_score:g}"
                             f" (want {expected_score:g}); first failure: {text[:300]!r}")
     return problems
