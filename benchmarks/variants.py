@@ -15,7 +15,7 @@ from gpukernels import LESSONS
 from gpukernels.bench import Timer, _configure_torch
 from gpukernels.check import TOLERANCE, compare
 
-OPTIONS = [{}, {"fastmath": True}, {"launch_bounds": (256, 1)}, {"launch_bounds": (256, 2)}]
+OPTIONS = [{}, {"launch_bounds": (256, 1)}, {"launch_bounds": (256, 2)}]
 
 
 def main(lesson, version, shape_text):

@@ -12,7 +12,7 @@ What you will learn
                   warp work on 32 *different rows*, so each load touches 32 sectors N*4 bytes apart
                   (uncoalesced), and only M threads exist -- a 4096-row matrix keeps 4096 threads busy on a GPU
                   that holds 270 000.
-2. ``optimized``  a warp per row (rows up to 512 elements, 8 rows per block) or a block per row (longer
+2. ``optimized``  a warp per row (rows up to 512 elements, 4 rows per block) or a block per row (longer
                   rows). Its threads read the row together in consecutive chunks
                   (coalesced), keep the values in registers, and reduce max and sum in parallel with warp
                   shuffles (``shfl_xor_sync``: a butterfly, log2(32) = 5 steps per warp) and shared memory
@@ -118,8 +118,8 @@ FULL_MASK = 0xFFFFFFFF
 MAX_THREADS = 1024
 MAX_ELEMS = 64  # values per thread kept in registers (with 512 threads per block)
 MAX_CACHED = (MAX_THREADS // 2) * MAX_ELEMS  # 32768: the longest row read from global memory once
-WARP_ROW_MAX = 512  # rows up to this length get one warp each (up to 16 values per lane)
-WARP_ROWS = 8  # rows (warps) per block in that case
+WARP_ROW_MAX = 16 * WARP  # 512: rows up to this length get one warp each (up to 16 values per lane)
+WARP_ROWS = 4  # rows (warps) per block in that case
 
 
 @cuda.jit(device=True, inline=True)
@@ -221,24 +221,20 @@ _KERNELS: dict[tuple[int, int], tuple] = {}
 
 
 def optimized_config(n: int) -> tuple[int, int, bool]:
-    """(threads per block, cached values per thread, cached?) for rows of length n.
+    """(threads per row, cached values per thread, cached?) for rows of length n.
 
-    Aim for ~8 values per thread (enough loads in flight per thread) with at least one warp and at most 1024
-    threads. A block of 1024 threads may use at most 64 registers per thread (65536 per SM), too few for 32
-    cached values, so above 16 values per thread the block shrinks to 512 threads (up to 128 registers each).
-    Rows longer than MAX_CACHED use the two-pass online kernel.
+    Measured on the H200 (benchmarks/NOTES.md): 16 values per thread is the sweet spot -- enough independent
+    loads in flight per thread without wasting registers -- so a row gets about n / 16 threads, at least one
+    warp and at most 512: a block of 1024 threads may use only 64 registers per thread (65536 per SM), too
+    few for the cache. Long rows therefore keep up to 64 values per thread; beyond MAX_CACHED they use the
+    two-pass online kernel. Rows up to WARP_ROW_MAX get one warp each (no barrier at all).
     """
     if n > MAX_CACHED:
         return MAX_THREADS, 1, False
-    if n <= WARP_ROW_MAX:  # one warp per row: reductions are shuffles only, no shared memory, no barrier
-        return WARP, 1 << (max(1, -(-n // WARP)) - 1).bit_length(), True
     threads = WARP
-    while threads < MAX_THREADS and threads * 8 < n:
+    while threads < MAX_THREADS // 2 and threads * 16 < n:
         threads *= 2
     elems = max(1, -(-n // threads))
-    if elems > 16 and threads == MAX_THREADS:
-        threads = MAX_THREADS // 2
-        elems = -(-n // threads)
     elems = 1 << (elems - 1).bit_length()  # round up to a power of two: few distinct compiled kernels
     return threads, elems, True
 
