@@ -52,7 +52,7 @@ from typing import Any
 
 __all__ = [
     "Arch", "ARCHS", "Occupancy", "occupancy", "occupancy_sweep", "KernelResources", "parse_log",
-    "ResourceRow", "report", "resources_main", "cache_dir", "launches_for",
+    "ResourceRow", "report", "resources_main", "cache_dir", "launches_for", "plans_for",
 ]
 
 # ----------------------------------------------------------------------------------------------------------
@@ -334,9 +334,42 @@ def kernel_name(kernel: Any) -> str:
 
 
 def _signature(launch) -> tuple:
+    sig = getattr(launch, "sig", None)
+    if sig is not None:
+        return sig
     import numba
 
     return tuple(numba.typeof(a) for a in launch.args)
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """What the report needs of a `Launch`, without its (large) arguments."""
+
+    kernel: Any
+    grid: tuple
+    block: tuple
+    shared_bytes: int
+    sig: tuple
+
+    @property
+    def threads_per_block(self) -> int:
+        return math.prod(self.block)
+
+
+_PLANS: dict = {}
+
+
+def plans_for(lesson: str, shape: tuple) -> dict[str, list[LaunchPlan]]:
+    """Every version's launches for inputs of ``shape``, memoised per process (making 4096^2 random inputs
+    costs a second; the plan only depends on their shapes)."""
+    key = (lesson, tuple(shape))
+    if key not in _PLANS:
+        mod = _lesson(lesson)
+        inputs = mod.make_inputs(tuple(shape), 0)
+        _PLANS[key] = {name: [LaunchPlan(l.kernel, tuple(l.grid), tuple(l.block), l.shared_bytes, _signature(l))
+                              for l in v.launches(*inputs)] for name, v in mod.VERSIONS.items()}
+    return _PLANS[key]
 
 
 def _closure_constants(func) -> list:
@@ -558,10 +591,10 @@ def report(lessons=None, arch: str = DEFAULT_ARCH, shape_key: str = "demo_gpu",
     for lesson in lessons:
         mod = _lesson(lesson)
         shape = lesson_shape(lesson, shape_key)
-        inputs = mod.make_inputs(shape, 0)
+        plans = plans_for(lesson, shape)
         names = (versions or {}).get(lesson) or list(mod.VERSIONS)
         for vname in names:
-            for i, launch in enumerate(mod.VERSIONS[vname].launches(*inputs)):
+            for i, launch in enumerate(plans[vname]):
                 req = {"lesson": lesson, "version": vname, "shape": list(shape), "index": i, "arch": a.name}
                 key = cache_key(launch, a.name)
                 rows.append((req, launch, key))

@@ -384,13 +384,17 @@ def roofline(report: dict | None = None, arch: str = "sm_90", lessons=None) -> F
             for vi, m in enumerate(roofline_model(lesson, arch=a.name)):
                 points.append((lesson, m["version"], m["intensity"], m["attainable_tflops"], False, vi))
     label_y = _spread([(x, y) for _, _, x, y, _, _ in points], min_gap=0.15)
+    # A lesson's labels go to the left of its column when another lesson's column is close on the right.
+    column = {l: min(x for ll, _, x, _, _, _ in points if ll == l) for l in {p[0] for p in points}}
+    left = {l: any(0 < math.log10(column[o] / column[l]) < 1.3 for o in column) for l in column}
     for (lesson, name, x, y, peer, vi), ly in zip(points, label_y):
         li = lessons.index(lesson)
         n_versions = len(_versions(lesson))
         ax.plot(x, y, MARKERS[li % len(MARKERS)], markersize=8 if not peer else 10, zorder=3,
                 markerfacecolor="white" if peer else _shades(n_versions)[min(vi, n_versions - 1)],
                 markeredgecolor="black")
-        ax.annotate(f"{lesson}.{name}" if not peer else f"{lesson}: {name}", (x, y), xytext=(x * 1.25, ly),
+        ax.annotate(f"{lesson}.{name}" if not peer else f"{lesson}: {name}", (x, y),
+                    xytext=(x / 1.25 if left[lesson] else x * 1.25, ly), ha="right" if left[lesson] else "left",
                     textcoords="data", fontsize=7, va="center",
                     arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.5"} if abs(ly / y - 1) > 0.05 else None)
     ax.set_xscale("log")
@@ -405,7 +409,8 @@ def roofline(report: dict | None = None, arch: str = "sm_90", lessons=None) -> F
     ax.axvline(a.ridge, color="0.6", lw=0.8, ls=":")
     ax.text(a.ridge, peak * 1.4, f" ridge {a.ridge:.0f} FLOP/B", fontsize=7.5, color="0.3")
     ax.legend(fontsize=7.5, loc="lower right")
-    title = ("Roofline (measured): left of the ridge, bandwidth caps the speed; right of it, only FP32 peak"
+    device = (report or {}).get("environment", {}).get("device", "GPU")
+    title = (f"Roofline, measured on {device}: left of the ridge, bandwidth caps the speed; right of it, FP32 peak"
              if measured else "Roofline MODEL, not a measurement: data reuse moves a version right, towards the "
                               "compute roof")
     ax.set_title(title, fontsize=10, loc="left")
@@ -797,14 +802,14 @@ def access_map(lesson: str = "matmul", versions=None, who: str = "warp", index: 
                 continue
             c = tr.counts(name, mask)
             img = _montage(c)
-            img = np.where(img == 0, np.nan, img) if np.nanmax(img) > 0 else img
+            img = np.where(img == 0, np.nan, img)  # not read: grey
             ax = axes[row, col]
             distinct, loads = int((c > 0).sum()), int(c.sum())
             top = int(c.max()) if distinct else 1
             im = _image(ax, img, f"{version}, {desc}:\nreads {distinct} of {c.size} elements of {name} ({loads} loads)",
                         vmin=1, vmax=max(top, 2))
-            if distinct:  # outline what was read, so a one-element-wide strip stays visible
-                ax.contour(_montage(c > 0).astype(float), levels=[0.5], colors="black", linewidths=0.9)
+            if distinct and min(img.shape) >= 2:  # outline what was read: a one-element strip stays visible
+                ax.contour(np.nan_to_num(_montage(c > 0)), levels=[0.5], colors="black", linewidths=0.9)
             ax.set_xlabel(_montage_axes_label(c.shape, name), fontsize=7)
             if top > 1:
                 cb = fig.colorbar(im, ax=ax, shrink=0.8, pad=0.01)
@@ -938,8 +943,7 @@ def tile_phases(lesson: str = "matmul", version: str = "tiled", block: int | Non
                 img[list(now)] = 2
                 title = f"phase {row}: {name}, {len(now)} elements staged"
                 if name == names[0]:
-                    title += (f"\n(+{ph['padding']} tile cells set to 0: padding, out of range)" if ph["padding"]
-                              else "\n")
+                    title += f"\n(+{ph['padding']} cells set to 0)" if ph["padding"] else "\n"
             else:
                 img[out_mask.ravel()] = 1
                 title = f"{name}: the block's {int(out_mask.sum())} outputs\n"
@@ -1340,7 +1344,7 @@ def plots_main(argv: list[str]) -> int:
               if report else "no benchmark results yet, so performance figures are a labelled MODEL")
     args.out.mkdir(parents=True, exist_ok=True)
     has_tracer = tracer_available()
-    done, skipped, total = [], [], 0
+    done, skipped = [], []
     for spec in figure_specs(args.arch, report, args.lessons or None):
         if args.only and not any(o in spec.name for o in args.only):
             continue
@@ -1349,11 +1353,14 @@ def plots_main(argv: list[str]) -> int:
             continue
         fig = spec.make()
         size = _save_png(fig, args.out / f"{spec.name}.png")
-        total += size
         done.append((spec, f"{spec.name}.png"))
         print(f"  {args.out / (spec.name + '.png')}  ({size / 1024:.0f} KB)")
-    if not args.only:
-        write_gallery(done, skipped, args.gallery, args.out, source)
-        print(f"wrote {args.gallery} with {len(done)} figures ({total / 1e6:.2f} MB)"
-              + (f"; {len(skipped)} not drawn (see the page)" if skipped else ""))
+    if args.only:  # the page lists every figure of the registry whose file exists
+        done_names = {spec.name for spec, _ in done}
+        done = [(spec, f"{spec.name}.png") for spec in figure_specs(args.arch, report, args.lessons or None)
+                if spec.name in done_names or (args.out / f"{spec.name}.png").exists()]
+    write_gallery(done, skipped, args.gallery, args.out, source)
+    size = sum((args.out / f).stat().st_size for _, f in done)
+    print(f"wrote {args.gallery} with {len(done)} figures ({size / 1e6:.2f} MB)"
+          + (f"; {len(skipped)} not drawn (see the page)" if skipped else ""))
     return 0

@@ -146,11 +146,9 @@ def test_cli_json(tmp_path, monkeypatch, capsys):
     # Pre-fill the cache from a fake log so the CLI test does not compile: it checks the plumbing only.
     import gpukernels
 
-    for lesson, mod in gpukernels.LESSONS.items():
-        shape = R.lesson_shape(lesson)
-        inputs = mod.make_inputs(shape, 0)
-        for v in mod.VERSIONS.values():
-            for launch in v.launches(*inputs):
+    for lesson in gpukernels.LESSONS:
+        for plans in R.plans_for(lesson, R.lesson_shape(lesson)).values():
+            for launch in plans:
                 R._cache_put(R.cache_key(launch, "sm_80"), {"log": LOG})
     out = tmp_path / "r.json"
     assert R.resources_main(["--arch", "sm_80", "--json", str(out)]) == 0

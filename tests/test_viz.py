@@ -23,10 +23,9 @@ def _log(regs, smem):
 def fake_compiles(tmp_path, monkeypatch):
     """Every lesson kernel 'compiled' for sm_80: 40 registers and no shared memory unless FAKE says otherwise."""
     monkeypatch.setenv("GPUKERNELS_CACHE", str(tmp_path / "cache"))
-    for lesson, mod in gpukernels.LESSONS.items():
-        inputs = mod.make_inputs(R.lesson_shape(lesson), 0)
-        for v in mod.VERSIONS.values():
-            for launch in v.launches(*inputs):
+    for lesson in gpukernels.LESSONS:
+        for plans in R.plans_for(lesson, R.lesson_shape(lesson)).values():
+            for launch in plans:
                 regs, smem = FAKE.get(R.kernel_name(launch.kernel), (40, 0))
                 R._cache_put(R.cache_key(launch, "sm_80"), {"log": _log(regs, smem)})
 
