@@ -15,13 +15,13 @@ Figures are displayed at ``DPI`` dots per inch so that the committed notebooks s
 
 from __future__ import annotations
 
+import atexit
 import datetime as _dt
 import linecache
 import os
 import pickle
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,49 +118,93 @@ def _cell_kernel(obj):
 
 
 def on_simulator(fn, *args, **kwargs):
-    """``fn(*args, **kwargs)`` on the CUDA simulator: here in simulator mode, in a child process on a GPU.
+    """``fn(*args, **kwargs)`` on the CUDA simulator: here in simulator mode; on a GPU, in a simulator child
+    process started on first use and kept for the session (so the tracer's per-process caches are shared).
 
     ``fn`` must be importable (a function of gpukernels or of this module); arguments and the result must be
-    picklable. Kernels defined in the notebook may be passed: the child runs the cell that defines them.
+    picklable. Kernels defined in the notebook may be passed: the child runs the cell that defines them (with
+    ``cuda``, ``float32``, ``np`` and ``math`` already imported).
     """
     if not _CHILD:
         return fn(*args, **kwargs)
     args = tuple(_cell_kernel(a) or a for a in args)
     kwargs = {k: _cell_kernel(v) or v for k, v in kwargs.items()}
-    with tempfile.TemporaryDirectory() as tmp:
-        job, result = Path(tmp) / "job.pkl", Path(tmp) / "result.pkl"
-        job.write_bytes(pickle.dumps((fn, args, kwargs)))
-        env = dict(os.environ, GPUKERNELS_DEVICE="sim", NUMBA_ENABLE_CUDASIM="1", MPLBACKEND="Agg")
-        env.pop("NBUTIL_CHILD", None)
-        code = f"import sys; sys.path.insert(0, {str(NOTEBOOKS)!r}); import nbutil; nbutil._child({tmp!r})"
-        proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=NOTEBOOKS, capture_output=True, text=True)
-        if proc.stdout:
-            print(proc.stdout, end="")
-        if proc.returncode != 0 or not result.exists():
-            raise RuntimeError(f"the simulator child process failed:\n{proc.stderr[-4000:]}")
-        ok, value = pickle.loads(result.read_bytes())
+    child = _simulator_child()
+    try:
+        pickle.dump((fn, args, kwargs), child.stdin)
+        child.stdin.flush()
+        ok, value, printed = pickle.load(child.stdout)
+    except (EOFError, BrokenPipeError, pickle.UnpicklingError) as err:
+        child.kill()
+        raise RuntimeError(f"the simulator child process died ({type(err).__name__}); its errors went to the "
+                           "Jupyter server's log. The next call starts a new one.") from None
+    print(printed, end="")
     if not ok:
         raise value
     return value
 
 
-def _child(tmp: str) -> None:
-    """In the child process (simulator mode): rebuild cell kernels, call the function, pickle the result."""
+_CHILD_PROC = None
+
+
+def _simulator_child():
+    global _CHILD_PROC
+    if _CHILD_PROC is None or _CHILD_PROC.poll() is not None:
+        env = dict(os.environ, GPUKERNELS_DEVICE="sim", NUMBA_ENABLE_CUDASIM="1", MPLBACKEND="Agg")
+        env.pop("NBUTIL_CHILD", None)
+        code = f"import sys; sys.path.insert(0, {str(NOTEBOOKS)!r}); import nbutil; nbutil._serve()"
+        _CHILD_PROC = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=NOTEBOOKS,
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        atexit.register(_CHILD_PROC.kill)
+    return _CHILD_PROC
+
+
+def _serve() -> None:
+    """The child's loop (simulator mode): read a pickled job from stdin, run it, pickle (ok, result, printed
+    text) to stdout; stop at end of input (when the notebook's kernel goes away)."""
     assert gpukernels.MODE == "sim", gpukernels.MODE
-    fn, args, kwargs = pickle.loads((Path(tmp) / "job.pkl").read_bytes())
+    import contextlib
+    import io
 
-    def rebuild(x):
-        if isinstance(x, _CellKernel):
-            ns = {"__name__": "__main__"}
-            exec(compile(x.source, f"<notebook cell defining {x.name}>", "exec"), ns)
-            return ns[x.name]
+    replies = os.fdopen(os.dup(1), "wb")  # the protocol's channel; fd 1 itself now goes to stderr,
+    os.dup2(2, 1)                         # so that stray output cannot corrupt it
+    jobs = sys.stdin.buffer
+    while True:
+        try:
+            fn, args, kwargs = pickle.load(jobs)
+        except EOFError:
+            return
+        printed = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(printed):
+                value = fn(*[_rebuild(a) for a in args], **{k: _rebuild(v) for k, v in kwargs.items()})
+            reply = (True, value, printed.getvalue())
+            data = pickle.dumps(reply)
+        except Exception as err:  # sent back and re-raised in the notebook
+            try:
+                data = pickle.dumps((False, err, printed.getvalue()))
+                pickle.loads(data)  # some exception classes cannot be rebuilt from their pickle
+            except Exception:
+                data = pickle.dumps((False, RuntimeError(f"{type(err).__name__}: {err}"), printed.getvalue()))
+        replies.write(data)
+        replies.flush()
+
+
+def _rebuild(x):
+    """A kernel sent as its cell's source: run the cell and return the kernel."""
+    if not isinstance(x, _CellKernel):
         return x
+    import math
 
-    try:
-        value = (True, fn(*[rebuild(a) for a in args], **{k: rebuild(v) for k, v in kwargs.items()}))
-    except Exception as err:  # sent back and re-raised in the notebook
-        value = (False, err)
-    (Path(tmp) / "result.pkl").write_bytes(pickle.dumps(value))
+    import numpy as np
+    from numba import cuda, float32
+
+    ns = {"__name__": "__main__", "cuda": cuda, "float32": float32, "np": np, "math": math}
+    filename = f"<notebook cell defining {x.name}>"
+    # in linecache, as IPython does, so that the simulator and the tracer can quote and name its lines
+    linecache.cache[filename] = (len(x.source), None, x.source.splitlines(True), filename)
+    exec(compile(x.source, filename, "exec"), ns)
+    return ns[x.name]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -294,18 +338,39 @@ def measurements(lesson: str):
     check first, inputs rotated past L2, CUDA events, median) at ``SHAPES["demo_gpu"]``.
     In the simulator: the newest GPU report committed in ``benchmarks/results/``, or None when there is none.
     """
-    from gpukernels import bench, viz
+    from unittest import mock
+
+    from gpukernels import bench
 
     if GPU:
         shape = tuple(gpukernels.LESSONS[lesson].SHAPES["demo_gpu"])
-        report = bench.run([lesson], [shape], log=lambda *_: None)
-        return report, f"**Measured now on {report['environment'].get('device')}** ({report['method']})"
+
+        class QuickTimer(bench.Timer):
+            """The harness's timer on a small budget (>= 5 runs, ~0.3 s per version) so that the notebooks stay
+            quick; `gpukernels bench` keeps the full budget."""
+
+            def time(self, enqueue, sets, min_runs=25, budget_ms=1500.0):
+                return super().time(enqueue, sets, min(min_runs, 5), min(budget_ms, 300.0))
+
+        with mock.patch.object(bench, "Timer", QuickTimer):
+            report = bench.run([lesson], [shape], log=lambda *_: None)
+        return report, (f"**Measured now on {report['environment'].get('device')}** ({report['method']}; median of "
+                        f"at least 5 runs: a small budget, `gpukernels bench` takes more)")
+    return committed_results(lesson)
+
+
+def committed_results(lesson: str | None = None):
+    """(report, label): the newest benchmark report committed in ``benchmarks/results/`` (with results for
+    ``lesson`` if given), labelled with where and when it was measured; (None, why) if there is none."""
+    from gpukernels import viz
+
     report = viz.load_bench()
-    if report is None or not viz.bench_results(report, lesson)[1]:
+    if report is None or (lesson is not None and not viz.bench_results(report, lesson)[1]):
         return None, ("**No GPU measurements committed yet** (`gpukernels bench --json benchmarks/results/NAME.json` "
-                      "on a GPU writes them); this machine is the simulator, which has no speed to measure.")
+                      "on a GPU writes them), and the simulator has no speed to measure.")
     env = report.get("environment", {})
-    return report, (f"**Measured on {env.get('device')} on {(env.get('date') or '')[:10]}, not on this machine** "
+    here = "" if GPU else ", not on this machine"
+    return report, (f"**Measured on {env.get('device')} on {(env.get('date') or '')[:10]}{here}** "
                     f"(`benchmarks/results/{Path(report.get('_path', '')).name}`, {report.get('method')})")
 
 
