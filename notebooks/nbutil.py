@@ -15,6 +15,7 @@ Figures are displayed at ``DPI`` dots per inch so that the committed notebooks s
 
 from __future__ import annotations
 
+import ast
 import atexit
 import datetime as _dt
 import linecache
@@ -114,7 +115,14 @@ def _cell_kernel(obj):
     lines = linecache.getlines(func.__code__.co_filename)
     if not lines:
         raise RuntimeError(f"cannot find the source of {func.__name__} to run it on the simulator")
-    return _CellKernel(func.__name__, "".join(lines))
+    source = "".join(lines)
+    try:  # IPython syntax (%magics, !commands) to Python, line numbers unchanged
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        source = TransformerManager().transform_cell(source)
+    except ImportError:
+        pass
+    return _CellKernel(func.__name__, source)
 
 
 def on_simulator(fn, *args, **kwargs):
@@ -122,8 +130,8 @@ def on_simulator(fn, *args, **kwargs):
     process started on first use and kept for the session (so the tracer's per-process caches are shared).
 
     ``fn`` must be importable (a function of gpukernels or of this module); arguments and the result must be
-    picklable. Kernels defined in the notebook may be passed: the child runs the cell that defines them (with
-    ``cuda``, ``float32``, ``np`` and ``math`` already imported).
+    picklable. Kernels defined in the notebook may be passed: the child runs the imports, functions and literal
+    constants of the cell that defines them (with ``cuda``, ``float32``, ``np`` and ``math`` already imported).
     """
     if not _CHILD:
         return fn(*args, **kwargs)
@@ -138,6 +146,9 @@ def on_simulator(fn, *args, **kwargs):
         child.kill()
         raise RuntimeError(f"the simulator child process died ({type(err).__name__}); its errors went to the "
                            "Jupyter server's log. The next call starts a new one.") from None
+    except BaseException:  # interrupted (the kernel's stop button): the reply would arrive out of turn
+        child.kill()
+        raise
     print(printed, end="")
     if not ok:
         raise value
@@ -154,7 +165,8 @@ def _simulator_child():
         env.pop("NBUTIL_CHILD", None)
         code = f"import sys; sys.path.insert(0, {str(NOTEBOOKS)!r}); import nbutil; nbutil._serve()"
         _CHILD_PROC = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=NOTEBOOKS,
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       start_new_session=True)  # Jupyter's interrupts go to the kernel only
         atexit.register(_CHILD_PROC.kill)
     return _CHILD_PROC
 
@@ -203,8 +215,21 @@ def _rebuild(x):
     filename = f"<notebook cell defining {x.name}>"
     # in linecache, as IPython does, so that the simulator and the tracer can quote and name its lines
     linecache.cache[filename] = (len(x.source), None, x.source.splitlines(True), filename)
-    exec(compile(x.source, filename, "exec"), ns)
+    # Only the cell's definitions: imports, functions and constants -- not the statements that use them
+    # (which may call on_simulator itself). Line numbers stay those of the cell.
+    tree = ast.parse(x.source, filename)
+    tree.body = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef))
+                 or (isinstance(node, ast.Assign) and _is_literal(node.value))]
+    exec(compile(tree, filename, "exec"), ns)
     return ns[x.name]
+
+
+def _is_literal(node) -> bool:
+    try:
+        ast.literal_eval(node)
+    except Exception:  # ValueError for non-literals; others for odd nodes
+        return False
+    return True
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -387,6 +412,10 @@ def results_table(report, lesson: str, label: str):
     ceil = report.get("ceilings") or {}
     note = (f"\n\nCeilings measured in the same run: copy {ceil['copy_GBps']:,.0f} GB/s, library SGEMM "
             f"{ceil['sgemm_TFLOPs']:.1f} TFLOP/s." if ceil.get("copy_GBps") and ceil.get("sgemm_TFLOPs") else "")
+    measured = {r["version"] for r in rows}
+    missing = [name for name in gpukernels.LESSONS[lesson].VERSIONS if name not in measured]
+    if missing:
+        note += f"\n\nNot in this benchmark run (added since): {', '.join(f'`{m}`' for m in missing)}."
     return _markdown(f"{label}\n\n{_text(table)}{note}")
 
 
