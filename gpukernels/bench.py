@@ -377,6 +377,7 @@ def rows(report: dict) -> list[dict]:
                 "speedup": (naive["median_ms"] / ms) if naive and r["ok"] else None,
                 "of_peer": (peer["median_ms"] / ms) if peer and r["ok"] else None,
                 "of_ceiling": (floor_ms / ms) if floor_ms and r["ok"] else None,
+                "note": r.get("note", ""),
             })
     return out
 
@@ -416,10 +417,16 @@ def markdown_table(report: dict) -> str:
         "| lesson | shape | version | time (ms) | TFLOP/s | GB/s | x naive | x peer |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
+    noted = False
     for r in rows(report):
-        lines.append(f"| {r['lesson']} | {r['shape']} | {r['version']} | {_fmt(r['ms'], '.4f')} | "
+        mark = " †" if r["note"] and r["ok"] else ""
+        noted |= bool(mark)
+        lines.append(f"| {r['lesson']} | {r['shape']} | {r['version']}{mark} | {_fmt(r['ms'], '.4f')} | "
                      f"{_fmt(r['tflops'], '.2f')} | {_fmt(r['gbps'], '.0f')} | {_fmt(r['speedup'], '.1f')} | "
                      f"{_fmt(r['of_peer'], '.2f')} |")
+    if noted:
+        lines += ["", "† measured in a follow-up run with the same harness, the peer re-measured in that run "
+                      "(see the row's `note` in the JSON and benchmarks/NOTES.md)."]
     return "\n".join(lines)
 
 
