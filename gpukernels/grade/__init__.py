@@ -417,6 +417,11 @@ class Grading:
         if problem is None:
             problem = self._check_cases(res)
         printed = _printed(child)
+        if problem is None and printed:
+            # Issue 9's rule: output on stdout scores 0 (autograders read results from stdout, and a print left in
+            # a kernel costs real time on a GPU); the message says what was printed so it is easy to remove.
+            problem = ("your code printed to stdout; remove the print() calls and submit again (the grader "
+                       "gives 0 to a submission that prints)")
         if problem is not None:
             self.fail_all("correctness", problem + printed)
             return False
@@ -604,7 +609,7 @@ def _printed(child: Child) -> str:
         return ""
     lines = text.splitlines()
     first = lines[0][:200]
-    return f"\n(your code printed {len(lines)} line(s) to stdout, ignored by the grader; first: {first!r})"
+    return f"\n(your code printed {len(lines)} line(s) to stdout; first: {first!r})"
 
 
 def _load_returned(prefix: str, names: list[str]) -> dict | None:
