@@ -3,7 +3,7 @@
 For each lesson it runs every version in ``VERSIONS`` on a meaningful size, checks each against the float64
 reference, and prints one table:
 
-* on a GPU: median time (CUDA events, the benchmark's harness with a smaller budget), throughput, speed-up over
+* on a GPU: median time (CUDA events, the benchmark's harness and budget), throughput, speed-up over
   naive and the library peer measured in the same run;
 * in the simulator: correctness and the global-memory traffic the tracer *counted* while the kernel ran
   (bytes loaded and stored, loads per input element) -- and no claim about speed, because the simulator has

@@ -99,8 +99,10 @@ def test_gpu_mode_without_gpu_fails_clearly():
     assert "no usable CUDA GPU" in result.stderr and "GPUKERNELS_DEVICE" in result.stderr
 
 
-def test_demo_runs_in_the_simulator_or_on_the_gpu():
-    result = subprocess.run([sys.executable, "-m", "gpukernels", "demo", "softmax"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=600)
+def test_demo_runs_in_the_simulator_or_on_the_gpu(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "gpukernels", "demo", "softmax", "--save", str(tmp_path)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "softmax" in result.stdout and "optimized" in result.stdout
+    figures = sorted(p.name for p in (tmp_path / "softmax").glob("*.png"))
+    assert "softmax_performance.png" in figures and "roofline.png" in figures and "softmax_reuse.png" in figures
