@@ -271,6 +271,28 @@ def readme_hints(spec_file: str | os.PathLike) -> dict[str, list[str]]:
     return hints
 
 
+def vector_with_outliers(shape, seed) -> dict:
+    """{"x": float32 vector of length shape[0]}: normal values, ~2% spiked by 100 so a lost element can't hide."""
+    import numpy as np
+
+    (n,) = shape
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(n, dtype=np.float32)
+    x[rng.integers(0, n, size=max(1, n // 50))] *= 100.0
+    return {"x": x}
+
+
+def grouped_sum(x, group: int):
+    """Sums of consecutive groups of ``group`` elements of x (the last one padded with zeros), in float64,
+    returned as float32: the reference of every block- or warp-sum exercise."""
+    import numpy as np
+
+    groups = ceil_div(x.size, group)
+    padded = np.zeros(groups * group)
+    padded[: x.size] = x
+    return padded.reshape(groups, group).sum(axis=1).astype(np.float32)
+
+
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
