@@ -12,9 +12,9 @@ What you will learn
                   warp work on 32 *different rows*, so each load touches 32 sectors N*4 bytes apart
                   (uncoalesced), and only M threads exist -- a 4096-row matrix keeps 4096 threads busy on a GPU
                   that holds 270 000.
-2. ``optimized``  a warp per row (rows up to 512 elements, 4 rows per block) or a block per row (longer
-                  rows). Its threads read the row together in consecutive chunks
-                  (coalesced), keep the values in registers, and reduce max and sum in parallel with warp
+2. ``optimized``  a warp per row (rows up to 512 elements, 4 warps per block; rows up to 128 elements two
+                  per warp, for more loads in flight) or a block per row (longer rows). Its threads read the
+                  row together in consecutive chunks (coalesced), keep the values in registers, and reduce max and sum in parallel with warp
                   shuffles (``shfl_xor_sync``: a butterfly, log2(32) = 5 steps per warp) and shared memory
                   across warps. Rows up to ``MAX_CACHED`` = 32768 elements are read from global memory **once**
                   and written once: 8 bytes per element, the minimum. Longer rows don't fit in registers; they
@@ -28,9 +28,10 @@ the floor on an H200 (~4.2 TB/s measured copy) is 134 MB / 4.2 TB/s = 32 us.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, uintp
 
 from ._launch import Launch, check_array, version
 
@@ -119,7 +120,37 @@ MAX_THREADS = 1024
 MAX_ELEMS = 64  # values per thread kept in registers (with 512 threads per block)
 MAX_CACHED = (MAX_THREADS // 2) * MAX_ELEMS  # 32768: the longest row read from global memory once
 WARP_ROW_MAX = 16 * WARP  # 512: rows up to this length get one warp each (up to 16 values per lane)
-WARP_ROWS = 4  # rows (warps) per block in that case
+WARP_ROWS = 4  # warps per block in that case
+# Shared memory as a second cache (Config.shared; an option that benchmarks/softmax_variants.py measures): a
+# 32768-value row is 128 KB; 512 threads x 64 registers hold only 80 KB of it if two blocks are to share an
+# SM's 65536 registers, but 46 KB more fit in a block's static shared memory (48 KB, less the scratch).
+SHARED_MAX = 48 * 1024 // 4 - 2 * WARP  # 12224 floats
+
+
+@dataclass(frozen=True)
+class Config:
+    """How ``optimized`` runs a row of n values. Every field is a compile-time constant of the kernel (see
+    ``_make_kernels``), so the per-thread cache is an array of registers."""
+
+    threads: int  # threads per row, a multiple of 32
+    elems: int  # values per thread cached in registers
+    cached: bool  # False: the row is too long for the chip; two-pass online kernel
+    rows_per_warp: int = 1  # one warp per row (threads == 32): how many rows each warp owns
+    warps_per_block: int = 1  # one warp per row: how many such warps share a block
+    shared: int = 0  # values of the row cached in shared memory (a multiple of threads), before the registers'
+    min_blocks: int = 0  # launch_bounds(block size, min_blocks): caps registers so min_blocks blocks fit per SM
+
+    @property
+    def block(self) -> tuple:
+        return (WARP, self.warps_per_block) if self.threads == WARP else (self.threads,)
+
+    @property
+    def rows_per_block(self) -> int:
+        return self.warps_per_block * self.rows_per_warp if self.threads == WARP else 1
+
+    def __iter__(self):
+        # Unpacks as ``threads, elems, cached = optimized_config(n)``, the three numbers that matter most.
+        return iter((self.threads, self.elems, self.cached))
 
 
 @cuda.jit(device=True, inline=True)
@@ -137,12 +168,22 @@ def warp_sum(v):
     return v
 
 
-def _make_kernels(threads: int, elems: int, rows: int = 1):
-    """The optimized kernels for ``threads`` threads per row (a multiple of 32), ``elems`` cached values per
-    thread and ``rows`` rows per block (more than one only when a single warp owns a row). All three are
-    compile-time constants, so the per-thread cache is an array of registers."""
+def _make_kernels(cfg: Config):
+    """The kernel that runs ``cfg``: ``warp_kernel`` (one warp per row), ``cached_kernel`` (a block per row)
+    or ``online_kernel`` (rows too long to cache).
+
+    Cached values are indexed as ``x[i, uintp(j)]``: an unsigned index tells Numba that j is not negative, so
+    it drops Python's wraparound (``j + n if j < 0``, a select per load) and every load becomes one base
+    address plus a constant offset. Bounds are tested as ``e * threads < rest`` -- a constant against one
+    register -- instead of keeping every 64-bit j alive until the store: 512 threads x 64 values went from
+    116 to 96 registers per thread (ptxas for sm_90), a warp per 128-value row from 40 to 32.
+    """
+    threads, elems, rows = cfg.threads, cfg.elems, cfg.rows_per_warp
     warps = threads // WARP
-    assert rows == 1 or warps == 1
+    in_shared = cfg.shared // threads  # values per thread cached in shared memory
+    assert cfg.shared % threads == 0 and cfg.shared <= SHARED_MAX and (rows == 1 or threads == WARP)
+    warps_per_block, shared_size = cfg.warps_per_block, max(cfg.shared, 1)  # plain ints: Numba constants
+    jit = cuda.jit(launch_bounds=(math.prod(cfg.block), cfg.min_blocks)) if cfg.min_blocks else cuda.jit
 
     @cuda.jit(device=True, inline=True)
     def block_reduce(v, scratch, is_max):
@@ -159,36 +200,90 @@ def _make_kernels(threads: int, elems: int, rows: int = 1):
             cuda.syncthreads()  # scratch is reused by the next reduction
         return v
 
-    @cuda.jit
+    @jit
+    def warp_kernel(x, y):
+        # Warp w of the block owns `rows` consecutive rows; lane t caches their values t, t + 32, t + 64, ...
+        # All rows * elems loads are issued before the first shuffle: a 128-column row is only 4 loads per
+        # lane (512 bytes per warp), too few to keep DRAM busy while the warp reduces. No barrier anywhere.
+        vals = cuda.local.array((rows, elems), float32)
+        row_max = cuda.local.array(rows, float32)
+        row_sum = cuda.local.array(rows, float32)
+        first = (cuda.blockIdx.x * warps_per_block + cuda.threadIdx.y) * rows
+        t = cuda.threadIdx.x
+        m, n = x.shape
+        rest = n - t  # this lane's value number e is x[row, t + e * 32]; it exists if e * 32 < rest
+        for r in range(rows):
+            row_max[r] = float32(-math.inf)
+            for e in range(elems):
+                j = t + e * WARP
+                vals[r, e] = x[first + r, uintp(j)] if first + r < m and e * WARP < rest else float32(-math.inf)
+                row_max[r] = max(row_max[r], vals[r, e])
+        # The rows' butterflies interleaved: `rows` independent shuffles in flight per step.
+        for offset in (16, 8, 4, 2, 1):
+            for r in range(rows):
+                row_max[r] = max(row_max[r], cuda.shfl_xor_sync(FULL_MASK, row_max[r], offset))
+        for r in range(rows):
+            row_sum[r] = float32(0.0)
+            for e in range(elems):
+                ok = first + r < m and e * WARP < rest
+                vals[r, e] = math.exp(vals[r, e] - row_max[r]) if ok else float32(0.0)
+                row_sum[r] += vals[r, e]
+        for offset in (16, 8, 4, 2, 1):
+            for r in range(rows):
+                row_sum[r] += cuda.shfl_xor_sync(FULL_MASK, row_sum[r], offset)
+        for r in range(rows):
+            if first + r < m:  # rows past the end of x (M not a multiple of the block's rows) stay unwritten
+                inv = float32(1.0) / row_sum[r]
+                for e in range(elems):
+                    j = t + e * WARP
+                    if e * WARP < rest:
+                        y[first + r, uintp(j)] = vals[r, e] * inv
+
+    @jit
     def cached_kernel(x, y):
         # Block b owns row b. Each thread loads `elems` values, strided by the block size, so that each load
         # instruction of a warp reads 32 consecutive floats (one 128-byte line). Reads 1x, writes 1x.
+        # With cfg.shared > 0, the first `shared` values of the row are cached in shared memory instead:
+        # thread t keeps values k * threads + t in slot k * threads + t, its own (no barrier needed; a warp
+        # touches 32 consecutive words, no bank conflict). They are loaded first: each passes through a
+        # register only until it is stored, so the registers' peak is the `elems` values that follow.
         scratch = cuda.shared.array(WARP, float32)
+        part = cuda.shared.array(shared_size, float32)
         vals = cuda.local.array(elems, float32)
-        i = cuda.blockIdx.x * rows + cuda.threadIdx.y
+        i = cuda.blockIdx.x
         t = cuda.threadIdx.x
-        n = x.shape[1]
-        if rows > 1 and i >= x.shape[0]:
-            return  # a whole warp leaves together; with one warp per row there is no block barrier to miss
+        rest = x.shape[1] - t  # this thread's value number e is x[i, t + e * threads]; it exists if e * threads < rest
         m = float32(-math.inf)
+        for k in range(in_shared):
+            j = t + k * threads
+            v = x[i, uintp(j)] if k * threads < rest else float32(-math.inf)
+            part[k * threads + t] = v
+            m = max(m, v)
         for e in range(elems):
-            j = t + e * threads
-            vals[e] = x[i, j] if j < n else float32(-math.inf)
+            j = t + (in_shared + e) * threads
+            vals[e] = x[i, uintp(j)] if (in_shared + e) * threads < rest else float32(-math.inf)
             m = max(m, vals[e])
         m = block_reduce(m, scratch, True)
         s = float32(0.0)
+        for k in range(in_shared):
+            v = math.exp(part[k * threads + t] - m) if k * threads < rest else float32(0.0)
+            part[k * threads + t] = v
+            s += v
         for e in range(elems):
-            j = t + e * threads
-            vals[e] = math.exp(vals[e] - m) if j < n else float32(0.0)
+            vals[e] = math.exp(vals[e] - m) if (in_shared + e) * threads < rest else float32(0.0)
             s += vals[e]
         s = block_reduce(s, scratch, False)
         inv = float32(1.0) / s
+        for k in range(in_shared):
+            j = t + k * threads
+            if k * threads < rest:
+                y[i, uintp(j)] = part[k * threads + t] * inv
         for e in range(elems):
-            j = t + e * threads
-            if j < n:
-                y[i, j] = vals[e] * inv
+            j = t + (in_shared + e) * threads
+            if (in_shared + e) * threads < rest:
+                y[i, uintp(j)] = vals[e] * inv
 
-    @cuda.jit
+    @jit
     def online_kernel(x, y):
         # Rows too long for registers. Pass 1 keeps a running max m and a running sum s of exp(x - m),
         # rescaling s by exp(m_old - m_new) when the max grows ("online softmax"): max and sum in one read.
@@ -214,36 +309,43 @@ def _make_kernels(threads: int, elems: int, rows: int = 1):
         for j in range(t, n, threads):
             y[i, j] = math.exp(x[i, j] - row_max) * inv
 
-    return cached_kernel, online_kernel
+    if not cfg.cached:
+        return online_kernel
+    return warp_kernel if threads == WARP else cached_kernel
 
 
-_KERNELS: dict[tuple[int, int], tuple] = {}
+_KERNELS: dict[Config, object] = {}
 
 
-def optimized_config(n: int) -> tuple[int, int, bool]:
-    """(threads per row, cached values per thread, cached?) for rows of length n.
+def optimized_config(n: int) -> Config:
+    """How ``optimized`` runs rows of length n: threads per row, cached values per thread, cached or not, and
+    the rest of `Config`. The one place where the configuration is chosen.
 
     Measured on the H200 (benchmarks/NOTES.md): 16 values per thread is the sweet spot -- enough independent
     loads in flight per thread without wasting registers -- so a row gets about n / 16 threads, at least one
     warp and at most 512: a block of 1024 threads may use only 64 registers per thread (65536 per SM), too
     few for the cache. Long rows therefore keep up to 64 values per thread; beyond MAX_CACHED they use the
-    two-pass online kernel. Rows up to WARP_ROW_MAX get one warp each (no barrier at all).
+    two-pass online kernel. Rows up to WARP_ROW_MAX get one warp each (no barrier at all), WARP_ROWS warps
+    per block; rows of up to 128 values give each warp two rows, so that a lane has 8 loads (1 KB per warp)
+    in flight instead of 4.
     """
     if n > MAX_CACHED:
-        return MAX_THREADS, 1, False
+        return Config(MAX_THREADS, 1, False)
     threads = WARP
     while threads < MAX_THREADS // 2 and threads * 16 < n:
         threads *= 2
     elems = max(1, -(-n // threads))
     elems = 1 << (elems - 1).bit_length()  # round up to a power of two: few distinct compiled kernels
-    return threads, elems, True
+    if threads == WARP:
+        return Config(WARP, elems, True, rows_per_warp=2 if n <= 4 * WARP else 1, warps_per_block=WARP_ROWS)
+    return Config(threads, elems, True)
 
 
-def optimized_kernels(threads: int, elems: int, rows: int = 1):
-    key = (threads, elems, rows)
-    if key not in _KERNELS:
-        _KERNELS[key] = _make_kernels(threads, elems, rows)
-    return _KERNELS[key]
+def optimized_kernel(cfg: Config):
+    """The compiled kernel for ``cfg`` (built once per configuration)."""
+    if cfg not in _KERNELS:
+        _KERNELS[cfg] = _make_kernels(cfg)
+    return _KERNELS[cfg]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -262,12 +364,9 @@ def naive(x, y):
 def optimized(x, y):
     """A warp or block per row: coalesced loads kept in registers, shuffle reductions; one read for rows <= 32768."""
     m, n = x.shape
-    threads, elems, cached = optimized_config(n)
-    if threads == WARP:  # several rows per block, one warp each
-        cached_kernel, _ = optimized_kernels(threads, elems, WARP_ROWS)
-        return [Launch(cached_kernel, (-(-m // WARP_ROWS),), (WARP, WARP_ROWS), (x, y))]
-    cached_kernel, online_kernel = optimized_kernels(threads, elems)
-    return [Launch(cached_kernel if cached else online_kernel, (m,), (threads,), (x, y))]
+    cfg = optimized_config(n)
+    grid = -(-m // cfg.rows_per_block)  # a block per row, or rows_per_warp rows for each of its warps
+    return [Launch(optimized_kernel(cfg), (grid,), cfg.block, (x, y))]
 
 
 #: Every version, naive first and fastest last.
