@@ -14,9 +14,9 @@ What you will learn
                   that holds 270 000.
 2. ``optimized``  a warp per row (rows up to 512 elements, 4 warps per block; rows up to 128 elements two
                   per warp, for more loads in flight) or a block per row (longer rows). Its threads read the
-                  row together in consecutive chunks (coalesced), keep the values in registers, and reduce max and sum in parallel with warp
-                  shuffles (``shfl_xor_sync``: a butterfly, log2(32) = 5 steps per warp) and shared memory
-                  across warps. Rows up to ``MAX_CACHED`` = 32768 elements are read from global memory **once**
+                  row together in consecutive chunks (coalesced), keep the values in registers, and reduce max
+                  and sum in parallel with warp shuffles (``shfl_xor_sync``: a butterfly, log2(32) = 5 steps
+                  per warp) and shared memory across warps. Rows up to ``MAX_CACHED`` = 32768 elements are read from global memory **once**
                   and written once: 8 bytes per element, the minimum. Longer rows don't fit in registers; they
                   are read twice (an "online" pass computing max and sum together, then a normalising pass):
                   12 bytes per element.
