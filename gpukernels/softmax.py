@@ -16,10 +16,10 @@ What you will learn
                   per warp, for more loads in flight) or a block per row (longer rows). Its threads read the
                   row together in consecutive chunks (coalesced), keep the values in registers, and reduce max
                   and sum in parallel with warp shuffles (``shfl_xor_sync``: a butterfly, log2(32) = 5 steps
-                  per warp) and shared memory across warps. Rows up to ``MAX_CACHED`` = 32768 elements are read from global memory **once**
-                  and written once: 8 bytes per element, the minimum. Longer rows don't fit in registers; they
-                  are read twice (an "online" pass computing max and sum together, then a normalising pass):
-                  12 bytes per element.
+                  per warp) and shared memory across warps. Rows up to ``MAX_CACHED`` = 32768 elements are
+                  read from global memory **once** and written once: 8 bytes per element, the minimum. Longer
+                  rows don't fit in registers; they are read twice (an "online" pass computing max and sum
+                  together, then a normalising pass): 12 bytes per element.
 
 Count the work first: ~5 FLOPs but 8 bytes per element -- softmax is bound by memory bandwidth. At 4096 x 4096
 the floor on an H200 (~4.2 TB/s measured copy) is 134 MB / 4.2 TB/s = 32 us.
