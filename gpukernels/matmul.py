@@ -21,9 +21,19 @@ Each version below changes exactly one thing, and its docstring says what and wh
                    ones are multiplied, and one barrier per tile suffices.
 8. ``vectorized``  16-byte aligned tiles and 4 consecutive values per thread, so NVVM emits 128-bit shared
                    loads: 4 load instructions per 64 FMAs instead of 16.
+9. ``unrolled``    the 8 steps of the k loop written out (Numba has no unroll pragma and the compilers leave a
+                   body this large rolled): shared addresses become constant offsets, the loop counter goes.
+10. ``interior``   blocks whose tiles lie wholly inside the matrices take a copy of the loop without bounds
+                   checks; only edge blocks pay for them.
+11. ``deep_k``     16-deep k tiles instead of 8: twice the FMAs between barriers, and each tile's global loads
+                   have twice as long to arrive.
+12. ``swizzled``   blocks are numbered down groups of 8 tile rows, so the blocks running at the same time share
+                   their A and B tiles in L2.
+13. ``wave_fit``   64 x 64 tiles when 128 x 128 ones would make fewer blocks than the GPU has SMs (1024^2).
 
-On the H200 the ladder goes 274 ms -> 100 -> 17.5 -> 17.9 -> 19.7 -> 17.6 -> 8.4 -> 5.0 ms at 4096^3 (cuBLAS:
-2.7 ms); benchmarks/NOTES.md says why each step moved as much (or as little) as it did.
+On the H200 the ladder goes 274 ms -> 100 -> 17.5 -> 17.9 -> 19.7 -> 17.6 -> 8.4 -> 5.0 -> 4.9 -> 4.2 -> 3.66
+-> 3.63 ms at 4096^3 (cuBLAS: 2.69 ms); wave_fit changes nothing there but takes 1024^3 from 0.15 to 0.088 ms.
+benchmarks/NOTES.md says why each step moved as much (or as little) as it did.
 
 ``VERSIONS`` lists them in that order (naive first, fastest last); ``optimized`` is the last one. Run
 ``gpukernels bench matmul`` on a GPU for times, ``gpukernels trace matmul --version tiled`` anywhere for the
@@ -37,8 +47,10 @@ ridge point, so matmul is bound by arithmetic when the data is reused well, and 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, uint64
 
 from ._launch import Launch, LaunchError, ceil_div, check_array, version
 
@@ -483,6 +495,284 @@ def vectorized_kernel(a, b, c):
 
 
 # ----------------------------------------------------------------------------------------------------------
+# 9. unrolled: the k loop written out, so every shared-memory address is a base plus a constant
+# ----------------------------------------------------------------------------------------------------------
+@cuda.jit(device=True, inline=True)
+def _outer_product(a_tile, b_tile, cur, kk, ty4, tx4, acc, a_frag, b_frag):
+    # One k step: 4 x ld.shared.v4 (8 values of A, 8 of B) and the 8 x 8 outer product, 64 FMAs.
+    for i in range(4):
+        a_frag[i] = a_tile[cur, kk, ty4 + i]
+        a_frag[4 + i] = a_tile[cur, kk, 64 + ty4 + i]
+        b_frag[i] = b_tile[cur, kk, tx4 + i]
+        b_frag[4 + i] = b_tile[cur, kk, 64 + tx4 + i]
+    for i in range(8):
+        for j in range(8):
+            acc[i, j] += a_frag[i] * b_frag[j]
+
+
+@cuda.jit(launch_bounds=(B2_THREADS, 2))
+def unrolled_kernel(a, b, c):
+    # vectorized's `for kk in range(8)` stays a loop in the machine code (SASS): per k step the 64 FFMAs and
+    # 4 LDS.128 come with ~30 instructions of loop counter and address arithmetic (kk * 132 * 4 ...), so only
+    # ~54% of the instructions the SM issues are FMAs. Neither NVVM nor ptxas unrolls a body this large, and
+    # Numba has no unroll pragma, so the 8 steps are written out: kk is a constant in each call, every
+    # shared address becomes register + immediate offset, and the loop body is 512 FFMAs + 32 LDS.128 + the
+    # tile loads (FFMA share of the loop ~68%, counted in the SASS). The unrolled code keeps more values live
+    # (130 registers: one block per SM); launch_bounds(256, 2) asks ptxas for <= 128 so that two blocks still
+    # fit, which it manages without spilling.
+    a_tile = cuda.shared.array((2, V_BK, V_ROW), float32, alignment=16)
+    b_tile = cuda.shared.array((2, V_BK, B2_BN), float32, alignment=16)
+    acc = cuda.local.array((8, 8), float32)
+    a_frag = cuda.local.array(8, float32)
+    b_frag = cuda.local.array(8, float32)
+    a_next = cuda.local.array(4, float32)
+    b_next = cuda.local.array(4, float32)
+    t = cuda.threadIdx.x
+    tx4, ty4 = (t & 15) * 4, (t >> 4) * 4
+    ar, ak = t >> 1, (t & 1) * 4
+    bk, bc = t >> 5, (t & 31) * 4
+    row0 = cuda.blockIdx.y * B2_BM
+    col0 = cuda.blockIdx.x * B2_BN
+    m, kdim = a.shape
+    n = b.shape[1]
+    for i in range(8):
+        for j in range(8):
+            acc[i, j] = 0.0
+    _v_load(a, b, a_next, b_next, 0, row0, col0, ar, ak, bk, bc)
+    for q in range(4):
+        a_tile[0, ak + q, ar] = a_next[q]
+        b_tile[0, bk, bc + q] = b_next[q]
+    cuda.syncthreads()
+    step = 0
+    for k0 in range(0, kdim, V_BK):
+        cur = step & 1
+        k1 = k0 + V_BK
+        if k1 < kdim:
+            _v_load(a, b, a_next, b_next, k1, row0, col0, ar, ak, bk, bc)
+        _outer_product(a_tile, b_tile, cur, 0, ty4, tx4, acc, a_frag, b_frag)  # V_BK = 8 steps
+        _outer_product(a_tile, b_tile, cur, 1, ty4, tx4, acc, a_frag, b_frag)
+        _outer_product(a_tile, b_tile, cur, 2, ty4, tx4, acc, a_frag, b_frag)
+        _outer_product(a_tile, b_tile, cur, 3, ty4, tx4, acc, a_frag, b_frag)
+        _outer_product(a_tile, b_tile, cur, 4, ty4, tx4, acc, a_frag, b_frag)
+        _outer_product(a_tile, b_tile, cur, 5, ty4, tx4, acc, a_frag, b_frag)
+        _outer_product(a_tile, b_tile, cur, 6, ty4, tx4, acc, a_frag, b_frag)
+        _outer_product(a_tile, b_tile, cur, 7, ty4, tx4, acc, a_frag, b_frag)
+        if k1 < kdim:
+            for q in range(4):
+                a_tile[cur ^ 1, ak + q, ar] = a_next[q]
+                b_tile[cur ^ 1, bk, bc + q] = b_next[q]
+        cuda.syncthreads()
+        step += 1
+    for i in range(8):
+        row = row0 + (i >> 2) * 64 + ty4 + (i & 3)
+        for j in range(8):
+            col = col0 + (j >> 2) * 64 + tx4 + (j & 3)
+            if row < m and col < n:
+                c[row, col] = acc[i, j]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 10. interior:  blocks whose tiles lie wholly inside the matrices skip the bounds checks
+# 11. deep_k:    16-deep k tiles instead of 8: twice the work between barriers and loads issued further ahead
+# 12. swizzled:  blocks scheduled in groups of 8 tile rows, so concurrently running blocks share tiles in L2
+# 13. wave_fit:  a 64 x 64 tile when 128 x 128 tiles would leave SMs idle
+# One kernel factory builds all four (and the small tile): its parameters are the only differences.
+# ----------------------------------------------------------------------------------------------------------
+def _make_interior_kernel(bm: int, bn: int, bk: int = V_BK, group: int = 1, launch_bounds=None):
+    """The ``unrolled`` kernel, generalised: a bm x bn block tile (multiples of 64; 8 x 8 outputs per thread, as
+    two 4 x 4 sub-blocks per dimension), bk-deep k tiles (8 or 16), an unguarded path for interior tiles, and
+    an optional grouped block order (``group`` tile rows per group). All of them size shared tiles, register
+    arrays or the thread layout, so they are compile-time constants: one kernel is compiled per combination."""
+    tn, tm = bn // 8, bm // 8  # threads along the columns and along the rows of the tile
+    threads = tm * tn
+    tn_shift = tn.bit_length() - 1
+    hm, hn = bm // 2, bn // 2  # the second 4 x 4 sub-block starts half a tile further
+    k_runs = bk // 4  # 4-float runs per row of the A tile
+    k_shift = k_runs.bit_length() - 1
+    a_runs = bm * bk // 4 // threads  # 4-float runs of the A tile (along k) each thread loads
+    b_runs = bk * bn // 4 // threads  # 4-float runs of the B tile (along n) each thread loads
+    a_regs, b_regs = a_runs * 4, b_runs * 4  # prefetch registers (compile-time sizes of the local arrays)
+    b_row_runs = bn // 4
+    b_shift = b_row_runs.bit_length() - 1
+    row_len = bm + 4  # transposed A tile row: a multiple of 4 floats (16-byte aligned), spreads the stores
+    assert tm * 8 == bm and tn * 8 == bn and a_runs >= 1 and b_runs >= 1 and 1 << tn_shift == tn
+
+    @cuda.jit(device=True, inline=True)
+    def load_tile(a, b, a_next, b_next, k, row0, col0, t, inside):
+        # Global -> registers: the A tile as runs of 4 consecutive k in a row, the B tile as runs of 4
+        # consecutive columns (a warp reads contiguous bytes). `inside` (the same for the whole block) means the
+        # tile lies wholly inside A and B: no comparisons, no selects -- 8 plain loads. Edge tiles load 0 for
+        # elements outside (0 * x adds nothing).
+        m, kdim = a.shape
+        n = b.shape[1]
+        if inside:
+            for l in range(a_runs):
+                run = t + l * threads
+                gr, gk = uint64(row0 + (run >> k_shift)), uint64(k + (run & (k_runs - 1)) * 4)
+                for q in range(4):
+                    a_next[l * 4 + q] = a[gr, gk + uint64(q)]
+            for l in range(b_runs):
+                run = t + l * threads
+                gk, gc = uint64(k + (run >> b_shift)), uint64(col0 + (run & (b_row_runs - 1)) * 4)
+                for q in range(4):
+                    b_next[l * 4 + q] = b[gk, gc + uint64(q)]
+        else:
+            for l in range(a_runs):
+                run = t + l * threads
+                gr, gk = row0 + (run >> k_shift), k + (run & (k_runs - 1)) * 4
+                for q in range(4):
+                    a_next[l * 4 + q] = a[gr, gk + q] if gr < m and gk + q < kdim else float32(0.0)
+            for l in range(b_runs):
+                run = t + l * threads
+                gk, gc = k + (run >> b_shift), col0 + (run & (b_row_runs - 1)) * 4
+                for q in range(4):
+                    b_next[l * 4 + q] = b[gk, gc + q] if gk < kdim and gc + q < n else float32(0.0)
+
+    @cuda.jit(device=True, inline=True)
+    def store_tile(a_tile, b_tile, a_next, b_next, buf, t):
+        for l in range(a_runs):
+            run = t + l * threads
+            for q in range(4):
+                a_tile[buf, (run & (k_runs - 1)) * 4 + q, run >> k_shift] = a_next[l * 4 + q]
+        for l in range(b_runs):
+            run = t + l * threads
+            for q in range(4):
+                b_tile[buf, run >> b_shift, (run & (b_row_runs - 1)) * 4 + q] = b_next[l * 4 + q]
+
+    @cuda.jit(device=True, inline=True)
+    def outer_product(a_tile, b_tile, cur, kk, ty4, tx4, acc, a_frag, b_frag):
+        for i in range(4):
+            a_frag[i] = a_tile[cur, kk, ty4 + i]
+            a_frag[4 + i] = a_tile[cur, kk, hm + ty4 + i]
+            b_frag[i] = b_tile[cur, kk, tx4 + i]
+            b_frag[4 + i] = b_tile[cur, kk, hn + tx4 + i]
+        for i in range(8):
+            for j in range(8):
+                acc[i, j] += a_frag[i] * b_frag[j]
+
+    @cuda.jit(device=True, inline=True)
+    def main_loop(a, b, a_tile, b_tile, acc, a_frag, b_frag, a_next, b_next, t, tx4, ty4, row0, col0, inside_mn):
+        # The double-buffered k loop of `unrolled`. It is inlined twice, with inside_mn the constant True
+        # (interior blocks) or False (edge blocks), so each copy is compiled with only the loads it needs.
+        kdim = a.shape[1]
+        load_tile(a, b, a_next, b_next, 0, row0, col0, t, inside_mn and bk <= kdim)
+        store_tile(a_tile, b_tile, a_next, b_next, 0, t)
+        cuda.syncthreads()
+        step = 0
+        for k0 in range(0, kdim, bk):
+            cur = step & 1
+            k1 = k0 + bk
+            if k1 < kdim:
+                load_tile(a, b, a_next, b_next, k1, row0, col0, t, inside_mn and k1 + bk <= kdim)
+            outer_product(a_tile, b_tile, cur, 0, ty4, tx4, acc, a_frag, b_frag)  # bk = 8 steps
+            outer_product(a_tile, b_tile, cur, 1, ty4, tx4, acc, a_frag, b_frag)
+            outer_product(a_tile, b_tile, cur, 2, ty4, tx4, acc, a_frag, b_frag)
+            outer_product(a_tile, b_tile, cur, 3, ty4, tx4, acc, a_frag, b_frag)
+            outer_product(a_tile, b_tile, cur, 4, ty4, tx4, acc, a_frag, b_frag)
+            outer_product(a_tile, b_tile, cur, 5, ty4, tx4, acc, a_frag, b_frag)
+            outer_product(a_tile, b_tile, cur, 6, ty4, tx4, acc, a_frag, b_frag)
+            outer_product(a_tile, b_tile, cur, 7, ty4, tx4, acc, a_frag, b_frag)
+            if bk == 16:
+                outer_product(a_tile, b_tile, cur, 8, ty4, tx4, acc, a_frag, b_frag)
+                outer_product(a_tile, b_tile, cur, 9, ty4, tx4, acc, a_frag, b_frag)
+                outer_product(a_tile, b_tile, cur, 10, ty4, tx4, acc, a_frag, b_frag)
+                outer_product(a_tile, b_tile, cur, 11, ty4, tx4, acc, a_frag, b_frag)
+                outer_product(a_tile, b_tile, cur, 12, ty4, tx4, acc, a_frag, b_frag)
+                outer_product(a_tile, b_tile, cur, 13, ty4, tx4, acc, a_frag, b_frag)
+                outer_product(a_tile, b_tile, cur, 14, ty4, tx4, acc, a_frag, b_frag)
+                outer_product(a_tile, b_tile, cur, 15, ty4, tx4, acc, a_frag, b_frag)
+            if k1 < kdim:
+                store_tile(a_tile, b_tile, a_next, b_next, cur ^ 1, t)
+            cuda.syncthreads()
+            step += 1
+
+    def interior_kernel(a, b, c):
+        # `unrolled` checks every global load against the matrix edges: in the SASS each load costs a compare,
+        # a select or branch and 64-bit index arithmetic, ~200 instructions per 8-deep tile against 512 FFMAs.
+        # Only the blocks on the right and bottom edges (and the last k tile) need those checks: a block whose
+        # whole tile is inside takes an unguarded copy of the loop (~50 instructions of loads per tile). The
+        # test is the same for every thread of a block, so no warp diverges and every thread reaches every
+        # barrier on either path.
+        a_tile = cuda.shared.array((2, bk, row_len), float32, alignment=16)
+        b_tile = cuda.shared.array((2, bk, bn), float32, alignment=16)
+        acc = cuda.local.array((8, 8), float32)
+        a_frag = cuda.local.array(8, float32)
+        b_frag = cuda.local.array(8, float32)
+        a_next = cuda.local.array(a_regs, float32)
+        b_next = cuda.local.array(b_regs, float32)
+        t = cuda.threadIdx.x
+        tx4, ty4 = (t & (tn - 1)) * 4, (t >> tn_shift) * 4
+        m = a.shape[0]
+        n = b.shape[1]
+        if group > 1:
+            # Blocks start roughly in blockIdx order, row by row of the grid: the ~132 running blocks would
+            # cover 4 tile rows of C but all 32 tile columns, i.e. all of B (64 MB at 4096^2, more than the
+            # 50 MB L2). Numbered down columns of `group` tile rows instead, the running blocks need 8 row
+            # panels of A and ~17 column panels of B, which stay in L2 while they are reused.
+            gx, gy = cuda.gridDim.x, cuda.gridDim.y
+            bid = cuda.blockIdx.y * gx + cuda.blockIdx.x
+            first = (bid // (group * gx)) * group
+            rows = min(gy - first, group)
+            within = bid % (group * gx)
+            row0 = (first + within % rows) * bm
+            col0 = (within // rows) * bn
+        else:
+            row0 = cuda.blockIdx.y * bm
+            col0 = cuda.blockIdx.x * bn
+        for i in range(8):
+            for j in range(8):
+                acc[i, j] = 0.0
+        if row0 + bm <= m and col0 + bn <= n:
+            main_loop(a, b, a_tile, b_tile, acc, a_frag, b_frag, a_next, b_next, t, tx4, ty4, row0, col0, True)
+            for i in range(8):
+                for j in range(8):
+                    c[row0 + (i >> 2) * hm + ty4 + (i & 3), col0 + (j >> 2) * hn + tx4 + (j & 3)] = acc[i, j]
+        else:
+            main_loop(a, b, a_tile, b_tile, acc, a_frag, b_frag, a_next, b_next, t, tx4, ty4, row0, col0, False)
+            for i in range(8):
+                row = row0 + (i >> 2) * hm + ty4 + (i & 3)
+                for j in range(8):
+                    col = col0 + (j >> 2) * hn + tx4 + (j & 3)
+                    if row < m and col < n:
+                        c[row, col] = acc[i, j]
+
+    # Named after its parameters, so that profiles and `gpukernels resources` tell the variants apart.
+    interior_kernel.__name__ = f"tile{bm}x{bn}x{bk}" + (f"_group{group}" if group > 1 else "") + "_kernel"
+    kernel = cuda.jit(**({"launch_bounds": launch_bounds} if launch_bounds else {}))(interior_kernel)
+    kernel.tile = (bm, bn)
+    kernel.threads = threads
+    return kernel
+
+
+# 10: 149 registers would leave room for one block per SM; launch_bounds(256, 2) caps them at 128 (2 blocks).
+interior_kernel = _make_interior_kernel(B2_BM, B2_BN, launch_bounds=(B2_THREADS, 2))
+# 11: 16 prefetch registers instead of 8 push the count to 168 (one block of 8 warps per SM); capping it at
+# 128 spills and was slower (3.97 against 3.66 ms), so this one runs at one block per SM.
+deep_k_kernel = _make_interior_kernel(B2_BM, B2_BN, bk=16)
+swizzled_kernel = _make_interior_kernel(B2_BM, B2_BN, bk=16, group=8)  # 12
+small_tile_kernel = _make_interior_kernel(64, 64)  # 13, for small products: 64 threads, 8-deep tiles
+
+
+def wave_fit_kernel(m: int, n: int, sms: int | None = None):
+    """The kernel for an M x N product: ``swizzled`` (128 x 128 tiles) when that gives at least one block per SM,
+    else the 64 x 64 tile.
+
+    At 1024 x 1024 a 128 x 128 tile makes only 64 blocks for 132 SMs -- half the GPU idles however fast each
+    block runs; 64 x 64 tiles make 256 blocks (each does a quarter of the work with 64 threads)."""
+    sms = sms or _sm_count()
+    return swizzled_kernel if ceil_div(m, B2_BM) * ceil_div(n, B2_BN) >= sms else small_tile_kernel
+
+
+@functools.cache
+def _sm_count() -> int:
+    from ._device import MODE
+
+    if MODE == "gpu":
+        return cuda.get_current_device().MULTIPROCESSOR_COUNT
+    return 132  # the simulator has no SMs: plan as for an H200, so it runs what the GPU would
+
+
+# ----------------------------------------------------------------------------------------------------------
 # Launchers: derive grid and block from the shapes (the kernels guard their own bounds)
 # ----------------------------------------------------------------------------------------------------------
 
@@ -545,7 +835,44 @@ def vectorized(a, b, c):
     return [Launch(vectorized_kernel, (ceil_div(n, B2_BN), ceil_div(m, B2_BM)), (B2_THREADS,), (a, b, c))]
 
 
+@version("matmul", _check, kernels=[unrolled_kernel])
+def unrolled(a, b, c):
+    """Unrolled k loop: the 8 steps of a tile are written out, so shared addresses are constant offsets."""
+    m, n = c.shape
+    return [Launch(unrolled_kernel, (ceil_div(n, B2_BN), ceil_div(m, B2_BM)), (B2_THREADS,), (a, b, c))]
+
+
+def _tiled_launch(kernel, c, args):
+    m, n = c.shape
+    bm, bn = kernel.tile
+    return [Launch(kernel, (ceil_div(n, bn), ceil_div(m, bm)), (kernel.threads,), args)]
+
+
+@version("matmul", _check, kernels=[interior_kernel])
+def interior(a, b, c):
+    """Interior fast path: blocks whose tiles lie wholly inside A, B and C load and store without bounds checks."""
+    return _tiled_launch(interior_kernel, c, (a, b, c))
+
+
+@version("matmul", _check, kernels=[deep_k_kernel])
+def deep_k(a, b, c):
+    """16-deep k tiles: 1024 FMAs per thread between barriers, global loads issued a whole tile ahead."""
+    return _tiled_launch(deep_k_kernel, c, (a, b, c))
+
+
+@version("matmul", _check, kernels=[swizzled_kernel])
+def swizzled(a, b, c):
+    """Grouped block order: blocks running together share A and B tiles in L2 (8 tile rows per group)."""
+    return _tiled_launch(swizzled_kernel, c, (a, b, c))
+
+
+@version("matmul", _check, kernels=[swizzled_kernel, small_tile_kernel])
+def wave_fit(a, b, c):
+    """Tile size fitted to the GPU: 64 x 64 tiles when 128 x 128 ones would make fewer blocks than SMs."""
+    return _tiled_launch(wave_fit_kernel(*c.shape), c, (a, b, c))
+
+
 #: Every version, naive first and fastest last. Tests, benchmarks, plots and docs iterate over this.
 VERSIONS = {v.name: v for v in (naive, coalesced, tiled, regblock_1d, regblock_2d, conflict_free, double_buffered,
-                                vectorized)}
+                                vectorized, unrolled, interior, deep_k, swizzled, wave_fit)}
 optimized = list(VERSIONS.values())[-1]

@@ -393,6 +393,12 @@ def _versions() -> dict[str, str | None]:
     return package_versions()
 
 
+def _jit_options(kernel) -> dict:
+    """The decorator options that change the compiled code (``launch_bounds`` caps the registers)."""
+    opts = getattr(kernel, "targetoptions", None) or {}
+    return {k: opts[k] for k in ("launch_bounds", "fastmath") if opts.get(k)}
+
+
 def cache_key(launch, arch: str) -> str:
     func = launch.kernel.py_func
     try:
@@ -401,7 +407,8 @@ def cache_key(launch, arch: str) -> str:
         source = func.__code__.co_code.hex()
     h = hashlib.sha256()
     for part in (source, func.__module__, func.__qualname__, repr(_signature(launch)),
-                 repr(_closure_constants(func)), arch, repr(sorted(_versions().items())), "v2"):
+                 repr(_closure_constants(func)), repr(sorted(_jit_options(launch.kernel).items())), arch,
+                 repr(sorted(_versions().items())), "v3"):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:24]
@@ -474,7 +481,7 @@ def compile_launch(launch, arch: str = DEFAULT_ARCH) -> dict:
     from numba import cuda
 
     a = get_arch(arch)
-    ptx, _ = cuda.compile_ptx(launch.kernel.py_func, _signature(launch), cc=a.cc)
+    ptx, _ = cuda.compile_ptx(launch.kernel.py_func, _signature(launch), cc=a.cc, **_jit_options(launch.kernel))
     return {"log": _assemble(ptx, a.name), "ptx_lines": ptx.count("\n")}
 
 
