@@ -53,7 +53,7 @@ def run(lesson, version, shape, timer, peer_ms, inputs, ref, t_in, out):
         regs = []
         for kernel, _ in plans:
             try:
-                regs.append(next(iter(kernel.overloads.values())).get_regs_per_thread())
+                regs.append(kernel.get_regs_per_thread())
             except Exception:  # noqa: BLE001 - informational only
                 regs.append(None)
         print(f"{lesson} {version} {shape} {opts or 'default'}: {t:.4f} ms  x peer {peer_ms / t:.2f}  "
