@@ -595,7 +595,7 @@ def _make_interior_kernel(bm: int, bn: int, bk: int = V_BK, group: int = 1, laun
     b_row_runs = bn // 4
     b_shift = b_row_runs.bit_length() - 1
     row_len = bm + 4  # transposed A tile row: a multiple of 4 floats (16-byte aligned), spreads the stores
-    assert tm * 8 == bm and tn * 8 == bn and a_runs >= 1 and b_runs >= 1 and 1 << tn_shift == tn
+    assert tm * 8 == bm and tn * 8 == bn and a_runs >= 1 and b_runs >= 1 and 1 << tn_shift == tn and bk in (8, 16)
 
     @cuda.jit(device=True, inline=True)
     def load_tile(a, b, a_next, b_next, k, row0, col0, t, inside):
@@ -664,7 +664,7 @@ def _make_interior_kernel(bm: int, bn: int, bk: int = V_BK, group: int = 1, laun
             k1 = k0 + bk
             if k1 < kdim:
                 load_tile(a, b, a_next, b_next, k1, row0, col0, t, inside_mn and k1 + bk <= kdim)
-            outer_product(a_tile, b_tile, cur, 0, ty4, tx4, acc, a_frag, b_frag)  # bk = 8 steps
+            outer_product(a_tile, b_tile, cur, 0, ty4, tx4, acc, a_frag, b_frag)  # the first 8 k steps
             outer_product(a_tile, b_tile, cur, 1, ty4, tx4, acc, a_frag, b_frag)
             outer_product(a_tile, b_tile, cur, 2, ty4, tx4, acc, a_frag, b_frag)
             outer_product(a_tile, b_tile, cur, 3, ty4, tx4, acc, a_frag, b_frag)
@@ -672,7 +672,7 @@ def _make_interior_kernel(bm: int, bn: int, bk: int = V_BK, group: int = 1, laun
             outer_product(a_tile, b_tile, cur, 5, ty4, tx4, acc, a_frag, b_frag)
             outer_product(a_tile, b_tile, cur, 6, ty4, tx4, acc, a_frag, b_frag)
             outer_product(a_tile, b_tile, cur, 7, ty4, tx4, acc, a_frag, b_frag)
-            if bk == 16:
+            if bk == 16:  # a closure constant: the branch is resolved at compile time
                 outer_product(a_tile, b_tile, cur, 8, ty4, tx4, acc, a_frag, b_frag)
                 outer_product(a_tile, b_tile, cur, 9, ty4, tx4, acc, a_frag, b_frag)
                 outer_product(a_tile, b_tile, cur, 10, ty4, tx4, acc, a_frag, b_frag)
