@@ -1166,7 +1166,7 @@ GALLERY = {
     "matmul": {"grid": ("naive", "coalesced", "tiled", "regblock_1d"), "access": ("naive", "coalesced", "tiled"),
                "reuse": ("naive", "tiled", "regblock_1d"), "sectors": ("naive", "coalesced"),
                "phases": ("tiled", None), "banks": (("regblock_2d", "conflict_free"), (128, 128, 8))},
-    "cbr": {"phases": ("optimized", (1, 8, 16, 64, 4, 3, 3))},
+    "cbr": {"phases": ("fused_direct", (1, 8, 16, 64, 4, 3, 3))},
 }
 
 

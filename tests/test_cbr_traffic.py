@@ -7,7 +7,8 @@ from gpukernels import cbr
 
 
 @pytest.mark.parametrize("shape,padding", [((1, 3, 7, 6, 5, 3, 3), 1), ((1, 1, 2, 66, 17, 1, 1), 0),
-                                           ((1, 2, 5, 5, 3, 1, 1), 0), ((1, 2, 6, 4, 2, 5, 5), 2)])
+                                           ((1, 2, 5, 5, 3, 1, 1), 0), ((1, 2, 6, 4, 2, 5, 5), 2),
+                                           ((1, 1, 3, 4, 65, 1, 1), 0)])  # K = 65: two channel blocks
 @pytest.mark.parametrize("version", list(cbr.VERSIONS))
 def test_counted_traffic_matches_formula(version, shape, padding):
     if gpukernels.MODE != "sim":
@@ -25,11 +26,12 @@ def test_counted_traffic_matches_formula(version, shape, padding):
     assert counted == cbr.global_loads(version, x.shape, w.shape, padding)
 
 
-def test_fusion_saves_the_two_extra_passes():
+@pytest.mark.parametrize("fused_version", ["fused_direct", "optimized"])
+def test_fusion_saves_the_two_extra_passes(fused_version):
     shape = (2, 5, 9, 70, 17, 3, 3)  # formulas only, nothing is traced
     n, c, h, wd, k, r, s = shape
     naive = cbr.global_loads("naive", (n, c, h, wd), (k, c, r, s))
-    fused = cbr.global_loads("optimized", (n, c, h, wd), (k, c, r, s))
+    fused = cbr.global_loads(fused_version, (n, c, h, wd), (k, c, r, s))
     outputs = n * k * h * wd
     assert naive["y_loads"] + naive["y_stores"] - fused["y_stores"] == 4 * outputs  # 2 reads + 2 extra writes
     assert fused["x"] < naive["x"] and fused["w"] < naive["w"]

@@ -186,3 +186,36 @@ def test_registry_order_and_aliases():
         for version in mod.VERSIONS.values():
             assert version.doc.strip(), f"{version} has no docstring"
     assert matmul.tiled is matmul.VERSIONS["tiled"]
+
+
+@pytest.mark.parametrize("shape,padding", [
+    ((1, 3, 5, 6, 70, 3, 3), 1),  # K = 70: two blocks of 64 output channels, the second ragged
+    ((1, 2, 9, 9, 5, 7, 7), 3),  # 49 taps: the filter is cut into groups of filter rows, the last partly empty
+    ((1, 19, 4, 5, 3, 1, 1), 0),  # 1x1: k tiles of 8 channels, the last ragged (Q = 19)
+    ((2, 3, 6, 4, 2, 5, 5), 2),  # 5x5, padding 2, P = 48 pixels in two images
+    ((1, 3, 5, 7, 4, 2, 3), 0),  # 2x3 with no padding
+])
+def test_cbr_implicit_gemm_tilings(shape, padding, seed):
+    """cbr.optimized's k tiles are whole filter taps; these shapes make every kind of tile ragged."""
+    run_checked("cbr", "optimized", shape, seed, padding=padding)
+
+
+def test_cbr_variants_script_runs_its_variants_on_the_simulator():
+    """benchmarks/cbr_variants.py imports without torch, and every tiling it times is right (tiny shape)."""
+    import importlib.util
+    from pathlib import Path
+
+    from gpukernels import cbr
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "cbr_variants.py"
+    spec = importlib.util.spec_from_file_location("cbr_variants", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    x, w, b = cbr.make_inputs((1, 3, 5, 6, 3, 3, 3), 0)
+    ref = cbr.reference(x, w, b)
+    for name, kw in mod.VARIANTS + mod.DEEP:
+        y = cuda.to_device(np.full(ref.shape, np.nan, np.float32))
+        for launch in mod.variant_launches(cuda.to_device(x), cuda.to_device(w), cuda.to_device(b), y, 1, **kw):
+            launch()
+        check = compare(y.copy_to_host(), ref, TOLERANCE["cbr"])
+        assert check.ok, f"{name}: {check}"
