@@ -1,11 +1,11 @@
 """Experiments behind benchmarks/NOTES.md: time `softmax.optimized` with other configurations (`softmax.Config`)
-than `optimized_config` picks -- rows per warp, warps per block, threads x values per thread, part of the row
-cached in shared memory, launch_bounds -- and the two-pass online kernel, against torch.softmax in the same
-run. Each variant's output is first checked (NaN-poisoned) against a float64 softmax; its registers, spills
-and shared memory are printed from the compiled kernel.
+than `optimized_config` picks -- lanes per short row, warps per block, launch_bounds, registers alone instead of
+registers + shared memory for long rows -- against torch.softmax in the same run. Each variant's output is first
+checked (NaN-poisoned) against a float64 softmax; its registers, spills and shared memory are printed from the
+compiled kernel. Ten kernels for the four shapes below (each GPU compile ~5 s): about a minute.
 
-    GPUKERNELS_DEVICE=gpu python benchmarks/softmax_variants.py 1024,32768 65536,128
-    python benchmarks/softmax_variants.py --resources 1024,32768 65536,128   # no GPU: compile for sm_90 only
+    GPUKERNELS_DEVICE=gpu python benchmarks/softmax_variants.py 65536,128 1024,32768 4096,4096 16384,1024
+    python benchmarks/softmax_variants.py --resources 65536,128 1024,32768   # no GPU: compile for sm_90 only
 """
 
 import os
@@ -38,37 +38,23 @@ Config = softmax.Config
 
 def candidates(n):
     """(label, Config) pairs worth timing for rows of n values: the default first, then the plausible rivals
-    (pruned: each costs a compile and ~1 s of GPU time)."""
+    (pruned to the ones a question hangs on: each costs a GPU compile of ~5 s and ~1 s of timing)."""
     default = softmax.optimized_config(n)
     out = [("default", default)]
     if not default.cached:
         return out
-    if default.threads == softmax.WARP:
-        e = default.elems
-        out += [
-            ("1 row/warp, 4 warps/block (old default)", Config(32, e, True, 1, 4)),
-            ("2 rows/warp, 4 warps/block", Config(32, e, True, 2, 4)),
-            ("2 rows/warp, 8 warps/block", Config(32, e, True, 2, 8)),
-            ("4 rows/warp, 4 warps/block", Config(32, e, True, 4, 4)),
-        ]
-    elif n > softmax.MAX_CACHED // 2:
-        shared = (softmax.SHARED_MAX // 512) * 512  # 11776 values in shared memory, 46 KB
-        out += [
-            ("512 x 64 registers (old default)", Config(512, 64, True)),
-            ("1024 threads x registers, launch_bounds(1024, 1)", Config(1024, -(-n // 1024), True, min_blocks=1)),
-            ("512 threads, registers + 46 KB shared, launch_bounds(512, 2)",
-             Config(512, max(1, -(-(n - shared) // 512)), True, shared=shared, min_blocks=2)),
-            ("online two-pass, 1024 threads", Config(1024, 1, False)),
-        ]
-    else:
-        # The x[i, uintp(j)] indexing let ptxas take 55 registers for 16 values (48 before: 40 -> 32 warps
-        # per SM at 256 threads); launch_bounds for 48 warps per SM gives 37-39 registers, no spills.
-        t = default.threads
-        out.append((f"launch_bounds({t}, {1536 // t})", Config(t, default.elems, True, min_blocks=1536 // t)))
-        for threads in (t // 2, 2 * t):
-            if softmax.WARP < threads <= softmax.MAX_THREADS:
-                elems = 1 << (max(1, -(-n // threads)) - 1).bit_length()
-                out.append((f"{threads} x {elems}", Config(threads, elems, True)))
+    if default.threads <= softmax.WARP:
+        # Lanes per row (rows per warp and shuffles per reduction follow), warps per block, and a register cap:
+        # 8 lanes x 16 values take 55 registers (36 warps per SM); launch_bounds asks for 48.
+        for lanes, warps, min_blocks in ((4, 4, 0), (8, 4, 0), (16, 4, 0), (32, 4, 0), (8, 2, 0), (8, 4, 12)):
+            elems = softmax._pow2(-(-n // lanes))
+            bounds = f", launch_bounds({warps * softmax.WARP}, {min_blocks})" if min_blocks else ""
+            out.append((f"{lanes} lanes x {elems} per row, {warps} warps/block{bounds}",
+                        Config(lanes, elems, True, warps_per_block=warps, min_blocks=min_blocks)))
+    elif default.shared or default.min_blocks:
+        # Registers alone (95-96 registers for 32-64 values: one block per SM) against the default (2 per SM).
+        elems = softmax._pow2(-(-n // 512))
+        out.append((f"512 x {elems} in registers only (old default)", Config(512, elems, True)))
     seen, unique = set(), []
     for label, cfg in out:
         if cfg not in seen and (not cfg.cached or cfg.threads * cfg.elems + cfg.shared >= n):
@@ -88,8 +74,8 @@ def launches(cfg, x, y):
 
 
 def describe(cfg):
-    return (f"threads={cfg.threads} elems={cfg.elems} cached={cfg.cached} rows/warp={cfg.rows_per_warp} "
-            f"warps/block={cfg.warps_per_block} shared={cfg.shared} min_blocks={cfg.min_blocks}")
+    return (f"threads={cfg.threads} elems={cfg.elems} cached={cfg.cached} warps/block={cfg.warps_per_block} "
+            f"shared={cfg.shared} min_blocks={cfg.min_blocks}")
 
 
 def gpu_resources(kernel):

@@ -12,14 +12,17 @@ What you will learn
                   warp work on 32 *different rows*, so each load touches 32 sectors N*4 bytes apart
                   (uncoalesced), and only M threads exist -- a 4096-row matrix keeps 4096 threads busy on a GPU
                   that holds 270 000.
-2. ``optimized``  a warp per row (rows up to 512 elements, 4 warps per block; rows up to 128 elements two
-                  per warp, for more loads in flight) or a block per row (longer rows). Its threads read the
-                  row together in consecutive chunks (coalesced), keep the values in registers, and reduce max
-                  and sum in parallel with warp shuffles (``shfl_xor_sync``: a butterfly, log2(32) = 5 steps
-                  per warp) and shared memory across warps. Rows up to ``MAX_CACHED`` = 32768 elements are
-                  read from global memory **once** and written once: 8 bytes per element, the minimum. Longer
-                  rows don't fit in registers; they are read twice (an "online" pass computing max and sum
-                  together, then a normalising pass): 12 bytes per element.
+2. ``optimized``  the threads that share a row read it together in consecutive chunks (coalesced), keep it on chip,
+                  and reduce max and sum with warp shuffles (``shfl_xor_sync``: a butterfly, log2(L) steps over L
+                  lanes) and, when a block owns the row, shared memory across its warps. Rows up to 512 values get
+                  L ~ n / 16 lanes of a warp (a power of two, 1 to 32): a 128-value row takes 8 lanes x 16 values, a
+                  warp holds 4 rows, a reduction is 3 shuffle steps instead of 5, and a warp's 6 shuffle instructions
+                  serve 4 rows (a full warp on 4 values per lane spends 10 on one). Rows up to 8192 get a block of 64
+                  to 512 threads, 16 values each in registers; rows up to ``MAX_CACHED`` = 32768, 512 threads with 41
+                  values each in registers and the rest of the row (up to 46 KB) in shared memory, so that two blocks
+                  fit per SM. All of these read x from global memory **once** and write y once: 8 bytes per element,
+                  the minimum. Longer rows are read twice (an "online" pass computing max and sum together, then a
+                  normalising pass): 12 bytes per element.
 
 Count the work first: ~5 FLOPs but 8 bytes per element -- softmax is bound by memory bandwidth. At 4096 x 4096
 the floor on an H200 (~4.2 TB/s measured copy) is 134 MB / 4.2 TB/s = 32 us.
@@ -117,14 +120,33 @@ def naive_kernel(x, y):
 WARP = 32
 FULL_MASK = 0xFFFFFFFF
 MAX_THREADS = 1024
-MAX_ELEMS = 64  # values per thread kept in registers (with 512 threads per block)
-MAX_CACHED = (MAX_THREADS // 2) * MAX_ELEMS  # 32768: the longest row read from global memory once
-WARP_ROW_MAX = 16 * WARP  # 512: rows up to this length get one warp each (up to 16 values per lane)
-WARP_ROWS = 4  # warps per block in that case
-# Shared memory as a second cache (Config.shared; an option that benchmarks/softmax_variants.py measures): a
-# 32768-value row is 128 KB; 512 threads x 64 registers hold only 80 KB of it if two blocks are to share an
-# SM's 65536 registers, but 46 KB more fit in a block's static shared memory (48 KB, less the scratch).
+ELEMS = 16  # values per thread the row length aims for (benchmarks/NOTES.md: enough loads in flight per thread)
+WARPS_PER_BLOCK = 4  # short rows: warps per block
+# Long rows get a block of 512 threads. Caching 32 values each in registers alone takes 95 registers per thread
+# (ptxas, sm_90): one block (16 warps) per SM. Capped at 64 registers by launch_bounds(512, 2), so that two
+# blocks share an SM's 65536, a thread keeps HYBRID_ELEMS = 41 values (63 registers, no spills); the rest of the
+# row goes to shared memory, up to a block's static 48 KB less the reduction scratch.
+LONG_THREADS = 512
+HYBRID_ELEMS = 41
 SHARED_MAX = 48 * 1024 // 4 - 2 * WARP  # 12224 floats
+SHARED_CACHE = SHARED_MAX // LONG_THREADS * LONG_THREADS  # 11776 floats (46 KB): 23 values per thread
+MAX_CACHED = LONG_THREADS * HYBRID_ELEMS + SHARED_CACHE  # 32768: the longest row read from global memory once
+
+
+@cuda.jit(device=True, inline=True)
+def warp_max(v):
+    # Butterfly: after the 5 steps (xor with 16, 8, 4, 2, 1) every lane holds the maximum of all 32 lanes.
+    # A range, not a tuple of offsets: Numba indexes a tuple through a branch tree, and that loop stays rolled.
+    for k in range(5):
+        v = max(v, cuda.shfl_xor_sync(FULL_MASK, v, 16 >> k))
+    return v
+
+
+@cuda.jit(device=True, inline=True)
+def warp_sum(v):
+    for k in range(5):
+        v += cuda.shfl_xor_sync(FULL_MASK, v, 16 >> k)
+    return v
 
 
 @dataclass(frozen=True)
@@ -132,63 +154,61 @@ class Config:
     """How ``optimized`` runs a row of n values. Every field is a compile-time constant of the kernel (see
     ``_make_kernels``), so the per-thread cache is an array of registers."""
 
-    threads: int  # threads per row, a multiple of 32
+    threads: int  # threads per row: a power of two up to 32 (a warp holds 32 // threads rows), or a multiple of 32
     elems: int  # values per thread cached in registers
     cached: bool  # False: the row is too long for the chip; two-pass online kernel
-    rows_per_warp: int = 1  # one warp per row (threads == 32): how many rows each warp owns
-    warps_per_block: int = 1  # one warp per row: how many such warps share a block
+    warps_per_block: int = 1  # rows of at most a warp: how many warps share a block
     shared: int = 0  # values of the row cached in shared memory (a multiple of threads), before the registers'
     min_blocks: int = 0  # launch_bounds(block size, min_blocks): caps registers so min_blocks blocks fit per SM
 
     @property
     def block(self) -> tuple:
-        return (WARP, self.warps_per_block) if self.threads == WARP else (self.threads,)
+        return (WARP, self.warps_per_block) if self.threads <= WARP else (self.threads,)
 
     @property
     def rows_per_block(self) -> int:
-        return self.warps_per_block * self.rows_per_warp if self.threads == WARP else 1
+        return self.warps_per_block * (WARP // self.threads) if self.threads <= WARP else 1
 
     def __iter__(self):
         # Unpacks as ``threads, elems, cached = optimized_config(n)``, the three numbers that matter most.
         return iter((self.threads, self.elems, self.cached))
 
 
-@cuda.jit(device=True, inline=True)
-def warp_max(v):
-    # Butterfly: after the 5 steps every lane holds the maximum of all 32 lanes.
-    for offset in (16, 8, 4, 2, 1):
-        v = max(v, cuda.shfl_xor_sync(FULL_MASK, v, offset))
-    return v
-
-
-@cuda.jit(device=True, inline=True)
-def warp_sum(v):
-    for offset in (16, 8, 4, 2, 1):
-        v += cuda.shfl_xor_sync(FULL_MASK, v, offset)
-    return v
-
-
 def _make_kernels(cfg: Config):
-    """The kernel that runs ``cfg``: ``warp_kernel`` (one warp per row), ``cached_kernel`` (a block per row)
-    or ``online_kernel`` (rows too long to cache).
+    """The kernel that runs ``cfg``: ``warp_kernel`` (a warp or part of one per row), ``cached_kernel`` (a
+    block per row) or ``online_kernel`` (rows too long to cache).
 
-    Cached values are indexed as ``x[i, uintp(j)]``: an unsigned index tells Numba that j is not negative, so
-    it drops Python's wraparound (``j + n if j < 0``, a select per load) and every load becomes one base
-    address plus a constant offset. Bounds are tested as ``e * threads < rest`` -- a constant against one
-    register -- instead of keeping every 64-bit j alive until the store: 512 threads x 64 values went from
-    116 to 96 registers per thread (ptxas for sm_90), a warp per 128-value row from 40 to 32.
+    Cached values are indexed as ``x[uintp(i), uintp(j)]``: an unsigned index tells Numba that it is not
+    negative, so it drops Python's wraparound (``j + n if j < 0``, a select per load) and every load becomes one
+    base address plus a constant offset. Bounds are tested as ``e * threads < rest`` -- a constant against one
+    register -- instead of keeping every 64-bit j alive until the store: 512 threads x 64 values went from 116
+    to 96 registers per thread (ptxas for sm_90).
     """
-    threads, elems, rows = cfg.threads, cfg.elems, cfg.rows_per_warp
-    warps = threads // WARP
+    threads, elems = cfg.threads, cfg.elems
+    lanes = min(threads, WARP)  # lanes that share a row within a warp
+    steps = lanes.bit_length() - 1  # log2(lanes): shuffle steps of one reduction
+    warps = -(-threads // WARP)  # warps that share a row
+    rows_per_warp = WARP // lanes
     in_shared = cfg.shared // threads  # values per thread cached in shared memory
-    assert cfg.shared % threads == 0 and cfg.shared <= SHARED_MAX and (rows == 1 or threads == WARP)
+    assert threads & (threads - 1) == 0 if threads <= WARP else threads % WARP == 0
+    assert cfg.shared % threads == 0 and cfg.shared <= SHARED_MAX
     warps_per_block, shared_size = cfg.warps_per_block, max(cfg.shared, 1)  # plain ints: Numba constants
     jit = cuda.jit(launch_bounds=(math.prod(cfg.block), cfg.min_blocks)) if cfg.min_blocks else cuda.jit
 
     @cuda.jit(device=True, inline=True)
+    def lanes_reduce(v, is_max):
+        # Butterfly over the `lanes` lanes of a row: xor with lanes/2, ..., 2, 1 never leaves the row's aligned
+        # segment of the warp, and after log2(lanes) steps every lane of it holds the result. A range (not a
+        # tuple of offsets, which Numba indexes through a branch tree) so that the loop unrolls to constants.
+        for k in range(steps):
+            other = cuda.shfl_xor_sync(FULL_MASK, v, (lanes >> 1) >> k)
+            v = max(v, other) if is_max else v + other
+        return v
+
+    @cuda.jit(device=True, inline=True)
     def block_reduce(v, scratch, is_max):
         # Reduce within each warp with shuffles, then across warps through shared memory.
-        v = warp_max(v) if is_max else warp_sum(v)
+        v = lanes_reduce(v, is_max)
         if warps > 1:
             lane = cuda.threadIdx.x % WARP
             warp = cuda.threadIdx.x // WARP
@@ -196,48 +216,38 @@ def _make_kernels(cfg: Config):
                 scratch[warp] = v
             cuda.syncthreads()
             v = scratch[lane] if lane < warps else (float32(-math.inf) if is_max else float32(0.0))
-            v = warp_max(v) if is_max else warp_sum(v)
+            v = lanes_reduce(v, is_max)
             cuda.syncthreads()  # scratch is reused by the next reduction
         return v
 
     @jit
     def warp_kernel(x, y):
-        # Warp w of the block owns `rows` consecutive rows; lane t caches their values t, t + 32, t + 64, ...
-        # All rows * elems loads are issued before the first shuffle: a 128-column row is only 4 loads per
-        # lane (512 bytes per warp), too few to keep DRAM busy while the warp reduces. No barrier anywhere.
-        vals = cuda.local.array((rows, elems), float32)
-        row_max = cuda.local.array(rows, float32)
-        row_sum = cuda.local.array(rows, float32)
-        first = (cuda.blockIdx.x * warps_per_block + cuda.threadIdx.y) * rows
+        # Lanes 0..L-1 of a warp own one row, lanes L..2L-1 the next, ... (L = lanes, 32 // L rows per warp); lane
+        # p of a row caches its values p, p + L, p + 2L, ... A load instruction of the warp reads L consecutive
+        # floats of each of its rows (whole 32-byte sectors from L = 8 on), and each reduction is log2(L)
+        # shuffles -- 3 for a 128-value row on 8 lanes instead of 5 on a full warp. No barrier anywhere.
+        vals = cuda.local.array(elems, float32)
         t = cuda.threadIdx.x
+        i = (cuda.blockIdx.x * warps_per_block + cuda.threadIdx.y) * rows_per_warp + (t >> steps)
+        p = t & (lanes - 1)
         m, n = x.shape
-        rest = n - t  # this lane's value number e is x[row, t + e * 32]; it exists if e * 32 < rest
-        for r in range(rows):
-            row_max[r] = float32(-math.inf)
-            for e in range(elems):
-                j = t + e * WARP
-                vals[r, e] = x[first + r, uintp(j)] if first + r < m and e * WARP < rest else float32(-math.inf)
-                row_max[r] = max(row_max[r], vals[r, e])
-        # The rows' butterflies interleaved: `rows` independent shuffles in flight per step.
-        for offset in (16, 8, 4, 2, 1):
-            for r in range(rows):
-                row_max[r] = max(row_max[r], cuda.shfl_xor_sync(FULL_MASK, row_max[r], offset))
-        for r in range(rows):
-            row_sum[r] = float32(0.0)
-            for e in range(elems):
-                ok = first + r < m and e * WARP < rest
-                vals[r, e] = math.exp(vals[r, e] - row_max[r]) if ok else float32(0.0)
-                row_sum[r] += vals[r, e]
-        for offset in (16, 8, 4, 2, 1):
-            for r in range(rows):
-                row_sum[r] += cuda.shfl_xor_sync(FULL_MASK, row_sum[r], offset)
-        for r in range(rows):
-            if first + r < m:  # rows past the end of x (M not a multiple of the block's rows) stay unwritten
-                inv = float32(1.0) / row_sum[r]
-                for e in range(elems):
-                    j = t + e * WARP
-                    if e * WARP < rest:
-                        y[first + r, uintp(j)] = vals[r, e] * inv
+        # Lanes of a row past the end of x (M not a multiple of the block's rows) see an empty row: they load
+        # and store nothing but still shuffle, as shfl_xor_sync(FULL_MASK) needs all 32 lanes.
+        rest = n - p if i < m else 0  # value e of this lane is x[i, p + e * L]; it exists if e * L < rest
+        row_max = float32(-math.inf)
+        for e in range(elems):  # all loads are issued before the first shuffle
+            vals[e] = x[uintp(i), uintp(p + e * lanes)] if e * lanes < rest else float32(-math.inf)
+            row_max = max(row_max, vals[e])
+        row_max = lanes_reduce(row_max, True)
+        row_sum = float32(0.0)
+        for e in range(elems):
+            vals[e] = math.exp(vals[e] - row_max) if e * lanes < rest else float32(0.0)
+            row_sum += vals[e]
+        row_sum = lanes_reduce(row_sum, False)
+        inv = float32(1.0) / row_sum if i < m else float32(0.0)  # an empty row's sum is 0
+        for e in range(elems):
+            if e * lanes < rest:
+                y[uintp(i), uintp(p + e * lanes)] = vals[e] * inv
 
     @jit
     def cached_kernel(x, y):
@@ -311,34 +321,41 @@ def _make_kernels(cfg: Config):
 
     if not cfg.cached:
         return online_kernel
-    return warp_kernel if threads == WARP else cached_kernel
+    return warp_kernel if threads <= WARP else cached_kernel
 
 
 _KERNELS: dict[Config, object] = {}
+
+
+def _pow2(v: int) -> int:
+    return 1 << (max(1, v) - 1).bit_length()  # the power of two >= v: few distinct compiled kernels
 
 
 def optimized_config(n: int) -> Config:
     """How ``optimized`` runs rows of length n: threads per row, cached values per thread, cached or not, and
     the rest of `Config`. The one place where the configuration is chosen.
 
-    Measured on the H200 (benchmarks/NOTES.md): 16 values per thread is the sweet spot -- enough independent
-    loads in flight per thread without wasting registers -- so a row gets about n / 16 threads, at least one
-    warp and at most 512: a block of 1024 threads may use only 64 registers per thread (65536 per SM), too
-    few for the cache. Long rows therefore keep up to 64 values per thread; beyond MAX_CACHED they use the
-    two-pass online kernel. Rows up to WARP_ROW_MAX get one warp each (no barrier at all), WARP_ROWS warps
-    per block; rows of up to 128 values give each warp two rows, so that a lane has 8 loads (1 KB per warp)
-    in flight instead of 4.
+    Measured on the H200 (benchmarks/NOTES.md): ELEMS = 16 values per thread is the sweet spot -- enough
+    independent loads in flight per thread without wasting registers -- so a row gets about n / 16 threads:
+
+    * n <= 512: a power of two L from 1 to 32 lanes of a warp (8 for n = 128: a warp holds 4 rows), WARPS_PER_BLOCK
+      warps per block, no barrier;
+    * n <= 8192: a block of 64 to 512 threads with 16 values each in registers;
+    * n <= MAX_CACHED = 32768: 512 threads under launch_bounds(512, 2), HYBRID_ELEMS = 41 values each in
+      registers and the rest of the row (up to 46 KB) in shared memory -- two blocks per SM instead of the one
+      that 32 or 64 values per thread in registers allow (1024x32768: 0.0793 ms instead of 0.1001);
+    * longer rows: the two-pass online kernel, 1024 threads.
     """
     if n > MAX_CACHED:
         return Config(MAX_THREADS, 1, False)
-    threads = WARP
-    while threads < MAX_THREADS // 2 and threads * 16 < n:
-        threads *= 2
-    elems = max(1, -(-n // threads))
-    elems = 1 << (elems - 1).bit_length()  # round up to a power of two: few distinct compiled kernels
-    if threads == WARP:
-        return Config(WARP, elems, True, rows_per_warp=2 if n <= 4 * WARP else 1, warps_per_block=WARP_ROWS)
-    return Config(threads, elems, True)
+    threads = _pow2(-(-n // ELEMS))
+    if threads <= WARP:
+        return Config(threads, _pow2(-(-n // threads)), True, warps_per_block=WARPS_PER_BLOCK)
+    if n <= LONG_THREADS * ELEMS:
+        threads = min(threads, LONG_THREADS)
+        return Config(threads, _pow2(-(-n // threads)), True)
+    shared = -(-max(0, n - LONG_THREADS * HYBRID_ELEMS) // LONG_THREADS) * LONG_THREADS
+    return Config(LONG_THREADS, HYBRID_ELEMS, True, shared=shared, min_blocks=2)
 
 
 def optimized_kernel(cfg: Config):
@@ -365,7 +382,7 @@ def optimized(x, y):
     """A warp or block per row: coalesced loads kept in registers, shuffle reductions; one read for rows <= 32768."""
     m, n = x.shape
     cfg = optimized_config(n)
-    grid = -(-m // cfg.rows_per_block)  # a block per row, or rows_per_warp rows for each of its warps
+    grid = -(-m // cfg.rows_per_block)  # a block per row, or 32 // threads rows for each of its warps
     return [Launch(optimized_kernel(cfg), (grid,), cfg.block, (x, y))]
 
 

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def run_with(monkeypatch, cfg, shape, seed=0):
     (x,) = softmax.make_inputs(shape, seed)
-    monkeypatch.setattr(softmax, "optimized_config", lambda n: cfg)
+    if cfg is not None:
+        monkeypatch.setattr(softmax, "optimized_config", lambda n: cfg)
     out = np.full(shape, np.nan, np.float32)  # poison: an unwritten element fails
     softmax.optimized(x, out=out)
     check = compare(out, softmax.reference(x), TOLERANCE["softmax"])
@@ -24,12 +25,19 @@ def run_with(monkeypatch, cfg, shape, seed=0):
 
 
 @pytest.mark.parametrize("cfg,shape", [
-    (Config(32, 2, True, rows_per_warp=3, warps_per_block=2), (7, 50)),  # 7 rows, 6 per block: the last block
-    (Config(32, 4, True, rows_per_warp=2, warps_per_block=4), (9, 128)),  # has rows past the end of x
-    (Config(32, 1, True, rows_per_warp=2, warps_per_block=1), (3, 1)),
+    (Config(8, 2, True, warps_per_block=2), (13, 13)),  # 4 rows per warp, 8 per block: the last warp and block
+    (Config(4, 8, True, warps_per_block=1), (9, 30)),  # have rows past the end of x; 13 and 30 are ragged in L
+    (Config(16, 1, True, warps_per_block=1, min_blocks=4), (3, 10)),  # fewer values than lanes
+    (Config(2, 4, True, warps_per_block=1), (17, 7)),
 ])
-def test_several_rows_per_warp(monkeypatch, cfg, shape):
+def test_sub_warp_rows(monkeypatch, cfg, shape):
     run_with(monkeypatch, cfg, shape)
+
+
+@pytest.mark.parametrize("shape", [(37, 1), (37, 3), (11, 17), (7, 100)])
+def test_short_rows_default(monkeypatch, shape):
+    # Defaults: 1 lane per row (32 rows per warp) for n = 1 and 3, 2 lanes for 17, 8 lanes for 100.
+    run_with(monkeypatch, None, shape)
 
 
 @pytest.mark.parametrize("cfg,shape", [
@@ -41,11 +49,24 @@ def test_row_partly_cached_in_shared_memory(monkeypatch, cfg, shape):
     run_with(monkeypatch, cfg, shape)
 
 
-def test_default_gives_short_rows_two_per_warp():
-    assert softmax.optimized_config(128).rows_per_warp == 2
-    assert softmax.optimized_config(129).rows_per_warp == 1
+@pytest.mark.parametrize("shape", [(2, 9000), (1, 21000)])
+def test_long_rows_default(monkeypatch, shape):
+    # 512 threads x 41 register values (+ 512 values in shared memory for 21000), past the ends of the row.
+    run_with(monkeypatch, None, shape)
+
+
+def test_default_configs():
+    cfg = softmax.optimized_config(128)  # 8 lanes x 16 values: 4 rows per warp, 16 per block
+    assert (cfg.threads, cfg.elems, cfg.rows_per_block, cfg.block) == (8, 16, 16, (32, 4))
+    assert tuple(softmax.optimized_config(512)) == (32, 16, True)
     threads, elems, cached = softmax.optimized_config(4096)  # unpacks as in the notebook
     assert (threads, elems, cached) == (256, 16, True)
+    assert tuple(softmax.optimized_config(1024)) == (64, 16, True)
+    assert softmax.optimized_config(8192) == Config(512, 16, True)
+    # Past 16 values per thread: registers capped for 2 blocks per SM, the overflow in shared memory.
+    assert softmax.optimized_config(8193) == Config(512, 41, True, min_blocks=2)
+    assert softmax.optimized_config(32768) == Config(512, 41, True, shared=11776, min_blocks=2)
+    assert softmax.MAX_CACHED == 32768 and not softmax.optimized_config(32769).cached
 
 
 def test_variant_sweep_builds_and_runs_its_candidates(monkeypatch):
@@ -55,9 +76,10 @@ def test_variant_sweep_builds_and_runs_its_candidates(monkeypatch):
     spec.loader.exec_module(sweep)
     for n in (128, 1024, 32768):
         cands = sweep.candidates(n)
-        assert cands[0][1] == softmax.optimized_config(n) and len(cands) >= 3
+        assert cands[0][1] == softmax.optimized_config(n) and len(cands) <= 8
         for _, cfg in cands:
             assert not cfg.cached or cfg.threads * cfg.elems + cfg.shared >= n
             softmax.optimized_kernel(cfg)  # builds (compiles on a GPU only when launched)
+    assert len(sweep.candidates(128)) >= 5 and len(sweep.candidates(32768)) == 2
     for _, cfg in sweep.candidates(128):
         run_with(monkeypatch, cfg, (5, 128))
