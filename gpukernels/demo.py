@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import gpukernels
@@ -123,8 +126,19 @@ def _bytes(n):
     return f"{n:.1f} TB"
 
 
-def save_figures(lesson: str, directory: Path, console) -> list[Path]:
-    """The lesson's key figures, from gpukernels.viz (skipped with a note where a figure can't be drawn)."""
+def save_figures(lesson: str, directory: Path, console, in_child: bool | None = None) -> list[Path]:
+    """The lesson's key figures, from gpukernels.viz (skipped with a note where a figure can't be drawn).
+
+    Most figures come from the tracer, which runs only on the simulator; on a GPU machine numba.cuda is the
+    real target in this process, so there the figures are drawn by ``gpukernels plots`` in a simulator child
+    process (as the notebooks do); its performance figures show the committed GPU results, labelled as such."""
+    if gpukernels.MODE == "gpu" if in_child is None else in_child:
+        env = dict(os.environ, GPUKERNELS_DEVICE="sim", NUMBA_ENABLE_CUDASIM="1", MPLBACKEND="Agg")
+        proc = subprocess.run([sys.executable, "-m", "gpukernels", "plots", lesson, "--out", str(directory),
+                               "--gallery", str(directory / "gallery.md")], env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            console.print(f"[yellow]figures skipped: the simulator child failed:\n{proc.stderr[-2000:]}[/]")
+        return sorted(directory.glob("*.png"))
     try:
         from gpukernels import viz
     except ImportError as err:

@@ -106,3 +106,13 @@ def test_demo_runs_in_the_simulator_or_on_the_gpu(tmp_path):
     assert "softmax" in result.stdout and "optimized" in result.stdout
     figures = sorted(p.name for p in (tmp_path / "softmax").glob("*.png"))
     assert "softmax_performance.png" in figures and "roofline.png" in figures and "softmax_reuse.png" in figures
+
+
+def test_demo_draws_its_figures_in_a_simulator_child(tmp_path):
+    """On a GPU machine the tracer can't run in the demo's process: the figures come from a simulator child."""
+    from rich.console import Console
+
+    from gpukernels.demo import save_figures
+
+    names = [p.name for p in save_figures("softmax", tmp_path / "softmax", Console(), in_child=True)]
+    assert "softmax_performance.png" in names and "roofline.png" in names and "softmax_reuse.png" in names

@@ -56,8 +56,9 @@ def test_long_rows_default(monkeypatch, shape):
 
 
 def test_default_configs():
-    cfg = softmax.optimized_config(128)  # 8 lanes x 16 values: 4 rows per warp, 16 per block
-    assert (cfg.threads, cfg.elems, cfg.rows_per_block, cfg.block) == (8, 16, 16, (32, 4))
+    cfg = softmax.optimized_config(128)  # 16 lanes x 8 values: 2 rows per warp, 8 per block
+    assert (cfg.threads, cfg.elems, cfg.rows_per_block, cfg.block) == (16, 8, 8, (32, 4))
+    assert tuple(softmax.optimized_config(256)) == (32, 8, True) and softmax.optimized_config(1).threads == 1
     assert tuple(softmax.optimized_config(512)) == (32, 16, True)
     threads, elems, cached = softmax.optimized_config(4096)  # unpacks as in the notebook
     assert (threads, elems, cached) == (256, 16, True)

@@ -9,6 +9,9 @@ import gpukernels
 from gpukernels import resources as R
 from gpukernels import viz
 
+# The tracer behind these figures records accesses on the simulator only.
+sim_only = pytest.mark.skipif(gpukernels.MODE != "sim", reason="the tracer runs on the simulator")
+
 # registers and static shared memory (as sm_80 logs report it: no reservation included) per kernel name
 FAKE = {"naive_kernel": (28, 0), "tiled_kernel": (32, 2048), "regblock_2d_kernel": (148, 8192)}
 
@@ -126,6 +129,7 @@ def test_plots_main_writes_gallery(fake_compiles, tmp_path, monkeypatch):
 import numpy as np  # noqa: E402
 
 
+@sim_only
 def test_grid_map_matches_the_launch_plan():
     fig = viz.grid_map("matmul", ["naive", "tiled"], shape=(32, 32, 4))
     d = fig.gpukernels_data["versions"]
@@ -139,6 +143,7 @@ def test_grid_map_matches_the_launch_plan():
     assert d["naive"]["warp0_span"] == (32, 1) and d["tiled"]["warp0_span"] == (2, 16)
 
 
+@sim_only
 def test_reuse_heatmap_equals_tracer_counts():
     import gpukernels
 
@@ -155,6 +160,7 @@ def test_reuse_heatmap_equals_tracer_counts():
     assert counts["tiled"]["a"].sum() == loads["a"] and counts["tiled"]["b"].sum() == loads["b"]
 
 
+@sim_only
 def test_access_map_of_a_warp():
     fig = viz.access_map("matmul", ["naive", "coalesced"], who="warp", index=0, block=0, shape=(32, 32, 8))
     c = fig.gpukernels_data["counts"]
@@ -166,6 +172,7 @@ def test_access_map_of_a_warp():
     assert (c["coalesced"]["b"] == 1).all()
 
 
+@sim_only
 def test_tile_phases_of_tiled_matmul():
     fig = viz.tile_phases("matmul", "tiled", block=3, shape=(32, 32, 32))  # block (1, 1)
     phases = fig.gpukernels_data["phases"]
@@ -180,6 +187,7 @@ def test_tile_phases_of_tiled_matmul():
     assert mask.sum() == 256 and mask[16:, 16:].all()
 
 
+@sim_only
 def test_warp_sectors_naive_vs_coalesced():
     fig = viz.warp_sectors("matmul", ["naive", "coalesced"], array="c", kind="write", shape=(32, 32, 4))
     d = fig.gpukernels_data
@@ -188,6 +196,7 @@ def test_warp_sectors_naive_vs_coalesced():
     assert sorted(d["coalesced"]["lanes"].tolist()) == list(range(32))
 
 
+@sim_only
 def test_warp_banks_and_conflict_degree():
     assert viz._conflict_degree(np.array([0, 32, 64, 1])) == 3
     assert viz._conflict_degree(np.array([5, 5, 5])) == 1  # a broadcast
@@ -196,6 +205,7 @@ def test_warp_banks_and_conflict_degree():
     assert d["degree"] == 1  # b_tile[kk, tx]: 16 consecutive words, the other half-warp reads the same ones
 
 
+@sim_only
 def test_roofline_model_from_traced_bytes(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUKERNELS_CACHE", str(tmp_path))
     model = {m["version"]: m for m in viz.roofline_model("softmax", shape=(4, 64))}
