@@ -30,10 +30,15 @@ Each version below changes exactly one thing, and its docstring says what and wh
 12. ``swizzled``   blocks are numbered down groups of 8 tile rows, so the blocks running at the same time share
                    their A and B tiles in L2.
 13. ``wave_fit``   64 x 64 tiles when 128 x 128 ones would make fewer blocks than the GPU has SMs (1024^2).
+14. ``vector_loads`` 16-byte global loads: Numba cannot prove an array row is 16-byte aligned, so it never emits
+                   them; a 20-line intrinsic (``gpukernels._intrinsics.load4``) does, when the launcher has checked
+                   the alignment. A quarter of the load instructions and of the trips through the L1 pipeline.
+15. ``thread_16x8`` 16 x 8 outputs per thread in 256 x 128 tiles (the tile cuBLAS's own FP32 kernel uses):
+                   128 FMAs per 6 shared loads instead of 64 per 4.
 
 On the H200 the ladder goes 274 ms -> 100 -> 17.5 -> 17.9 -> 19.7 -> 17.6 -> 8.4 -> 5.0 -> 4.9 -> 4.2 -> 3.66
--> 3.63 ms at 4096^3 (cuBLAS: 2.69 ms); wave_fit changes nothing there but takes 1024^3 from 0.15 to 0.088 ms.
-benchmarks/NOTES.md says why each step moved as much (or as little) as it did.
+-> 3.63 -> 3.63 -> 3.30 -> 3.21 ms at 4096^3 (cuBLAS: 2.68 ms); wave_fit changes nothing there but takes 1024^3
+from 0.15 to 0.088 ms. benchmarks/NOTES.md says why each step moved as much (or as little) as it did.
 
 ``VERSIONS`` lists them in that order (naive first, fastest last); ``optimized`` is the last one. Run
 ``gpukernels bench matmul`` on a GPU for times, ``gpukernels trace matmul --version tiled`` anywhere for the
@@ -52,6 +57,7 @@ import functools
 import numpy as np
 from numba import cuda, float32, uint64
 
+from ._intrinsics import aligned16, load4
 from ._launch import Launch, LaunchError, ceil_div, check_array, version
 
 # ----------------------------------------------------------------------------------------------------------
@@ -576,17 +582,23 @@ def unrolled_kernel(a, b, c):
 # 11. deep_k:    16-deep k tiles instead of 8: twice the work between barriers and loads issued further ahead
 # 12. swizzled:  blocks scheduled in groups of 8 tile rows, so concurrently running blocks share tiles in L2
 # 13. wave_fit:  a 64 x 64 tile when 128 x 128 tiles would leave SMs idle
-# One kernel factory builds all four (and the small tile): its parameters are the only differences.
+# 14. vector_loads: 16-byte global loads (a Numba intrinsic) when the rows are 16-byte aligned
+# 15. thread_16x8: 256 x 128 tiles, 16 x 8 outputs per thread -- the shape of cuBLAS's own FP32 kernel
+# One kernel factory builds all six (and the small tile): its parameters are the only differences.
 # ----------------------------------------------------------------------------------------------------------
-def _make_interior_kernel(bm: int, bn: int, bk: int = V_BK, group: int = 1, launch_bounds=None):
-    """The ``unrolled`` kernel, generalised: a bm x bn block tile (multiples of 64; 8 x 8 outputs per thread, as
-    two 4 x 4 sub-blocks per dimension), bk-deep k tiles (8 or 16), an unguarded path for interior tiles, and
-    an optional grouped block order (``group`` tile rows per group). All of them size shared tiles, register
-    arrays or the thread layout, so they are compile-time constants: one kernel is compiled per combination."""
-    tn, tm = bn // 8, bm // 8  # threads along the columns and along the rows of the tile
+def _make_interior_kernel(bm: int, bn: int, bk: int = V_BK, group: int = 1, launch_bounds=None, rows: int = 8,
+                          vec: bool = False):
+    """The ``unrolled`` kernel, generalised: a bm x bn block tile (multiples of 64), ``rows`` x 8 outputs per
+    thread (8 or 16 rows, as rows/4 x 2 sub-blocks of 4 x 4), bk-deep k tiles (8 or 16), an unguarded path for
+    interior tiles, an optional grouped block order (``group`` tile rows per group) and optional 16-byte global
+    loads on the interior path (``vec``; the launcher must have checked the alignment). All of them size shared
+    tiles, register arrays or the thread layout, or pick code, so they are compile-time constants: one kernel is
+    compiled per combination."""
+    tn, tm = bn // 8, bm // rows  # threads along the columns and along the rows of the tile
     threads = tm * tn
     tn_shift = tn.bit_length() - 1
-    hm, hn = bm // 2, bn // 2  # the second 4 x 4 sub-block starts half a tile further
+    subs = rows // 4  # 4 x 4 sub-blocks per thread along M, qm rows apart
+    qm, hn = bm // subs, bn // 2  # the second 4 x 4 sub-block along N starts half a tile further
     k_runs = bk // 4  # 4-float runs per row of the A tile
     k_shift = k_runs.bit_length() - 1
     a_runs = bm * bk // 4 // threads  # 4-float runs of the A tile (along k) each thread loads
@@ -595,7 +607,8 @@ def _make_interior_kernel(bm: int, bn: int, bk: int = V_BK, group: int = 1, laun
     b_row_runs = bn // 4
     b_shift = b_row_runs.bit_length() - 1
     row_len = bm + 4  # transposed A tile row: a multiple of 4 floats (16-byte aligned), spreads the stores
-    assert tm * 8 == bm and tn * 8 == bn and a_runs >= 1 and b_runs >= 1 and 1 << tn_shift == tn and bk in (8, 16)
+    assert tm * rows == bm and tn * 8 == bn and a_runs >= 1 and b_runs >= 1 and 1 << tn_shift == tn
+    assert bk in (8, 16) and rows in (8, 16)
 
     @cuda.jit(device=True, inline=True)
     def load_tile(a, b, a_next, b_next, k, row0, col0, t, inside):
@@ -609,13 +622,19 @@ def _make_interior_kernel(bm: int, bn: int, bk: int = V_BK, group: int = 1, laun
             for l in range(a_runs):
                 run = t + l * threads
                 gr, gk = uint64(row0 + (run >> k_shift)), uint64(k + (run & (k_runs - 1)) * 4)
-                for q in range(4):
-                    a_next[l * 4 + q] = a[gr, gk + uint64(q)]
+                if vec:  # one 16-byte load (the launcher checked the alignment)
+                    a_next[l * 4], a_next[l * 4 + 1], a_next[l * 4 + 2], a_next[l * 4 + 3] = load4(a, gr, gk)
+                else:
+                    for q in range(4):
+                        a_next[l * 4 + q] = a[gr, gk + uint64(q)]
             for l in range(b_runs):
                 run = t + l * threads
                 gk, gc = uint64(k + (run >> b_shift)), uint64(col0 + (run & (b_row_runs - 1)) * 4)
-                for q in range(4):
-                    b_next[l * 4 + q] = b[gk, gc + uint64(q)]
+                if vec:
+                    b_next[l * 4], b_next[l * 4 + 1], b_next[l * 4 + 2], b_next[l * 4 + 3] = load4(b, gk, gc)
+                else:
+                    for q in range(4):
+                        b_next[l * 4 + q] = b[gk, gc + uint64(q)]
         else:
             for l in range(a_runs):
                 run = t + l * threads
@@ -641,12 +660,13 @@ def _make_interior_kernel(bm: int, bn: int, bk: int = V_BK, group: int = 1, laun
 
     @cuda.jit(device=True, inline=True)
     def outer_product(a_tile, b_tile, cur, kk, ty4, tx4, acc, a_frag, b_frag):
+        for s in range(subs):
+            for i in range(4):
+                a_frag[4 * s + i] = a_tile[cur, kk, s * qm + ty4 + i]
         for i in range(4):
-            a_frag[i] = a_tile[cur, kk, ty4 + i]
-            a_frag[4 + i] = a_tile[cur, kk, hm + ty4 + i]
             b_frag[i] = b_tile[cur, kk, tx4 + i]
             b_frag[4 + i] = b_tile[cur, kk, hn + tx4 + i]
-        for i in range(8):
+        for i in range(rows):
             for j in range(8):
                 acc[i, j] += a_frag[i] * b_frag[j]
 
@@ -695,8 +715,8 @@ def _make_interior_kernel(bm: int, bn: int, bk: int = V_BK, group: int = 1, laun
         # barrier on either path.
         a_tile = cuda.shared.array((2, bk, row_len), float32, alignment=16)
         b_tile = cuda.shared.array((2, bk, bn), float32, alignment=16)
-        acc = cuda.local.array((8, 8), float32)
-        a_frag = cuda.local.array(8, float32)
+        acc = cuda.local.array((rows, 8), float32)
+        a_frag = cuda.local.array(rows, float32)
         b_frag = cuda.local.array(8, float32)
         a_next = cuda.local.array(a_regs, float32)
         b_next = cuda.local.array(b_regs, float32)
@@ -712,32 +732,34 @@ def _make_interior_kernel(bm: int, bn: int, bk: int = V_BK, group: int = 1, laun
             gx, gy = cuda.gridDim.x, cuda.gridDim.y
             bid = cuda.blockIdx.y * gx + cuda.blockIdx.x
             first = (bid // (group * gx)) * group
-            rows = min(gy - first, group)
+            group_rows = min(gy - first, group)
             within = bid % (group * gx)
-            row0 = (first + within % rows) * bm
-            col0 = (within // rows) * bn
+            row0 = (first + within % group_rows) * bm
+            col0 = (within // group_rows) * bn
         else:
             row0 = cuda.blockIdx.y * bm
             col0 = cuda.blockIdx.x * bn
-        for i in range(8):
+        for i in range(rows):
             for j in range(8):
                 acc[i, j] = 0.0
         if row0 + bm <= m and col0 + bn <= n:
             main_loop(a, b, a_tile, b_tile, acc, a_frag, b_frag, a_next, b_next, t, tx4, ty4, row0, col0, True)
-            for i in range(8):
+            for i in range(rows):
                 for j in range(8):
-                    c[row0 + (i >> 2) * hm + ty4 + (i & 3), col0 + (j >> 2) * hn + tx4 + (j & 3)] = acc[i, j]
+                    c[row0 + (i >> 2) * qm + ty4 + (i & 3), col0 + (j >> 2) * hn + tx4 + (j & 3)] = acc[i, j]
         else:
             main_loop(a, b, a_tile, b_tile, acc, a_frag, b_frag, a_next, b_next, t, tx4, ty4, row0, col0, False)
-            for i in range(8):
-                row = row0 + (i >> 2) * hm + ty4 + (i & 3)
+            for i in range(rows):
+                row = row0 + (i >> 2) * qm + ty4 + (i & 3)
                 for j in range(8):
                     col = col0 + (j >> 2) * hn + tx4 + (j & 3)
                     if row < m and col < n:
                         c[row, col] = acc[i, j]
 
     # Named after its parameters, so that profiles and `gpukernels resources` tell the variants apart.
-    interior_kernel.__name__ = f"tile{bm}x{bn}x{bk}" + (f"_group{group}" if group > 1 else "") + "_kernel"
+    name = (f"tile{bm}x{bn}x{bk}" + (f"_rows{rows}" if rows != 8 else "") + (f"_group{group}" if group > 1 else "")
+            + ("_vec" if vec else ""))
+    interior_kernel.__name__ = interior_kernel.__qualname__ = name + "_kernel"
     kernel = cuda.jit(**({"launch_bounds": launch_bounds} if launch_bounds else {}))(interior_kernel)
     kernel.tile = (bm, bn)
     kernel.threads = threads
@@ -751,16 +773,34 @@ interior_kernel = _make_interior_kernel(B2_BM, B2_BN, launch_bounds=(B2_THREADS,
 deep_k_kernel = _make_interior_kernel(B2_BM, B2_BN, bk=16)
 swizzled_kernel = _make_interior_kernel(B2_BM, B2_BN, bk=16, group=8)  # 12
 small_tile_kernel = _make_interior_kernel(64, 64)  # 13, for small products: 64 threads, 8-deep tiles
+# 14: swizzled with load4. Per 16-deep tile a thread's 16 four-byte loads become 4 sixteen-byte ones, and each
+# warp-wide load touches the same 16 sectors it did before: a quarter of the instructions and a quarter of the
+# passes through the L1 pipeline, which the shared-memory loads of the inner product share. Nsight Compute at
+# 4096^3: stalls waiting on shared-memory results ("short scoreboard") 0.65 -> 0.12 cycles per issued
+# instruction, issue slots busy 65% -> 72%, 3.68 -> 3.30 ms. Only interior tiles use it (edge tiles may start
+# a run mid-row), and only when the launcher found every row 16-byte aligned (K and N multiples of 4).
+vec_kernel = _make_interior_kernel(B2_BM, B2_BN, bk=16, group=8, vec=True)
+small_vec_kernel = _make_interior_kernel(64, 64, vec=True)
+# 15: a 16 x 8 thread tile: 128 accumulators, 16 + 8 fragment values, 12 prefetch registers -- 248 registers,
+# still one block of 8 warps per SM, no spills. Per k step a warp issues 6 shared loads for 128 FMAs (4 for 64
+# before), so the loop is ~85% FFMA. 16-deep tiles would need 50 KB of shared memory, past the 48 KB a static
+# allocation may use, so the k tiles are 8 deep. Without load4 this tile measured the same as 128 x 128
+# (3.69 ms): the L1 pipeline, not the instruction count, was the limit then.
+wide_kernel = _make_interior_kernel(256, B2_BN, bk=8, group=8, rows=16)
+wide_vec_kernel = _make_interior_kernel(256, B2_BN, bk=8, group=8, rows=16, vec=True)
 
 
-def wave_fit_kernel(m: int, n: int, sms: int | None = None):
-    """The kernel for an M x N product: ``swizzled`` (128 x 128 tiles) when that gives at least one block per SM,
-    else the 64 x 64 tile.
+def wave_fit_kernel(m: int, n: int, sms: int | None = None, kernels=(swizzled_kernel, small_tile_kernel)):
+    """The kernel for an M x N product: the first of ``kernels`` (largest tile first) whose tiles give at least
+    one block per SM, else the last: ``swizzled`` (128 x 128 tiles) or the 64 x 64 tile.
 
     At 1024 x 1024 a 128 x 128 tile makes only 64 blocks for 132 SMs -- half the GPU idles however fast each
     block runs; 64 x 64 tiles make 256 blocks (each does a quarter of the work with 64 threads)."""
     sms = sms or _sm_count()
-    return swizzled_kernel if ceil_div(m, B2_BM) * ceil_div(n, B2_BN) >= sms else small_tile_kernel
+    for kernel in kernels[:-1]:
+        if ceil_div(m, kernel.tile[0]) * ceil_div(n, kernel.tile[1]) >= sms:
+            return kernel
+    return kernels[-1]
 
 
 @functools.cache
@@ -872,7 +912,27 @@ def wave_fit(a, b, c):
     return _tiled_launch(wave_fit_kernel(*c.shape), c, (a, b, c))
 
 
+@version("matmul", _check, kernels=[vec_kernel, small_vec_kernel, swizzled_kernel, small_tile_kernel])
+def vector_loads(a, b, c):
+    """16-byte global loads (a Numba intrinsic) where rows are 16-byte aligned: a quarter of the load
+    instructions."""
+    kernels = (vec_kernel, small_vec_kernel) if aligned16(a, b) else (swizzled_kernel, small_tile_kernel)
+    return _tiled_launch(wave_fit_kernel(*c.shape, kernels=kernels), c, (a, b, c))
+
+
+@version("matmul", _check, kernels=[wide_vec_kernel, vec_kernel, small_vec_kernel, wide_kernel, swizzled_kernel,
+                                    small_tile_kernel])
+def thread_16x8(a, b, c):
+    """16 x 8 outputs per thread in 256 x 128 tiles: 128 FMAs per 6 shared loads (the tile cuBLAS uses)."""
+    if aligned16(a, b):
+        kernels = (wide_vec_kernel, vec_kernel, small_vec_kernel)
+    else:
+        kernels = (wide_kernel, swizzled_kernel, small_tile_kernel)
+    return _tiled_launch(wave_fit_kernel(*c.shape, kernels=kernels), c, (a, b, c))
+
+
 #: Every version, naive first and fastest last. Tests, benchmarks, plots and docs iterate over this.
 VERSIONS = {v.name: v for v in (naive, coalesced, tiled, regblock_1d, regblock_2d, conflict_free, double_buffered,
-                                vectorized, unrolled, interior, deep_k, swizzled, wave_fit)}
+                                vectorized, unrolled, interior, deep_k, swizzled, wave_fit, vector_loads,
+                                thread_16x8)}
 optimized = list(VERSIONS.values())[-1]

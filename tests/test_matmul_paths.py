@@ -1,10 +1,18 @@
 """The fast paths of the later matmul versions: shapes large enough that whole tiles lie inside the matrices
-(so `interior` takes its unguarded path) and the tile choice of `wave_fit`. The generic shape tests in
-test_lessons.py are all smaller than one 128 x 128 tile, so without these only the edge paths would run."""
+(so `interior` takes its unguarded path), the tile choice of `wave_fit`, and the 16-byte loads of
+`vector_loads` and `thread_16x8` with their fallback for rows that are not 16-byte aligned. The generic shape
+tests in test_lessons.py are all smaller than one 128 x 128 tile, so without these only the edge paths would
+run."""
 
+import numpy as np
 import pytest
+from numba import cuda
 
 from gpukernels import matmul
+from gpukernels._intrinsics import aligned16
+from gpukernels.check import TOLERANCE, compare
+
+from .conftest import GPU
 
 from .test_lessons import run_checked
 
@@ -28,3 +36,63 @@ def test_wave_fit_picks_the_tile_that_fills_the_gpu():
     assert matmul.wave_fit_kernel(1024, 1024, sms=48) is matmul.swizzled_kernel  # a smaller GPU is filled
     assert matmul.small_tile_kernel.tile == (64, 64) and matmul.small_tile_kernel.threads == 64
     assert matmul.interior_kernel.tile == (128, 128) and matmul.interior_kernel.threads == 256
+    big = (matmul.wide_vec_kernel, matmul.vec_kernel, matmul.small_vec_kernel)
+    assert matmul.wave_fit_kernel(4096, 4096, sms=132, kernels=big) is matmul.wide_vec_kernel  # 512 blocks
+    assert matmul.wave_fit_kernel(2048, 2048, sms=132, kernels=big) is matmul.vec_kernel  # 128 < 132 blocks
+    assert matmul.wave_fit_kernel(1024, 1024, sms=132, kernels=big) is matmul.small_vec_kernel
+    assert matmul.wide_vec_kernel.tile == (256, 128) and matmul.wide_vec_kernel.threads == 256
+
+
+@pytest.fixture
+def one_sm(monkeypatch):
+    """Plan as for a GPU with one SM, so that shapes small enough for the simulator get the big tiles."""
+    monkeypatch.setattr(matmul, "_sm_count", lambda: 1)
+
+
+@pytest.mark.parametrize("name,shape,kernel", [
+    ("vector_loads", (130, 132, 36), "vec_kernel"),  # K, N multiples of 4: 16-byte loads inside, edges scalar
+    ("vector_loads", (130, 130, 36), "swizzled_kernel"),  # N = 130: B's rows are not 16-byte aligned
+    ("thread_16x8", (260, 132, 20), "wide_vec_kernel"),  # 256 x 128 tiles: (0, 0) inside, 8 + 8 + 4 deep
+    ("thread_16x8", (256, 128, 16), "wide_vec_kernel"),  # exactly one tile, all of it on the fast path
+    ("thread_16x8", (257, 129, 19), "wide_kernel"),  # K = 19: scalar loads everywhere
+])
+def test_vector_load_paths(name, shape, kernel, seed, one_sm):
+    a, b = matmul.make_inputs(shape, seed)
+    [launch] = matmul.VERSIONS[name].launches(a, b)
+    assert launch.kernel is getattr(matmul, kernel)
+    run_checked("matmul", name, shape, seed)
+
+
+def test_vector_loads_need_aligned_rows():
+    base = np.ones(4 * 8 + 1, dtype=np.float32)
+    assert aligned16(np.ones((4, 8), np.float32), np.ones((8, 12), np.float32))
+    assert not aligned16(np.ones((4, 6), np.float32))  # 24-byte rows: every other row starts mid-vector
+    shifted = base[1:].reshape(4, 8)  # C-contiguous, but 4 bytes past an aligned start
+    assert shifted.flags.c_contiguous and not aligned16(shifted)
+
+
+def test_misaligned_inputs_take_the_scalar_kernel(seed, one_sm):
+    a, b = matmul.make_inputs((130, 132, 36), seed)
+    store = np.empty(a.size + 1, np.float32)
+    shifted = store[1:].reshape(a.shape)  # the same values, 4 bytes off a 16-byte boundary
+    shifted[...] = a
+    if not aligned16(store[:4].reshape(1, 4)):  # numpy gave a buffer that is itself misaligned
+        pytest.skip("numpy's buffer is not 16-byte aligned")
+    assert matmul.VERSIONS["thread_16x8"].launches(shifted, b)[0].kernel is matmul.wide_kernel
+    assert matmul.VERSIONS["thread_16x8"].launches(a, b)[0].kernel is matmul.wide_vec_kernel
+
+
+@pytest.mark.gpu
+def test_misaligned_device_view_is_correct(seed):
+    # On the GPU the launcher sees where device memory starts: a view 4 bytes into an allocation must not take
+    # the 16-byte loads (a misaligned vector load would be a fatal CUDA error, not a slow path).
+    m, n, k = 1030, 1028, 516
+    a, b = matmul.make_inputs((m, n, k), seed)
+    store = cuda.to_device(np.concatenate([[np.float32(1.0)], a.ravel()]))
+    d_a = store[1:].reshape(m, k)
+    d_b = cuda.to_device(b)
+    assert not aligned16(d_a) and aligned16(d_b)
+    out = cuda.to_device(np.full((m, n), np.nan, np.float32))
+    matmul.optimized(d_a, d_b, out=out)
+    check = compare(out.copy_to_host(), matmul.reference(a, b), TOLERANCE["matmul"])
+    assert check.ok, f"seed={seed}: {check}"
