@@ -425,8 +425,8 @@ def markdown_table(report: dict) -> str:
                      f"{_fmt(r['tflops'], '.2f')} | {_fmt(r['gbps'], '.0f')} | {_fmt(r['speedup'], '.1f')} | "
                      f"{_fmt(r['of_peer'], '.2f')} |")
     if noted:
-        lines += ["", "† measured in a follow-up run with the same harness, the peer re-measured in that run "
-                      "(see the row's `note` in the JSON and benchmarks/NOTES.md)."]
+        lines += ["", "† measured in a follow-up run with the same harness; the row's `note` in the JSON says which "
+                      "run, and the peer's time in that run where it differs from this table's (benchmarks/NOTES.md)."]
     return "\n".join(lines)
 
 
