@@ -36,9 +36,10 @@ Each version below changes exactly one thing, and its docstring says what and wh
 15. ``thread_16x8`` 16 x 8 outputs per thread in 256 x 128 tiles (the tile cuBLAS's own FP32 kernel uses):
                    128 FMAs per 6 shared loads instead of 64 per 4.
 
-On the H200 the ladder goes 274 ms -> 100 -> 17.5 -> 17.9 -> 19.7 -> 17.6 -> 8.4 -> 5.0 -> 4.9 -> 4.2 -> 3.66
--> 3.63 -> 3.63 -> 3.30 -> 3.21 ms at 4096^3 (cuBLAS: 2.68 ms); wave_fit changes nothing there but takes 1024^3
-from 0.15 to 0.088 ms. benchmarks/NOTES.md says why each step moved as much (or as little) as it did.
+On the H200 the ladder goes 274 ms -> 100 -> 17.5 -> 17.9 -> 19.7 -> 17.6 -> 8.4 -> 5.0 -> 4.9 -> 4.1 -> 3.65
+-> 3.69 -> 3.69 -> 3.30 -> 3.22 ms at 4096^3 (cuBLAS: 2.69 ms, so the last step is at 84%); wave_fit changes
+nothing there but takes 1024^3 from 0.12 to 0.095 ms. benchmarks/NOTES.md says why each step moved as much (or
+as little) as it did, and what the profiler showed.
 
 ``VERSIONS`` lists them in that order (naive first, fastest last); ``optimized`` is the last one. Run
 ``gpukernels bench matmul`` on a GPU for times, ``gpukernels trace matmul --version tiled`` anywhere for the
