@@ -783,11 +783,11 @@ small_tile_kernel = _make_interior_kernel(64, 64)  # 13, for small products: 64 
 # a run mid-row), and only when the launcher found every row 16-byte aligned (K and N multiples of 4).
 vec_kernel = _make_interior_kernel(B2_BM, B2_BN, bk=16, group=8, vec=True)
 small_vec_kernel = _make_interior_kernel(64, 64, vec=True)
-# 15: a 16 x 8 thread tile: 128 accumulators, 16 + 8 fragment values, 12 prefetch registers -- 248 registers,
-# still one block of 8 warps per SM, no spills. Per k step a warp issues 6 shared loads for 128 FMAs (4 for 64
-# before), so the loop is ~85% FFMA. 16-deep tiles would need 50 KB of shared memory, past the 48 KB a static
-# allocation may use, so the k tiles are 8 deep. Without load4 this tile measured the same as 128 x 128
-# (3.69 ms): the L1 pipeline, not the instruction count, was the limit then.
+# 15: a 16 x 8 thread tile: 128 accumulators, 16 + 8 fragment values, 12 prefetch registers -- 248 registers on
+# the H200 (254 from the pip nvJitLink), still one block of 8 warps per SM, no spills. Per k step a warp issues
+# 6 shared loads for 128 FMAs (4 for 64 before), so the loop is ~85% FFMA. 16-deep tiles would need 50 KB of
+# shared memory, past the 48 KB a static allocation may use, so the k tiles are 8 deep. Without load4 this tile
+# measured the same as 128 x 128 (3.69 ms): the L1 pipeline, not the instruction count, was the limit then.
 wide_kernel = _make_interior_kernel(256, B2_BN, bk=8, group=8, rows=16)
 wide_vec_kernel = _make_interior_kernel(256, B2_BN, bk=8, group=8, rows=16, vec=True)
 
