@@ -12,10 +12,13 @@ from .conftest import GPU
 
 
 def cases(kind):
+    # xdist_group: with `pytest -n N --dist loadgroup` every shape of one version runs in the same worker, so on a
+    # GPU each worker compiles only its versions' kernels (the largest take ~20 s each) instead of all of them.
     for lesson, mod in LESSONS.items():
         for name in mod.VERSIONS:
             for shape in mod.SHAPES[kind]:
-                yield pytest.param(lesson, name, shape, id=f"{lesson}-{name}-{'x'.join(map(str, shape))}")
+                yield pytest.param(lesson, name, shape, id=f"{lesson}-{name}-{'x'.join(map(str, shape))}",
+                                   marks=pytest.mark.xdist_group(f"{lesson}.{name}"))
 
 
 def run_checked(lesson, name, shape, seed, **params):
