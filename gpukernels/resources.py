@@ -494,8 +494,8 @@ def _compile_requests(requests: list[dict]) -> list[dict]:
     return out
 
 
-# The child process: the real numba.cuda must be imported before gpukernels selects the simulator.
-_WORKER = r"""
+# A child process with the real compiler: numba.cuda must be imported before gpukernels selects the simulator.
+REAL_CUDA_PREAMBLE = r"""
 import json, os, sys, warnings
 os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
 os.environ.pop("GPUKERNELS_DEVICE", None)
@@ -506,22 +506,31 @@ with warnings.catch_warnings():
 os.environ["NUMBA_ENABLE_CUDASIM"] = "0"  # gpukernels set it to 1; numba re-reads its config when compiling
 from numba.cuda.core import config
 config.reload_config()
+"""
+
+_WORKER = r"""
 from gpukernels.resources import _compile_requests
 json.dump(_compile_requests(json.load(sys.stdin)), sys.stdout)
 """
 
 
-def _compile_in_child(requests: list[dict]) -> list[dict]:
+def run_with_real_cuda(code: str, *args: str, stdin: str = "") -> str:
+    """Run ``code`` (after REAL_CUDA_PREAMBLE) in a child Python whose numba.cuda is the real compiler, with
+    this checkout's gpukernels importable; return its stdout. No GPU is needed to compile."""
     env = dict(os.environ)
     env.pop("GPUKERNELS_DEVICE", None)
     env["NUMBA_ENABLE_CUDASIM"] = "0"
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    proc = subprocess.run([sys.executable, "-c", _WORKER], input=json.dumps(requests), capture_output=True,
-                          text=True, env=env, cwd=root)
+    proc = subprocess.run([sys.executable, "-c", REAL_CUDA_PREAMBLE + code, *args], input=stdin,
+                          capture_output=True, text=True, env=env, cwd=root)
     if proc.returncode != 0:
         raise RuntimeError(f"the compile process failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout)
+    return proc.stdout
+
+
+def _compile_in_child(requests: list[dict]) -> list[dict]:
+    return json.loads(run_with_real_cuda(_WORKER, stdin=json.dumps(requests)))
 
 
 def compile_requests(requests: list[dict]) -> list[dict]:

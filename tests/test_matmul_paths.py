@@ -4,17 +4,13 @@
 tests in test_lessons.py are all smaller than one 128 x 128 tile, so without these only the edge paths would
 run."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from numba import cuda
 
 from gpukernels import matmul
 from gpukernels._intrinsics import aligned16
+from gpukernels.resources import run_with_real_cuda
 from gpukernels.check import TOLERANCE, compare
 
 from .conftest import GPU
@@ -104,16 +100,6 @@ def test_misaligned_device_view_is_correct(seed):
 
 
 _PTX_CHILD = r"""
-import os, sys, warnings
-os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
-os.environ.pop("GPUKERNELS_DEVICE", None)
-import numba.cuda                       # the compiler, not the simulator
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    import gpukernels
-os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
-from numba.cuda.core import config
-config.reload_config()
 from numba import cuda, types
 from gpukernels import matmul
 arr = types.Array(types.float32, 2, "C")
@@ -127,12 +113,7 @@ def test_load4_compiles_to_16_byte_loads():
     # The whole point of load4, checked on the real compiler (no GPU needed): the 64 x 64 kernel with it has
     # 16-byte global loads on its interior path (2 runs of A and 2 of B per tile, before and inside the loop);
     # the same kernel without it has none -- Numba alone never proves the alignment.
-    env = {k: v for k, v in os.environ.items() if k != "GPUKERNELS_DEVICE"}
-    root = Path(__file__).resolve().parent.parent
-    env["PYTHONPATH"] = str(root) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    proc = subprocess.run([sys.executable, "-c", _PTX_CHILD, "small_vec_kernel", "small_tile_kernel"], env=env,
-                          cwd=root, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    counts = {name: (int(v4), int(f32)) for name, v4, f32 in (line.split() for line in proc.stdout.splitlines())}
+    out = run_with_real_cuda(_PTX_CHILD, "small_vec_kernel", "small_tile_kernel")
+    counts = {name: (int(v4), int(f32)) for name, v4, f32 in (line.split() for line in out.splitlines())}
     assert counts["small_vec_kernel"][0] == 8
     assert counts["small_tile_kernel"][0] == 0 and counts["small_tile_kernel"][1] > 0
