@@ -332,7 +332,9 @@ def environment() -> dict:
     return env
 
 
-def run(lessons, sizes=None, versions=None, log=print) -> dict:
+def run(lessons, sizes=None, versions=None, log=print, save=None) -> dict:
+    """Measure every shape of every lesson. ``save(report)``, when given, is called after each shape with the
+    report so far (``complete`` False until the end): a run cut off by a time limit keeps what it measured."""
     try:
         import torch
 
@@ -342,13 +344,36 @@ def run(lessons, sizes=None, versions=None, log=print) -> dict:
     timer = Timer(torch)
     log("measuring ceilings (copy bandwidth, peer SGEMM)...")
     ceilings = measure_ceilings(timer, torch)
+    env = environment()
     results = []
+
+    def report(complete: bool) -> dict:
+        return {"environment": env, "method": timer.method, "ceilings": ceilings, "complete": complete,
+                "results": [dict(asdict(r), tflops=r.tflops, gbps=r.gbps) for r in results]}
+
     for lesson in lessons:
         shapes = sizes or LESSONS[lesson].SHAPES["bench"]
         for shape in shapes:
             results += bench_shape(lesson, tuple(shape), timer, torch, versions, log)
-    return {"environment": environment(), "method": timer.method, "ceilings": ceilings,
-            "results": [dict(asdict(r), tflops=r.tflops, gbps=r.gbps) for r in results]}
+            if save:
+                save(report(False))
+    return report(True)
+
+
+def merge(reports: list[dict]) -> dict:
+    """Several runs' reports as one: each (lesson, shape) group is taken whole from the last report that has it,
+    so every ratio still compares a kernel with the peer measured in the same run. Environment, method and
+    ceilings come from the last report; a row taken from an earlier one gets a ``note`` naming that run's date."""
+    groups: dict = {}
+    for i, rep in enumerate(reports):
+        earlier = f"run of {rep['environment'].get('date', '?')}" if i < len(reports) - 1 else ""
+        taken: dict = {}
+        for r in rep["results"]:
+            taken.setdefault((r["lesson"], tuple(r["shape"])), []).append(dict(r, note=r.get("note") or earlier))
+        groups.update(taken)
+    last = reports[-1]
+    return {**last, "complete": all(rep.get("complete", True) for rep in reports),
+            "results": [r for rs in groups.values() for r in rs]}
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -445,7 +470,9 @@ def bench_main(argv: list[str]) -> int:
     parser.add_argument("--sizes", nargs="+", help="shapes like 4096,4096,4096 (replaces the lesson's list)")
     parser.add_argument("--versions", nargs="+", help="only these versions (the peer always runs)")
     parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
-    parser.add_argument("--from-json", type=Path, help="don't measure: print (and --update-readme from) this file")
+    parser.add_argument("--from-json", type=Path, nargs="+",
+                        help="don't measure: print (and --update-readme from) these files, merged shape by shape "
+                             "(a later file's shape replaces an earlier one's, peer included)")
     parser.add_argument("--update-readme", type=Path, help="regenerate the table between the markers in this file")
     args = parser.parse_args(argv)
     lessons = args.lessons or list(LESSONS)
@@ -454,7 +481,9 @@ def bench_main(argv: list[str]) -> int:
         parser.error(f"unknown lesson {unknown[0]!r}; choose from {', '.join(LESSONS)}")
 
     if args.from_json:
-        report = json.loads(args.from_json.read_text())
+        report = merge([json.loads(f.read_text()) for f in args.from_json])
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=1))
     else:
         if gpukernels.MODE != "gpu":
             print("gpukernels bench measures GPU time, and this is the CUDA simulator: it would measure nothing.\n"
@@ -463,10 +492,16 @@ def bench_main(argv: list[str]) -> int:
                   "benchmarks/results/.")
             return 0
         sizes = [tuple(int(v) for v in s.split(",")) for s in args.sizes] if args.sizes else None
-        report = run(lessons, sizes, args.versions, log=lambda m: print(m, file=sys.stderr, flush=True))
+        save = None
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps(report, indent=1))
+
+            def save(rep, path=args.json):
+                path.write_text(json.dumps(rep, indent=1))
+
+        report = run(lessons, sizes, args.versions, log=lambda m: print(m, file=sys.stderr, flush=True), save=save)
+        if save:
+            save(report)
     print_table(report)
     if args.update_readme:
         update_readme(report, args.update_readme)
