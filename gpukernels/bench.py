@@ -480,10 +480,15 @@ def bench_main(argv: list[str]) -> int:
     if unknown:
         parser.error(f"unknown lesson {unknown[0]!r}; choose from {', '.join(LESSONS)}")
 
+    save = None
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+
+        def save(rep, path=args.json):
+            path.write_text(json.dumps(rep, indent=1))
+
     if args.from_json:
         report = merge([json.loads(f.read_text()) for f in args.from_json])
-        if args.json:
-            args.json.write_text(json.dumps(report, indent=1))
     else:
         if gpukernels.MODE != "gpu":
             print("gpukernels bench measures GPU time, and this is the CUDA simulator: it would measure nothing.\n"
@@ -492,16 +497,9 @@ def bench_main(argv: list[str]) -> int:
                   "benchmarks/results/.")
             return 0
         sizes = [tuple(int(v) for v in s.split(",")) for s in args.sizes] if args.sizes else None
-        save = None
-        if args.json:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-
-            def save(rep, path=args.json):
-                path.write_text(json.dumps(rep, indent=1))
-
         report = run(lessons, sizes, args.versions, log=lambda m: print(m, file=sys.stderr, flush=True), save=save)
-        if save:
-            save(report)
+    if save:
+        save(report)
     print_table(report)
     if args.update_readme:
         update_readme(report, args.update_readme)
