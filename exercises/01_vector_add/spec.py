@@ -27,6 +27,8 @@ EXERCISE = Exercise(
     reference=reference,
     launch=lambda shape: (ceil_div(shape[0], THREADS), THREADS),
     shapes=[(1,), (63,), (65,), (1000,)],
+    ranges=[(1, 2000)],  # fresh shapes each run, besides the listed ones
+    trace_ranges=[(200, 2000)],  # the technique's shape: drawn fresh each run
     tolerance=1e-6,
     technique=[
         MaxLoadsPerElement("a", lambda shape: 1),

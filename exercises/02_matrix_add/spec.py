@@ -26,7 +26,9 @@ EXERCISE = Exercise(
     reference=reference,
     launch=lambda shape: ((ceil_div(shape[1], BLOCK[0]), ceil_div(shape[0], BLOCK[1])), BLOCK),
     shapes=[(1, 1), (17, 33), (40, 19), (5, 100)],
-    trace_shape=(32, 64),
+    ranges=[(1, 80), (1, 200)],  # fresh shapes each run, besides the listed ones
+    trace_ranges=[(16, 64), (32, 128)],  # the technique's shape: drawn fresh each run
+    trace_multiples=(1, 8),  # rows start on 32-byte sectors: coalescing without a ragged edge
     tolerance=1e-6,
     technique=[
         MaxLoadsPerElement("a", lambda shape: 1),

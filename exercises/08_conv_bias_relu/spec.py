@@ -20,6 +20,12 @@ def out_shape(shape):
     return cbr.out_shape((n, c, h, wd), (k, c, r, s), p)
 
 
+def constrain(shape):
+    """A drawn shape made valid: the filter fits the padded image."""
+    n, c, h, wd, k, r, s, p = shape
+    return (n, c, h, wd, k, min(r, h + 2 * p), min(s, wd + 2 * p), p)
+
+
 def launch(shape):
     size = 1
     for d in out_shape(shape):
@@ -38,7 +44,9 @@ EXERCISE = Exercise(
     launch=launch,
     params=lambda shape: {"padding": shape[7]},
     shapes=[(1, 1, 1, 1, 1, 1, 1, 0), (1, 3, 5, 7, 2, 3, 3, 1), (2, 2, 6, 9, 3, 3, 3, 1), (1, 2, 7, 5, 3, 5, 5, 2)],
-    trace_shape=(1, 2, 8, 8, 4, 3, 3, 1),
+    ranges=[(1, 2), (1, 4), (1, 14), (1, 18), (1, 6), (1, 5), (1, 5), (0, 2)],  # fresh shapes each run, besides the listed ones
+    constrain=constrain,
+    trace_ranges=[(1, 2), (1, 3), (6, 12), (6, 12), (2, 5), (3, 3), (3, 3), (1, 1)],  # the technique's shape: drawn fresh each run
     tolerance=TOLERANCE["cbr"],
     technique=[
         MaxStoresPerElement("y", 1, max_loads=0, why="fuse: keep the sum in a register, store y once"),

@@ -1,6 +1,6 @@
 """Grading spec of exercise 09 (the fields are described in gpukernels/grade/spec.py)."""
 
-from gpukernels.grade.spec import (Exercise, MaxLoadsPerElement, NoRaces, ceil_div, grouped_sum,
+from gpukernels.grade.spec import (Exercise, MaxLoadsPerElement, NoRaces, NoSharedMemory, ceil_div, grouped_sum,
                                    readme_hints, vector_with_outliers)
 
 THREADS = 128
@@ -17,8 +17,10 @@ EXERCISE = Exercise(
     reference=lambda x: grouped_sum(x, WARP),
     launch=lambda shape: (ceil_div(shape[0], THREADS), THREADS),
     shapes=[(1,), (33,), (100,), (1000,)],
+    ranges=[(1, 2000)],  # fresh shapes each run, besides the listed ones
+    trace_ranges=[(200, 2000)],  # the technique's shape: drawn fresh each run
     tolerance=1e-5,
-    technique=[MaxLoadsPerElement("x", lambda shape: 1), NoRaces()],
+    technique=[MaxLoadsPerElement("x", lambda shape: 1), NoSharedMemory(), NoRaces()],
     points={"correctness": 5, "compiles": 2, "technique": 3},
     hints=readme_hints(__file__),
 )

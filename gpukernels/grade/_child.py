@@ -1,20 +1,21 @@
-"""The grader's child process: import one submission, launch its kernel on the inputs the grader wrote, and
-write back what happened -- raw outputs and raw observations, never a score.
+"""The grader's child process: run one admitted submission's kernel on the grader's inputs and report raw
+outputs and raw observations -- never a score.
 
-Run as a *script* (``python .../_child.py JOB.json``), not as ``-m gpukernels.grade._child``: importing the
-``gpukernels`` package picks the simulator, and the compile/speed child must run with the real CUDA target.
+Run as a *script* (``python .../_child.py``), not as ``-m gpukernels.grade._child``: importing the
+``gpukernels`` package picks the simulator, and the compile and speed children need the real CUDA target.
 
-Two kinds of child, chosen by ``job["mode"]``:
+Three kinds of child, by ``Job.mode``:
 
-* ``sim``:  runs every correctness case on the simulator (in thread order, then again in a shuffled order to
-  flush out races), then traces one case when ``gpukernels.trace`` exists;
-* ``real``: compiles the kernel for sm_90 with ``cuda.compile_ptx`` (no GPU needed) and, when the grader runs
-  on a GPU, times it and the lesson's naive kernel with CUDA events.
+* ``compile``: compiles the kernel for sm_90 with ``cuda.compile_ptx`` (no GPU needed) -- before anything of
+  the submission runs anywhere else;
+* ``sim``: runs every correctness case on the simulator, in thread order and then in a shuffled order (races),
+  then traces one case with ``gpukernels.trace`` (technique, and the hazards that explain a wrong result);
+* ``speed``: on a GPU, times the kernel and the lesson's baseline with CUDA events.
 
-The protocol is files only: arrays come in as ``.npz`` files written by the grader, outputs go back as ``.npy``
-files and everything else as one JSON file (``job["result"]``), rewritten after every step so that a crash
-half-way leaves a record of how far it got. Nothing goes over stdout, so a submission that prints cannot
-corrupt it; nothing is pickled, so a submission cannot hand the grader code to run.
+The protocol (``protocol.py``): line 1 of stdin names the submission (its admitted source travels with it);
+the child admits it again with the grader's own ``admission`` module and runs the admitted tree, then reads
+line 2, the job. Reports go to a file the harness alone writes; stdout is the submission's (``print`` in a
+kernel), never the protocol's.
 """
 
 from __future__ import annotations
@@ -24,15 +25,22 @@ import os
 import sys
 import time
 import traceback
+import types
 
 STUDENT_MODULE = "submission_kernel"
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _save(path: str, result: dict) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(result, f)
-    os.replace(tmp, path)
+def _sibling(name: str):
+    """``protocol`` / ``admission`` from this folder, loaded without importing the ``gpukernels`` package (whose
+    import picks the simulator or the GPU: the compile child must stay on the real CUDA target)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"_gpukernels_grade_{name}", os.path.join(HERE, f"{name}.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up while they are built
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def _describe_exception(exc: BaseException, student_file: str) -> str:
@@ -48,38 +56,33 @@ def _describe_exception(exc: BaseException, student_file: str) -> str:
     return (text[:limit] + (" ..." if len(text) > limit else "")) + where
 
 
-def _import_submission(path: str):
-    import importlib.util
+def _import_admitted(admission, filename: str, source: str):
+    """Run the admitted tree of ``source`` as module ``submission_kernel`` (its lines keep their numbers)."""
+    import linecache
 
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    spec = importlib.util.spec_from_file_location(STUDENT_MODULE, path)
-    mod = importlib.util.module_from_spec(spec)
+    admitted = admission.admit(source, filename)
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # tracebacks, tracer
+    mod = types.ModuleType(STUDENT_MODULE)
+    mod.__file__ = filename
     sys.modules[STUDENT_MODULE] = mod
-    spec.loader.exec_module(mod)
+    exec(admitted.code(), mod.__dict__)  # noqa: S102 - admitted: imports, constants and @cuda.jit defs only
     return mod
 
 
-def _load_case(case: dict):
+def _load_case(case):
     """The kernel's arguments, in order: arrays from the grader's .npz, scalars from the job."""
     import numpy as np
 
-    with np.load(case["npz"], allow_pickle=False) as data:
+    with np.load(case.npz, allow_pickle=False) as data:
         arrays = {k: data[k].copy() for k in data.files}
-    args = []
-    for name, kind, value in case["args"]:
-        args.append(arrays[name] if kind == "array" else value)
-    return arrays, args
+    return arrays, [arrays[name] if kind == "array" else value for name, kind, value in case.args]
 
 
-def _save_arrays(prefix: str, arrays: dict) -> dict:
+def _save_arrays(out_dir: str, case, run: str, arrays: dict) -> None:
     import numpy as np
 
-    paths = {}
     for name, arr in arrays.items():
-        path = f"{prefix}_{name}.npy"
-        np.save(path, np.asarray(arr), allow_pickle=False)
-        paths[name] = path
-    return paths
+        np.save(PROTOCOL.output_path(out_dir, case, run, name), np.asarray(arr), allow_pickle=False)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -97,51 +100,53 @@ def _sim_kernel_check(kernel) -> str | None:
     return None
 
 
-def _run_sim(job: dict, result: dict, kernel, student_file: str) -> None:
+def _run_sim(job, report, kernel) -> None:
+    CaseReport = PROTOCOL.CaseReport
+
     import gpukernels  # noqa: F401  (GPUKERNELS_DEVICE=sim: installs the simulator)
 
     sim = getattr(gpukernels, "_sim", None)
     configure = getattr(sim, "configure", None)
     if configure is not None:
-        configure(timeout_s=job["launch_timeout"], shuffle=False, seed=0)
-    result["simulator"] = "gpukernels.sim" if configure is not None else "numba (stock)"
-    result["cases"] = []
-    grid_of = lambda c: tuple(c["grid"])  # noqa: E731
-    for i, case in enumerate(job["cases"]):
-        entry = {"status": "running"}
-        result["cases"].append(entry)
-        _save(job["result"], result)
+        configure(timeout_s=job.launch_timeout, shuffle=False, seed=0)
+    report.simulator = "gpukernels.sim" if configure is not None else "numba (stock)"
+    for i, case in enumerate(job.cases):
+        entry = CaseReport()
+        report.cases.append(entry)
+        report.save(job.report)
         runs = [("out", None)]
-        if configure is not None and job.get("shuffle_seed") is not None:
-            runs.append(("shuffled", int(job["shuffle_seed"]) + i))
-        for label, seed in runs:
+        if configure is not None and job.shuffle_seed is not None:
+            runs.append(("shuffled", int(job.shuffle_seed) + i))
+        for run, seed in runs:
             arrays, args = _load_case(case)
             t0 = time.perf_counter()
             try:
                 if seed is None:
-                    kernel[grid_of(case), tuple(case["block"])](*args)
+                    kernel[tuple(case.grid), tuple(case.block)](*args)
                 else:
                     with configure(shuffle=True, seed=seed):
-                        kernel[grid_of(case), tuple(case["block"])](*args)
+                        kernel[tuple(case.grid), tuple(case.block)](*args)
             except BaseException as exc:  # noqa: BLE001 - everything the student's code raises is reported
-                entry.update(status="error", run=label, error=_describe_exception(exc, student_file),
-                             error_type=type(exc).__name__, seed=seed)
-                _save(job["result"], result)
+                entry.status, entry.run = "error", run
+                entry.error, entry.error_type = _describe_exception(exc, job.filename), type(exc).__name__
+                entry.seeds[run] = seed
+                report.save(job.report)
                 return
-            entry[f"{label}_seconds"] = time.perf_counter() - t0
-            entry[label] = _save_arrays(f"{job['prefix']}_case{i}_{label}", arrays)
-            entry.setdefault("seeds", {})[label] = seed
-        entry["status"] = "ok"
-        _save(job["result"], result)
+            entry.seconds[run] = time.perf_counter() - t0
+            _save_arrays(job.out_dir, i, run, arrays)
+            entry.outputs.append(run)
+            entry.seeds[run] = seed
+        entry.status = "ok"
+        report.save(job.report)
 
-    if job.get("trace") is not None:
-        result["trace"] = {"status": "running"}
-        _save(job["result"], result)
-        result["trace"] = _trace(job, kernel, student_file)
-        _save(job["result"], result)
+    if job.trace is not None:
+        report.trace = {"status": "running"}
+        report.save(job.report)
+        report.trace = _trace(job, kernel)
+        report.save(job.report)
 
 
-def _trace(job: dict, kernel, student_file: str) -> dict:
+def _trace(job, kernel) -> dict:
     import importlib
     import inspect
 
@@ -151,20 +156,20 @@ def _trace(job: dict, kernel, student_file: str) -> dict:
         return {"status": "unavailable", "why": f"gpukernels.trace is not available ({exc})"}
     if not callable(getattr(trace_mod, "trace", None)):
         return {"status": "unavailable", "why": "gpukernels.trace has no trace()"}
-    case = job["trace"]
+    case = job.trace
     arrays, args = _load_case(case)
-    spec_names = [name for name, _, _ in case["args"]]
+    spec_names = [name for name, _, _ in case.args]
     try:
         params = list(inspect.signature(kernel.py_func).parameters)
     except (TypeError, ValueError):
         params = []
-    rename = {student: spec for student, spec in zip(params, spec_names)}
+    rename = dict(zip(params, spec_names))
     try:
         with trace_mod.trace() as t:
-            kernel[tuple(case["grid"]), tuple(case["block"])](*args)
+            kernel[tuple(case.grid), tuple(case.block)](*args)
         obs = observe(t, rename)
     except BaseException as exc:  # noqa: BLE001
-        return {"status": "error", "error": _describe_exception(exc, student_file)}
+        return {"status": "error", "error": _describe_exception(exc, job.filename)}
     return {"status": "ok", "observations": obs}
 
 
@@ -175,13 +180,22 @@ def _short(loc: str) -> str:
 
 def observe(t, rename: dict) -> dict:
     """Plain numbers from a ``gpukernels.trace`` Trace, keyed by the spec's argument names (``rename`` maps the
-    student's parameter names to them): what the technique checks of ``gpukernels.grade.spec`` read."""
+    student's parameter names to them): what the technique checks of ``gpukernels.grade.spec`` read.
+
+    An atomic counts as a load and a store of its element (it reads and writes it), whatever the tracer's own
+    totals say, so that ``cuda.atomic.add(a, i, 0)`` is no way to read ``a`` unseen."""
     arrays: dict = {}
     for tr in t.traffic("global"):
         name = rename.get(tr.array, tr.array)
-        a = arrays.setdefault(name, {"loads": 0, "stores": 0, "size": tr.elements})
-        a["loads"] += tr.loads
-        a["stores"] += tr.stores
+        a = arrays.setdefault(name, {"loads": 0, "stores": 0, "atomics": 0, "size": tr.elements,
+                                     "elements_loaded": None, "elements_stored": None})
+        counted = hasattr(tr, "elements_loaded")  # a tracer that counts atomics in its loads and stores
+        a["loads"] += tr.loads + (0 if counted else tr.atomics)
+        a["stores"] += tr.stores + (0 if counted else tr.atomics)
+        a["atomics"] += tr.atomics
+        if counted:
+            a["elements_loaded"] = (a["elements_loaded"] or 0) + int(tr.elements_loaded)
+            a["elements_stored"] = (a["elements_stored"] or 0) + int(tr.elements_stored)
     sectors: dict = {}
     for line in t.coalescing().lines:
         name = rename.get(line.array, line.array)
@@ -193,23 +207,46 @@ def observe(t, rename: dict) -> dict:
         acc[1] += line.min_sectors
     for (name, kind), (sec, need) in sectors.items():
         arrays.setdefault(name, {})[f"{kind}_efficiency"] = need / sec if sec else 1.0
-    shared_accesses = sum(tr.loads + tr.stores + tr.atomics for tr in t.traffic("shared"))
+    shared_traffic = t.traffic("shared")
+    shared_accesses = sum(tr.loads + tr.stores + tr.atomics for tr in shared_traffic)
     worst = max(t.bank_conflicts(), key=lambda b: b.max_degree, default=None)
-    shared = {"accesses": shared_accesses, "max_ways": worst.max_degree if worst else 1,
+    shared = {"accesses": shared_accesses, "arrays": len(shared_traffic),
+              "max_ways": worst.max_degree if worst else 1,
               "conflict_text": (f"{worst.kind} of {worst.array} at {_short(worst.location)}: `{worst.source.strip()}`"
                                 if worst and worst.max_degree > 1 else "")}
+    barriers = getattr(t, "barriers", None)
+    sync = None  # an older tracer that does not count barriers: the check that needs it fails, it is not skipped
+    if callable(barriers):
+        counts = barriers()
+        sync = {"syncthreads": int(_field(counts, "syncthreads")), "syncwarp": int(_field(counts, "syncwarp"))}
     hazards = t.hazards()
     races = [f"{r.hazard} on {r.array} ({r.space}) between {_short(r.first_location)} ({r.first_kind}) and "
              f"{_short(r.second_location)} ({r.second_kind}), {r.elements} element(s), e.g. threads "
-             f"{r.example_threads[0]} and {r.example_threads[1]} of block {r.example_block} -- a "
-             "cuda.syncthreads() is missing between them" for r in hazards.races]
+             f"{r.example_threads[0]} and {r.example_threads[1]} of block {r.example_block}" for r in hazards.races]
+    lines = [[_short(r.first_location), _first_source(r, "first"), _short(r.second_location),
+              _first_source(r, "second")] for r in hazards.races]
     races += [f"shared array {u.array} read at {_short(u.location)} before any thread wrote it "
               f"(e.g. element {u.example_element}, thread {u.example_thread})" for u in hazards.uninitialized]
-    return {"arrays": arrays, "shared": shared, "races": races}
+    return {"arrays": arrays, "shared": shared, "races": races, "race_lines": lines, "sync": sync}
+
+
+def _field(obj, name):
+    return obj.get(name, 0) if isinstance(obj, dict) else getattr(obj, name, 0)
+
+
+def _first_source(race, which: str) -> str:
+    import linecache
+
+    loc = str(getattr(race, f"{which}_location", ""))
+    path, _, line = loc.rpartition(":")
+    try:
+        return linecache.getline(path, int(line)).strip()
+    except ValueError:
+        return ""
 
 
 # ----------------------------------------------------------------------------------------------------------
-# real-GPU child: compile for sm_90, and time on a GPU when there is one
+# compile child: sm_90, no GPU needed
 # ----------------------------------------------------------------------------------------------------------
 
 
@@ -219,38 +256,41 @@ def _first_lines(text: str, n: int = 12) -> str:
     return "\n".join(keep) + ("\n..." if len(lines) > n else "")
 
 
-def _run_real(job: dict, result: dict, kernel, student_file: str) -> None:
-    from numba import cuda, typeof
+def _signature(arg_types: list) -> tuple:
+    import numpy as np
+    from numba import typeof
+
+    sig = []
+    for name, kind, extra in arg_types:
+        if kind == "scalar":
+            sig.append(typeof(extra))
+        else:
+            sig.append(typeof(np.empty((1,) * int(extra), dtype=kind)))
+    return tuple(sig)
+
+
+def _run_compile(job, report, kernel) -> None:
+    from numba import cuda
     from numba.cuda.dispatcher import CUDADispatcher
 
     if not isinstance(kernel, CUDADispatcher):
-        result["compile"] = {"ok": False, "error": f"{job['kernel']} is a {type(kernel).__name__}, "
-                             "not a @cuda.jit kernel"}
-        _save(job["result"], result)
+        report.compile = {"ok": False, "error": f"{job.kernel} is a {type(kernel).__name__}, not a @cuda.jit kernel"}
         return
-    if not job.get("speed"):
-        _compile_without_gpu(tuple(job.get("cc", (9, 0))))
-    arrays, args = _load_case(job["cases"][0])
-    sig = tuple(typeof(a) for a in args)
+    if kernel.targetoptions.get("device"):
+        report.compile = {"ok": False, "error": f"{job.kernel} is a device function (@cuda.jit(device=True)); it "
+                                                "must be a kernel, launched as kernel[grid, block]"}
+        return
+    _compile_without_gpu(tuple(job.cc))
+    sig = _signature(job.arg_types)
     t0 = time.perf_counter()
     try:
-        cuda.compile_ptx(kernel.py_func, sig, cc=tuple(job.get("cc", (9, 0))))
+        cuda.compile_ptx(kernel.py_func, sig, cc=tuple(job.cc))
     except BaseException as exc:  # noqa: BLE001
-        result["compile"] = {"ok": False, "error": _first_lines(_describe_exception(exc, student_file), 8),
-                             "error_type": type(exc).__name__}
-        _save(job["result"], result)
+        report.compile = {"ok": False, "error": _first_lines(_describe_exception(exc, job.filename), 8),
+                          "error_type": type(exc).__name__}
         return
-    result["compile"] = {"ok": True, "seconds": time.perf_counter() - t0,
-                         "signature": "(" + ", ".join(str(t) for t in sig) + ")"}
-    _save(job["result"], result)
-    if job.get("speed"):
-        result["speed"] = {"status": "running"}
-        _save(job["result"], result)
-        try:
-            result["speed"] = _time_on_gpu(job, kernel)
-        except BaseException as exc:  # noqa: BLE001
-            result["speed"] = {"status": "error", "error": _describe_exception(exc, student_file)}
-        _save(job["result"], result)
+    report.compile = {"ok": True, "seconds": time.perf_counter() - t0,
+                      "signature": "(" + ", ".join(str(t) for t in sig) + ")"}
 
 
 def _compile_without_gpu(cc: tuple) -> None:
@@ -265,6 +305,11 @@ def _compile_without_gpu(cc: tuple) -> None:
         compute_capability = cc
 
     dispatcher.get_current_device = lambda: TargetDevice()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# speed child: a GPU
+# ----------------------------------------------------------------------------------------------------------
 
 
 def _time_events(fn, repeats: int) -> list:
@@ -283,85 +328,98 @@ def _time_events(fn, repeats: int) -> list:
     return times
 
 
-def _time_on_gpu(job: dict, kernel) -> dict:
+def _run_speed(job, report, kernel) -> None:
+    try:
+        report.speed = _time_on_gpu(job, kernel)
+    except BaseException as exc:  # noqa: BLE001
+        report.speed = {"status": "error", "error": _describe_exception(exc, job.filename)}
+
+
+def _time_on_gpu(job, kernel) -> dict:
     import numpy as np
     from numba import cuda
 
     import gpukernels  # GPUKERNELS_DEVICE=gpu
 
-    speed = job["speed"]
+    speed = job.speed
     arrays, _ = _load_case(speed)
     d = {k: cuda.to_device(v) for k, v in arrays.items()}
-    args = [d[name] if kind == "array" else value for name, kind, value in speed["args"]]
-    grid, block = tuple(speed["grid"]), tuple(speed["block"])
-    student = _time_events(lambda: kernel[grid, block](*args), speed["repeats"])
-    out_path = _save_arrays(f"{job['prefix']}_speed", {speed["out"]: d[speed["out"]].copy_to_host()})
+    args = [d[name] if kind == "array" else value for name, kind, value in speed.args]
+    grid, block = tuple(speed.grid), tuple(speed.block)
+    student = _time_events(lambda: kernel[grid, block](*args), speed.repeats)
+    _save_arrays(job.out_dir, "speed", "out", {speed.out: d[speed.out].copy_to_host()})
 
-    lesson, version = speed["baseline"]
+    lesson, version = speed.baseline
     v = gpukernels.LESSONS[lesson].VERSIONS[version]
-    inputs = [d[name] for name in speed["inputs"]]
-    d_out = cuda.device_array(d[speed["out"]].shape, dtype=np.float32)
-    launches = v.launches(*inputs, out=d_out, **speed["params"])
+    inputs = [d[name] for name in speed.inputs]
+    d_out = cuda.device_array(d[speed.out].shape, dtype=np.float32)
+    launches = v.launches(*inputs, out=d_out, **speed.params)
 
     def run_baseline():
         for launch in launches:
             launch()
 
-    baseline = _time_events(run_baseline, speed["repeats"])
+    baseline = _time_events(run_baseline, speed.repeats)
     return {"status": "ok", "student_ms": float(np.median(student)), "baseline_ms": float(np.median(baseline)),
             "student_best_ms": float(min(student)), "baseline_best_ms": float(min(baseline)),
-            "outputs": out_path, "baseline": f"{lesson}.{version}"}
+            "baseline": f"{lesson}.{version}"}
 
 
 # ----------------------------------------------------------------------------------------------------------
 
 
-def main(job_path: str) -> int:
-    with open(job_path) as f:
-        job = json.load(f)
-    result = {"stage": "import"}
-    _save(job["result"], result)
-    student_file = job["submission"]
-    if job["mode"] == "real":
+PROTOCOL = None
+
+
+def main() -> int:
+    global PROTOCOL
+    header = json.loads(sys.stdin.readline())
+    PROTOCOL = _sibling("protocol")
+    admission = _sibling("admission")
+    Job, Report = PROTOCOL.Job, PROTOCOL.Report
+    report = Report(stage="import")
+    report_path = os.path.join(header["out_dir"], "report.json")
+    report.save(report_path)
+    filename = header["filename"]
+    if header["mode"] != "sim":
         from numba import cuda  # noqa: F401  (NUMBA_ENABLE_CUDASIM=0: the real CUDA target)
     else:
         import gpukernels  # noqa: F401
+
     try:
-        mod = _import_submission(student_file)
-    except BaseException as exc:  # noqa: BLE001 - SyntaxError, ImportError, SystemExit, ...
-        result.update(stage="import", error=_describe_exception(exc, student_file), error_type=type(exc).__name__)
-        _save(job["result"], result)
+        mod = _import_admitted(admission, filename, header["source"])
+    except BaseException as exc:  # noqa: BLE001 - admission refusals and import errors are reported
+        report.error, report.error_type = _describe_exception(exc, filename), type(exc).__name__
+        report.save(report_path)
         return 0
-    result["stage"] = "lookup"
-    kernel = getattr(mod, job["kernel"], None)
+    job = Job.from_json(sys.stdin.readline())  # the inputs' whereabouts: only now
+    report.stage = "lookup"
+    kernel = getattr(mod, job.kernel, None)
     if kernel is None:
         defined = sorted(k for k, v in vars(mod).items() if callable(v) and not k.startswith("_")
-                         and getattr(v, "__module__", STUDENT_MODULE) == STUDENT_MODULE)
-        result["error"] = (f"{os.path.basename(student_file)} defines no {job['kernel']!r}"
-                           + (f" (it defines: {', '.join(defined)})" if defined else ""))
-        _save(job["result"], result)
+                         and not isinstance(v, types.ModuleType) and hasattr(v, "py_func"))
+        report.error = (f"{os.path.basename(filename)} defines no {job.kernel!r}"
+                        + (f" (it defines: {', '.join(defined)})" if defined else ""))
+        report.save(report_path)
         return 0
-    if job["mode"] == "sim":
+    if job.mode == "sim":
         problem = _sim_kernel_check(kernel)
         if problem:
-            result["error"] = f"{job['kernel']} {problem}"
-            _save(job["result"], result)
+            report.error = f"{job.kernel} {problem}"
+            report.save(report_path)
             return 0
-    result["stage"] = "run"
-    _save(job["result"], result)
-    if job["mode"] == "sim":
-        _run_sim(job, result, kernel, student_file)
-    else:
-        _run_real(job, result, kernel, student_file)
-    result["stage"] = "done"
-    _save(job["result"], result)
+    report.stage = "run"
+    report.save(report_path)
+    {"sim": _run_sim, "compile": _run_compile, "speed": _run_speed}[job.mode](job, report, kernel)
+    report.stage = "done"
+    report.save(report_path)
     return 0
 
 
 if __name__ == "__main__":
     sys.path.pop(0)  # this script's folder: keep gpukernels/grade/*.py from shadowing anything
     sys.stdout.flush()
-    code = main(sys.argv[1])
+    code = main()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code)  # no atexit handlers or stray threads of the submission run after the report
+    os._exit(code)  # no atexit handlers or stray threads run after the report

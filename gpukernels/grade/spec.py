@@ -8,8 +8,12 @@ An exercise's spec is a small, declarative Python file (gpu-mode's ``task.yml`` 
   a lesson's own ``make_inputs`` / ``reference`` wherever the exercise has a lesson, never a second copy;
 * ``launch(shape) -> (grid, block)``: the launch contract. The grader launches ``kernel[grid, block](*args)``
   itself; the README states the same configuration in words;
-* ``shapes``: the problem sizes graded for correctness (odd ones included);
-* ``technique``: checks on what the tracer observed (``gpukernels.trace``); ``speed``: the GPU-only gate;
+* ``shapes``: problem sizes always graded for correctness (odd ones included); besides them, ``extra_shapes``
+  shapes are drawn fresh every run from ``ranges`` (a (low, high) pair per dimension, up to about twice the
+  largest listed size, sizes that are multiples of 8 moved off by one), so a kernel written for the listed
+  shapes only does not pass;
+* ``technique``: checks on what the tracer observed (``gpukernels.trace``) at a shape drawn fresh from
+  ``trace_ranges``; ``speed``: the GPU-only gate;
 * ``points`` per gate and ``hints`` per gate, in increasing order of help.
 
 The grader imports a spec only in its own process, from its own copy of ``exercises/`` -- never the
@@ -26,6 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+# The order of the points: a gate's points count only when the ones before it passed. (The compiles gate runs
+# first -- only what compiles is run -- but its points count only with a correct result, so an empty stub that
+# compiles scores 0.)
 GATES = ("correctness", "compiles", "technique", "speed")
 DEFAULT_POINTS = {"correctness": 5, "compiles": 2, "technique": 3, "speed": 2}
 
@@ -69,6 +76,11 @@ class MaxLoadsPerElement(Check):
             return False, f"the tracer saw no loads of {self.array!r}"
         per = loads / size
         limit = self.limit(shape)
+        covered = info.get("elements_loaded")
+        if covered is not None and covered < size:
+            # "at most L loads" is no credit for loading nothing: every element feeds the result
+            return False, (f"{self.array}: only {covered} of its {size} elements were loaded -- the result depends "
+                           f"on every one (reading an input in another way, such as an atomic, counts as a load)")
         if per <= limit + 1e-9:
             return True, f"{self.array}: {per:.3g} global loads per element (limit {limit:g})"
         return False, (f"{self.array}: {per:.3g} global loads per element, more than {limit:g}"
@@ -170,6 +182,29 @@ class UsesShared(Check):
 
 
 @dataclass(frozen=True)
+class NoSharedMemory(Check):
+    """Neither shared memory nor a block barrier: what a warp-level exercise (shuffles) forbids."""
+
+    def evaluate(self, obs, shape):
+        shared = obs.get("shared") or {}
+        sync = obs.get("sync")
+        problems = []
+        if shared.get("accesses") or shared.get("arrays"):
+            problems.append(f"{shared.get('accesses', 0)} shared-memory accesses")
+        if sync is None:
+            return False, "the tracer did not report on barriers"
+        if sync.get("syncthreads"):
+            problems.append(f"{sync['syncthreads']} cuda.syncthreads() calls")
+        if problems:
+            return False, ("uses " + " and ".join(problems) + ": this exercise is about warp shuffles, with no "
+                           "shared memory and no cuda.syncthreads()")
+        return True, "no shared memory and no block barrier: the warp's registers only"
+
+    def describe(self):
+        return "no shared memory and no cuda.syncthreads()"
+
+
+@dataclass(frozen=True)
 class NoRaces(Check):
     """No two threads touch the same address without a barrier between them (one of them writing)."""
 
@@ -214,7 +249,13 @@ class Exercise:
     tolerance: float
     params: Callable[[tuple], dict] = lambda shape: {}
     technique: Sequence[Check] = ()
-    trace_shape: tuple | None = None
+    ranges: Sequence[tuple] = ()  # (low, high) per dimension: fresh correctness shapes are drawn from them
+    extra_shapes: int = 2
+    trace_ranges: Sequence[tuple] = ()  # the technique's shape is drawn from them (default: ``ranges``)
+    # per dimension, what the technique's shape is a multiple of: 8 floats (32 bytes) along a contiguous
+    # dimension keeps every row on a sector boundary, so coalescing is measured without a ragged edge's loss
+    trace_multiples: Sequence[int] = ()
+    constrain: Callable[[tuple], tuple] = lambda shape: shape  # makes a drawn shape valid (a filter fits, ...)
     speed: Speed | None = None
     points: dict = field(default_factory=lambda: dict(DEFAULT_POINTS))
     hints: dict = field(default_factory=dict)
@@ -228,6 +269,35 @@ class Exercise:
         if gate == "speed" and self.speed is None:
             return 0
         return int(self.points.get(gate, 0))
+
+    def draw_shapes(self, seed: int) -> list[tuple]:
+        """The correctness shapes of one run: the listed ones and ``extra_shapes`` drawn from ``ranges``."""
+        rng = _rng(seed)
+        drawn = []
+        for i in range(self.extra_shapes if self.ranges else 0):
+            # The first drawn shape is large in every dimension (the top quarter of each range), so that a
+            # kernel that hard-codes a bound just above the listed sizes fails whatever the seed; the others
+            # are anywhere in the ranges.
+            ranges = [(max(lo, hi - (hi - lo) // 4), hi) for lo, hi in self.ranges] if i == 0 else self.ranges
+            drawn.append(self._draw(rng, ranges, avoid=8))
+        return [tuple(s) for s in self.shapes] + drawn
+
+    def draw_trace_shape(self, seed: int) -> tuple:
+        """The technique's shape of one run, drawn from ``trace_ranges`` (never published)."""
+        ranges = self.trace_ranges or self.ranges
+        if not ranges:
+            return tuple(self.shapes[-1])
+        return self._draw(_rng(seed), ranges, avoid=0, multiples=self.trace_multiples)
+
+    def _draw(self, rng, ranges, avoid: int, multiples=()) -> tuple:
+        dims = []
+        for i, (lo, hi) in enumerate(ranges):
+            m = multiples[i] if i < len(multiples) else 1
+            d = int(rng.integers(-(-lo // m), hi // m + 1)) * m
+            if avoid and d > avoid and d % avoid == 0:  # off the block's multiples: the edge tiles get tested
+                d = d + 1 if d + 1 <= hi else max(lo, d - 1)
+            dims.append(d)
+        return tuple(int(d) for d in self.constrain(tuple(dims)))
 
     def hint(self, gate: str, level: int = 1) -> list[str]:
         return list(self.hints.get(gate, []))[:max(0, level)]
@@ -271,6 +341,12 @@ def readme_hints(spec_file: str | os.PathLike) -> dict[str, list[str]]:
     return hints
 
 
+def _rng(seed: int):
+    import numpy as np
+
+    return np.random.default_rng([int(seed), 0x5EED])
+
+
 def vector_with_outliers(shape, seed) -> dict:
     """{"x": float32 vector of length shape[0]}: normal values, ~2% spiked by 100 so a lost element can't hide."""
     import numpy as np
@@ -298,4 +374,4 @@ def ceil_div(a: int, b: int) -> int:
 
 
 __all__ = ["Exercise", "Speed", "Check", "MaxLoadsPerElement", "MaxStoresPerElement", "Coalesced",
-           "NoBankConflicts", "UsesShared", "NoRaces", "GATES", "DEFAULT_POINTS", "load", "ceil_div", "readme_hints"]
+           "NoBankConflicts", "UsesShared", "NoSharedMemory", "NoRaces", "GATES", "DEFAULT_POINTS", "load", "ceil_div", "readme_hints"]

@@ -1,0 +1,162 @@
+"""``gpukernels grade --class DIR``: a whole class at once.
+
+``DIR/<student>/NN_name/kernel.py`` or ``DIR/<student>/NN_name.py``, one folder per student. Every (student,
+exercise) pair is graded as ``gpukernels grade`` grades one -- its own processes, its own time limit, so one bad
+submission costs only its own points -- with ``--workers`` child processes at a time. Written to ``--out``:
+
+* ``<student>/results.json``   Gradescope's format, one per student;
+* ``scores.csv``               a row per student, a column per exercise, and the total;
+* ``report.md``, ``report.html`` and ``histograms.png``: the score histogram of each exercise and the most
+  common failure messages (numbers and shapes blanked out, so that the same mistake counts once).
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import re
+import time
+from collections import Counter
+from pathlib import Path
+
+from .discovery import available, exercises_dir, find_submission, select
+from .results import to_gradescope, write_json_atomically
+
+
+def students(folder: Path) -> list:
+    """The student folders of a class folder, sorted (hidden folders and files are not students)."""
+    if not folder.is_dir():
+        raise FileNotFoundError(f"--class: {folder} is not a folder")
+    found = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+    if not found:
+        raise FileNotFoundError(f"--class: {folder} holds no student folders (expected {folder}/<student>/NN_name/"
+                                "kernel.py)")
+    return found
+
+
+def grade_class(folder: Path, out: Path | None = None, *, names=None, root=None, workers=None, timeout=60.0,
+                speed=True, hints=1, seed=None, console=None) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from . import grade
+
+    root = exercises_dir(root)
+    chosen = select(names, root)
+    people = students(folder)
+    out = out or folder.with_name(folder.name + "-grades")
+    if out.exists() and not out.is_dir():
+        raise FileNotFoundError(f"--out: {out} exists and is not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    pairs, owners = [], []
+    for person in people:
+        for name in chosen:
+            path, why = find_submission(name, person, root, single=False)
+            pairs.append((name, (path, why)))
+            owners.append(person.name)
+    t0 = time.monotonic()
+    with Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False) as bar:
+        task = bar.add_task("grading", total=len(pairs))
+        results = grade(pairs, root=root, timeout=timeout, jobs=workers, speed=speed, hints=hints, seed=seed,
+                        on_progress=lambda done, total: bar.update(task, completed=done))
+        bar.update(task, completed=len(pairs))
+    seconds = time.monotonic() - t0
+    by_student: dict = {}
+    for owner, result in zip(owners, results):
+        by_student.setdefault(owner, []).append(result)
+    for owner, res in by_student.items():
+        (out / owner).mkdir(exist_ok=True)
+        write_json_atomically(out / owner / "results.json", to_gradescope(res))
+    write_csv(out / "scores.csv", chosen, by_student)
+    write_report(out, chosen, by_student, seconds, workers)
+    if console is not None:
+        console.print(f"graded {len(people)} students x {len(chosen)} exercises in {seconds:.1f} s; wrote "
+                      f"{out}/scores.csv, {out}/report.html and {len(people)} results.json")
+    return 0
+
+
+def write_csv(path: Path, exercises: list, by_student: dict) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["student", *exercises, "total", "max"])
+        for owner, res in by_student.items():
+            w.writerow([owner, *(f"{r.score:g}" for r in res), f"{sum(r.score for r in res):g}",
+                        f"{sum(r.max_score for r in res):g}"])
+
+
+def failure_key(text: str) -> str:
+    """A failure message reduced to its kind: the first line, with numbers, shapes and quoted code blanked."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    line = re.sub(r"`[^`]*`", "`...`", line)
+    line = re.sub(r"\(\d+(, \d+)*,?\)", "(...)", line)
+    line = re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "N", line)
+    return line[:160]
+
+
+def summarise(exercises: list, by_student: dict) -> dict:
+    """Per exercise: the scores, the maximum, and the most common failure messages with their counts."""
+    summary = {}
+    for i, name in enumerate(exercises):
+        scores, failures, maximum = [], Counter(), 0.0
+        for res in by_student.values():
+            r = res[i]
+            scores.append(r.score)
+            maximum = max(maximum, r.max_score)
+            failed = [t for t in r.tests if t.status == "failed" and not t.output.startswith("not graded")]
+            if failed:
+                failures[f"{failed[0].name.split(': ')[1]}: {failure_key(failed[0].output)}"] += 1
+        summary[name] = {"scores": scores, "max": maximum, "failures": failures.most_common(5)}
+    return summary
+
+
+def write_report(out: Path, exercises: list, by_student: dict, seconds: float, workers) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = summarise(exercises, by_student)
+    cols = min(3, len(exercises))
+    rows = -(-len(exercises) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False)
+    for ax, name in zip(axes.flat, exercises):
+        s = summary[name]
+        top = int(s["max"]) if s["max"] else 1
+        ax.hist(s["scores"], bins=[b - 0.5 for b in range(top + 2)], color="#1f5fa8", edgecolor="white")
+        ax.set_title(f"{name}: how many students scored each point", fontsize=9)
+        ax.set_xlabel(f"points (of {s['max']:g})")
+        ax.set_ylabel("students")
+    for ax in list(axes.flat)[len(exercises):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(out / "histograms.png", dpi=110)
+    plt.close(fig)
+
+    totals = [sum(r.score for r in res) for res in by_student.values()]
+    maximum = max((sum(r.max_score for r in res) for res in by_student.values()), default=0)
+    head = (f"{len(by_student)} students, {len(exercises)} exercises, graded in {seconds:.1f} s "
+            f"({workers or 'CPU count'} workers). Mean total {sum(totals) / max(1, len(totals)):.1f} of {maximum:g}.")
+    md = ["# Class report", "", head, "", "![score histograms](histograms.png)", "",
+          "| exercise | mean | full marks | zero | most common failures |", "|---|---:|---:|---:|---|"]
+    page = ["<!doctype html><meta charset='utf-8'><title>Class report</title>",
+            "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}td,th{padding:4px 8px;"
+            "border-bottom:1px solid #ccc;vertical-align:top}</style>",
+            f"<h1>Class report</h1><p>{html.escape(head)}</p><img src='histograms.png' alt='score histograms'>",
+            "<table><tr><th>exercise</th><th>mean</th><th>full marks</th><th>zero</th><th>most common failures</th></tr>"]
+    for name in exercises:
+        s = summary[name]
+        n = max(1, len(s["scores"]))
+        full = sum(1 for x in s["scores"] if s["max"] and x == s["max"])
+        zero = sum(1 for x in s["scores"] if x == 0)
+        fails = "; ".join(f"{count}x {text}" for text, count in s["failures"]) or "-"
+        md.append(f"| {name} | {sum(s['scores']) / n:.1f} / {s['max']:g} | {full} | {zero} | "
+                  f"{fails.replace('|', '/')} |")
+        items = "".join(f"<li>{count}&times; {html.escape(text)}</li>" for text, count in s["failures"]) or "-"
+        page.append(f"<tr><td>{html.escape(name)}</td><td>{sum(s['scores']) / n:.1f} / {s['max']:g}</td>"
+                    f"<td>{full}</td><td>{zero}</td><td><ul>{items}</ul></td></tr>")
+    page.append("</table>")
+    (out / "report.md").write_text("\n".join(md) + "\n")
+    (out / "report.html").write_text("\n".join(page) + "\n")
+
+
+__all__ = ["grade_class", "students", "summarise", "failure_key", "available"]

@@ -1,0 +1,139 @@
+"""The command lines: ``gpukernels grade`` (one student, or ``--class DIR``) and ``gpukernels export-student``.
+
+Every bad option gets one line naming it, what was expected and what was given, and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line and status 2, as argparse does, with the program's name
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def _positive(kind, what: str):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _nonnegative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
+
+
+def grade_main(argv) -> int:
+    from . import DEFAULT_TIMEOUT, exercises_dir, grade_exercises, handout_dir
+    from .results import print_table, to_gradescope, write_json_atomically
+
+    parser = _Parser(prog="gpukernels grade", description="grade exercises (Gradescope results.json)")
+    parser.add_argument("exercises", nargs="*", metavar="EXERCISE", help="e.g. 01, 6, matmul_tiled (default: all)")
+    parser.add_argument("--submission", metavar="FILE_OR_DIR",
+                        help="a kernel file (one exercise), or a folder of NN_name/kernel.py or NN_name.py files "
+                             "(default: the handout in the current directory, else exercises/NN_name/kernel.py)")
+    parser.add_argument("--class", dest="klass", metavar="DIR",
+                        help="grade a whole class: DIR/<student>/NN_name/kernel.py or DIR/<student>/NN_name.py")
+    parser.add_argument("--out", metavar="DIR", help="with --class: where to write results (default: DIR-grades)")
+    parser.add_argument("--workers", type=_positive(int, "a whole number of processes > 0"), default=None,
+                        help="child processes at a time (default: CPU count)")
+    parser.add_argument("--jobs", type=_positive(int, "a whole number of processes > 0"), default=None,
+                        help=argparse.SUPPRESS)  # the old name of --workers
+    parser.add_argument("--json", metavar="FILE", help="write Gradescope's results.json here")
+    parser.add_argument("--timeout", type=_positive(float, "seconds > 0"), default=DEFAULT_TIMEOUT,
+                        help=f"seconds per child process (default {DEFAULT_TIMEOUT:g})")
+    parser.add_argument("--hints", type=_nonnegative_int, default=1, metavar="N",
+                        help="hints shown per failed test (default 1)")
+    parser.add_argument("--seed", type=_nonnegative_int, default=None, help="fix the random inputs (default: fresh)")
+    parser.add_argument("--no-speed", action="store_true", help="skip the GPU speed gate")
+    parser.add_argument("--exercises-dir", metavar="DIR", help="the grader's exercises (specs and references)")
+    args = parser.parse_args(argv)
+    workers = args.workers or args.jobs
+    console = Console()
+    try:
+        if args.klass is not None:
+            from .classroom import grade_class
+
+            if args.submission or args.json:
+                parser.error("--class grades a folder of students; it takes --out, not --submission or --json")
+            return grade_class(Path(args.klass), Path(args.out) if args.out else None, names=args.exercises,
+                               root=args.exercises_dir, workers=workers, timeout=args.timeout,
+                               speed=not args.no_speed, hints=args.hints, seed=args.seed, console=console)
+        root = exercises_dir(args.exercises_dir)
+        if args.submission is not None and not Path(args.submission).exists():
+            raise FileNotFoundError(f"--submission: {args.submission} does not exist")
+        if args.json is not None and not Path(args.json).resolve().parent.is_dir():
+            raise FileNotFoundError(f"--json: the folder of {args.json} does not exist")
+        sub = args.submission or handout_dir(root=root)
+        results = grade_exercises(args.exercises, sub, root=root, timeout=args.timeout, jobs=workers,
+                                  speed=not args.no_speed, hints=args.hints, seed=args.seed)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"gpukernels grade: {err}", file=sys.stderr)
+        return 2
+    graded = [r.submission for r in results if r.submission]
+    where = (f"grading {len(graded)} file(s) in {Path(graded[0]).parent.parent}" if graded else "grading nothing")
+    if sub is None and graded:
+        where += " (the exercises' own kernel.py files: run this inside your handout folder, or pass --submission)"
+    console.print(Text(where + ": " + ", ".join(Path(p).parent.name + "/" + Path(p).name for p in graded)))
+    print_table(results, console)
+    if args.json:
+        write_json_atomically(args.json, to_gradescope(results))
+    return 0
+
+
+def export_main(argv) -> int:
+    """Copy the exercises -- stubs, READMEs and specs -- without the solutions."""
+    from . import available, exercises_dir
+
+    parser = _Parser(prog="gpukernels export-student",
+                     description="copy the exercises for students, without their solutions")
+    parser.add_argument("dir", help="where to write (must not exist or be empty)")
+    parser.add_argument("--exercises-dir", metavar="DIR")
+    args = parser.parse_args(argv)
+    try:
+        root = exercises_dir(args.exercises_dir)
+    except FileNotFoundError as err:
+        print(f"gpukernels export-student: {err}", file=sys.stderr)
+        return 2
+    dest = Path(args.dir)
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        print(f"gpukernels export-student: {dest} exists and is not an empty folder", file=sys.stderr)
+        return 2
+    export(root, dest)
+    print(f"wrote {len(available(dest))} exercises to {dest} (no solutions); students run `gpukernels grade` "
+          "inside it")
+    return 0
+
+
+def export(root: Path, dest: Path) -> None:
+    ignore = shutil.ignore_patterns("solutions", "__pycache__", "*.pyc", ".*")
+    dest.mkdir(parents=True, exist_ok=True)
+    for item in sorted(root.iterdir()):
+        if item.name in ("solutions", "__pycache__") or item.name.startswith("."):
+            continue
+        if item.is_dir():
+            shutil.copytree(item, dest / item.name, ignore=ignore)
+        else:
+            shutil.copy2(item, dest / item.name)
+
+
+__all__ = ["grade_main", "export_main", "export"]
