@@ -1,21 +1,32 @@
-"""The grader: solutions score full marks, stubs 0, and every wrong submission the score it deserves.
+"""The grader: solutions score full marks, stubs 0, and every fixture submission the score it says it deserves.
 
-Each group is graded in one call of the grader (child processes in parallel) inside one test, so that pytest-xdist
-never grades a group twice; a failing test lists every submission that scored wrong.
+Each fixture in ``tests/fixtures/submissions/NN_name/`` states, in its docstring's last line, what it deserves:
+``Expected: pass compiles, correctness; fail technique ("loads per element")``. The expected points are computed
+here from that statement and the spec's own ``points`` -- never from what the grader reports as a maximum -- and
+every fixture is graded with five seeds (fresh shapes and inputs each), which must all give that score.
+
+Each group is graded in one call of the grader (child processes in parallel) inside one test, so that
+pytest-xdist never grades a group twice; a failing test lists every submission that scored wrong.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gpukernels.grade import available, exercises_dir, export_main, grade, infer_exercise, select, to_gradescope
+from gpukernels.grade.admission import AdmissionError, admit
+from gpukernels.grade.gates import POISON, POISON_BITS
 from gpukernels.grade.spec import GATES, load
+
+from .conftest import GPU
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISES = exercises_dir(ROOT / "exercises")
@@ -23,95 +34,148 @@ SOLUTIONS = EXERCISES / "solutions"
 FIXTURES = Path(__file__).parent / "fixtures" / "submissions"
 NAMES = list(available(EXERCISES))
 TIMEOUT = 120.0  # generous: the suite runs on 2 busy cores; the infinite loop has its own, short limit
+SEEDS = 5
+SLOW = {"01_vector_add/infinite_loop"}  # graded alone, with a short time limit
 
-C, K, T = "correctness", "compiles", "technique"
-# fixture -> (gates that pass, a fragment the first failing message must contain)
-WRONG = {
-    "01_vector_add/wrong_result": ((), "expected"),
-    "01_vector_add/off_by_one_guard": ((), "out-of-bounds read of global array 'a'"),
-    "01_vector_add/short_guard": ((), "never written"),
-    "01_vector_add/numpy_in_kernel": ((C,), "does not compile for a GPU"),
-    "01_vector_add/host_compute": ((), "not a @cuda.jit kernel"),
-    "01_vector_add/host_compute_in_thread": ((C,), "does not compile for a GPU"),
-    "01_vector_add/modifies_input": ((), "modified its input 'a'"),
-    "01_vector_add/syntax_error": ((), "SyntaxError"),
-    "01_vector_add/import_error": ((), "No module named 'numpy_but_faster'"),
-    "01_vector_add/missing_function": ((), "defines no 'vector_add' (it defines: vec_add)"),
-    "01_vector_add/crash_exit": ((), "exited with code 0 before reporting"),
-    "01_vector_add/segfault": ((), "SIGSEGV"),
-    "01_vector_add/forged_output": ((), "never written"),
-    "01_vector_add/correct_but_prints": ((), "printed to stdout"),
-    "02_matrix_add/rows_on_x": ((C, K), "coalescing"),
-    "03_block_sum/missing_syncthreads": ((), "expected"),
-    "03_block_sum/syncthreads_in_branch": ((), "barrier divergence"),
-    "03_block_sum/out_of_bounds_read": ((), "out-of-bounds read of global array 'x'"),
-    "04_transpose/no_padding": ((C, K), "bank conflicts"),
-    "04_transpose/direct": ((C, K), "coalescing"),
-    "06_matmul_tiled/untiled": ((C, K), "global loads per element"),
-    "06_matmul_tiled/missing_syncthreads": ((), "expected"),
-    "08_conv_bias_relu/unfused": ((C, K, "speed"), "stores"),  # caches hide the extra passes on a GPU
-}
-# Either the simulator's no-progress watchdog (which names the looping line) or the grader's own time limit
-# stops it, whichever comes first on the machine at hand; both score 0.
-SLOW = {"01_vector_add/infinite_loop": ((), ("made no progress", "did not finish within"))}
+STATEMENT = re.compile(r"Expected: pass (?P<passed>[\w, ]+?)(?:; fail (?P<gate>\w+) \(\"(?P<fragment>[^\"]+)\"\))?"
+                       r"\s*$")
+KNOWN_GATES = set(GATES) | {"admission", "none"}
 
 
-def _pairs(table):
-    return [(key.split("/")[0], FIXTURES / f"{key}.py") for key in table]
+def statement(path: Path) -> dict:
+    """The fixture's own statement of what it deserves (its docstring's last line)."""
+    doc = path.read_text().split('"""')[1].strip()
+    m = STATEMENT.search(doc.splitlines()[-1])
+    if m is None:
+        raise ValueError(f"{path.name}: the docstring's last line must read `Expected: pass ...[; fail GATE "
+                         f"(\"fragment\")]`, got {doc.splitlines()[-1]!r}")
+    passed = {g.strip() for g in m["passed"].split(",")} - {"none"}
+    bad = (passed | {m["gate"] or "none"}) - KNOWN_GATES
+    if bad:
+        raise ValueError(f"{path.name}: unknown gate(s) {sorted(bad)}")
+    return {"passed": passed, "gate": m["gate"], "fragment": m["fragment"]}
 
 
-def _mismatches(table, results) -> list[str]:
-    """Compare each result with its expectation; technique expectations count only when the tracer runs."""
+def spec_points(ex, speed: bool) -> dict:
+    """Points at stake per gate, from the spec alone: technique only with checks, speed only when graded."""
+    pts = {g: int(ex.points.get(g, 0)) for g in GATES}
+    if not ex.technique:
+        pts["technique"] = 0
+    if ex.speed is None or not speed:
+        pts["speed"] = 0
+    return pts
+
+
+def expected_score(ex, stated: dict, speed: bool) -> float:
+    """Points count in GATES order up to the first failing gate (compiles' points need a correct kernel)."""
+    pts = spec_points(ex, speed)
+    fail = stated["gate"]
+    stop = len(GATES) if fail is None else 0 if fail in ("admission", "compiles") else GATES.index(fail)
+    return float(sum(pts[g] for g in GATES[:stop] if g in stated["passed"]))
+
+
+def _key(path: Path) -> str:
+    return f"{path.parent.name}/{path.stem}"
+
+
+FIXTURE_FILES = sorted(FIXTURES.glob("*/*.py"))
+
+
+def _mismatches(files, results, speed: bool) -> list:
     problems = []
-    for (key, (passing, fragment)), r in zip(table.items(), results):
-        passed = {t.name.split(": ")[1] for t in r.tests if t.status == "passed"}
-        graded = {t.name.split(": ")[1] for t in r.tests if t.status != "skipped"}
-        want = set(passing) & graded
-        expected_score = sum(t.max_score for t in r.tests if t.name.split(": ")[1] in want)
-        failing = [t for t in r.tests if t.status == "failed"]
-        text = failing[0].output if failing else ""
-        fragments = fragment if isinstance(fragment, tuple) else (fragment,)
-        if passed != want or r.score != expected_score or not any(f in text for f in fragments):
-            problems.append(f"{key}: passed {sorted(passed)} (want {sorted(want)}), score {r.score:g}/{r.max_score:g}"
-                            f" (want {expected_score:g}); first failure: {text[:300]!r}")
+    for path, r in zip(files, results):
+        stated = statement(path)
+        ex = load(EXERCISES / path.parent.name)
+        want = expected_score(ex, stated, speed)
+        text = ""
+        if stated["gate"]:
+            gate = "correctness" if stated["gate"] == "admission" else stated["gate"]
+            test = next((t for t in r.tests if t.name.endswith(f": {gate}")), None)
+            text = test.output if test is not None else ""
+            if test is None or test.status != "failed" or stated["fragment"] not in text:
+                problems.append(f"{_key(path)}: {gate} should fail with {stated['fragment']!r}; got "
+                                f"{test.status if test else 'no such test'}: {text[:300]!r}")
+                continue
+        if r.score != want:
+            first = next((t for t in r.tests if t.status == "failed"), None)
+            problems.append(f"{_key(path)}: scored {r.score:g} (want {want:g}); first failure: "
+                            f"{(first.name + ': ' + first.output[:300]) if first else 'none'!r}")
     return problems
 
 
-def test_wrong_submissions_get_the_expected_scores():
-    results = grade(_pairs(WRONG), root=EXERCISES, timeout=TIMEOUT)
-    problems = _mismatches(WRONG, results)
+def _grade_many(files, seeds_per_file: int, speed: bool, timeout: float = TIMEOUT):
+    rng = np.random.default_rng()
+    pairs, seeds, owners = [], [], []
+    for path in files:
+        for _ in range(seeds_per_file):
+            pairs.append((path.parent.name, path))
+            seeds.append(int(rng.integers(0, 2**31 - 1)))
+            owners.append(path)
+    results = grade(pairs, root=EXERCISES, timeout=timeout, seeds=seeds, speed=speed, jobs=2)
+    return owners, results, seeds
+
+
+@pytest.mark.parametrize("group", ["01-04", "05-09"])
+def test_every_fixture_scores_what_it_says_with_five_seeds(group):
+    lo, hi = group.split("-")
+    files = [p for p in FIXTURE_FILES if lo <= p.parent.name[:2] <= hi and _key(p) not in SLOW]
+    owners, results, seeds = _grade_many(files, SEEDS, speed=False)
+    problems = [f"{msg} [seed {s}]" for o, r, s in zip(owners, results, seeds)
+                for msg in _mismatches([o], [r], speed=False)]
     assert not problems, "\n".join(problems)
 
 
 def test_infinite_loop_hits_the_time_limit():
-    results = grade(_pairs(SLOW), root=EXERCISES, timeout=8.0)
-    problems = _mismatches(SLOW, results)
-    assert not problems, "\n".join(problems)
+    files = [FIXTURES / f"{k}.py" for k in SLOW]
+    results = grade([(p.parent.name, p) for p in files], root=EXERCISES, timeout=8.0)
+    assert _mismatches(files, results, speed=False) == []
+    text = results[0].tests[0].output
+    assert "time limit" in text or "did not finish" in text
+    assert "configure(timeout_s" not in text and "has not started" not in text  # nothing a student cannot use
 
 
 def test_solutions_score_full_marks_and_stubs_zero():
-    pairs = [(n, SOLUTIONS / f"{n}.py") for n in NAMES] + [(n, EXERCISES / n / "kernel.py") for n in NAMES]
-    results = grade(pairs, root=EXERCISES, timeout=TIMEOUT)
-    solutions, stubs = results[: len(NAMES)], results[len(NAMES):]
+    """Five seeds each; on a GPU the speed gate counts (the solutions must beat their baselines)."""
+    files = [SOLUTIONS / f"{n}.py" for n in NAMES] + [EXERCISES / n / "kernel.py" for n in NAMES]
+    rng = np.random.default_rng()
+    pairs = [(n, SOLUTIONS / f"{n}.py") for n in NAMES for _ in range(SEEDS)]
+    pairs += [(n, EXERCISES / n / "kernel.py") for n in NAMES]
+    seeds = [int(rng.integers(0, 2**31 - 1)) for _ in pairs]
+    results = grade(pairs, root=EXERCISES, timeout=TIMEOUT, seeds=seeds, jobs=2)
     problems = []
-    for r in solutions:
-        if r.max_score <= 0 or r.score != r.max_score:
+    for (name, path), r, s in zip(pairs, results, seeds):
+        ex = load(EXERCISES / name)
+        full = sum(spec_points(ex, speed=GPU).values())
+        want = full if path.parent == SOLUTIONS else 0
+        if r.score != want or r.max_score != full:
             bad = [f"{t.name}: {t.output[:300]}" for t in r.tests if t.status == "failed"]
-            problems.append(f"solution {r.exercise}: {r.score:g}/{r.max_score:g} {bad}")
-    for r in stubs:
-        if r.score != 0 or r.max_score <= 0:
-            problems.append(f"stub {r.exercise}: {r.score:g}/{r.max_score:g}")
-        elif "nan" not in r.tests[0].output:  # a stub writes nothing: the poisoned output says so
-            problems.append(f"stub {r.exercise}: unexpected message {r.tests[0].output[:200]!r}")
+            problems.append(f"{path.parent.name}/{path.name} seed {s}: {r.score:g}/{r.max_score:g}, want {want}/{full}"
+                            f" {bad}")
+        elif want == 0 and "never written" not in r.tests[0].output:  # a stub writes nothing: the poison says so
+            problems.append(f"stub {name}: unexpected message {r.tests[0].output[:200]!r}")
     assert not problems, "\n".join(problems)
-    # Gradescope's results.json, as a teacher uploads it
+    # Gradescope's results.json, as a teacher uploads it: totals recomputed from the tests and the specs
+    solutions = results[: len(NAMES) * SEEDS: SEEDS]
     doc = json.loads(json.dumps(to_gradescope(solutions)))
-    assert set(doc) >= {"score", "tests"}
-    assert doc["score"] == sum(t["score"] for t in doc["tests"]) == sum(r.max_score for r in solutions)
+    assert doc["score"] == sum(t["score"] for t in doc["tests"])
+    assert doc["score"] == sum(sum(spec_points(load(EXERCISES / n), GPU).values()) for n in NAMES)
     for t in doc["tests"]:
         assert set(t) >= {"name", "score", "max_score", "output"}
         assert isinstance(t["score"], float) and isinstance(t["max_score"], float) and isinstance(t["output"], str)
+        assert t.get("status", "passed") in ("passed", "failed")  # the only statuses Gradescope documents
         assert 0 <= t["score"] <= t["max_score"]
+    del files
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The command line
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _cli(args, cwd, **env):
+    full = {**os.environ, "COLUMNS": "400", **env}
+    return subprocess.run([sys.executable, "-m", "gpukernels", *args], capture_output=True, text=True,
+                          timeout=600, cwd=cwd, env=full)
 
 
 def test_cli_grades_a_folder_and_isolates_a_broken_exercise(tmp_path):
@@ -121,9 +185,8 @@ def test_cli_grades_a_folder_and_isolates_a_broken_exercise(tmp_path):
     (sub / "01_vector_add" / "kernel.py").write_text((FIXTURES / "01_vector_add" / "syntax_error.py").read_text())
     (sub / "02_matrix_add.py").write_text((SOLUTIONS / "02_matrix_add.py").read_text())
     out = tmp_path / "results.json"
-    proc = subprocess.run([sys.executable, "-m", "gpukernels", "grade", "1", "matrix_add", "--submission", str(sub),
-                           "--json", str(out), "--exercises-dir", str(EXERCISES)],
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    proc = _cli(["grade", "1", "matrix_add", "--submission", str(sub), "--json", str(out), "--exercises-dir",
+                 str(EXERCISES), "--no-speed"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "01_vector_add: correctness" in proc.stdout and "SyntaxError" in proc.stdout
     doc = json.loads(out.read_text())
@@ -134,8 +197,146 @@ def test_cli_grades_a_folder_and_isolates_a_broken_exercise(tmp_path):
         by_ex[ex][0] += t["score"]
         by_ex[ex][1] += t["max_score"]
     assert by_ex["01_vector_add"][0] == 0
-    assert by_ex["02_matrix_add"][0] == by_ex["02_matrix_add"][1] > 0
-    assert doc["score"] == by_ex["02_matrix_add"][0]
+    want = sum(spec_points(load(EXERCISES / "02_matrix_add"), speed=False).values())
+    assert by_ex["02_matrix_add"] == [want, want]
+    assert doc["score"] == want
+    assert not list(tmp_path.glob(".results.json.*"))  # written once, atomically
+
+
+def test_a_handout_grades_its_own_files_and_hints_survive_the_table(tmp_path):
+    """Inside an exported handout, `gpukernels grade 01 --hints 3` grades the handout's kernel.py, says so in
+    its first line, and prints hint 3 with its brackets (rich must not read `[i]` as markup)."""
+    handout = tmp_path / "handout"
+    assert export_main([str(handout), "--exercises-dir", str(EXERCISES)]) == 0
+    proc = _cli(["grade", "01", "--hints", "3", "--no-speed"], handout)
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert str(handout) in first and "01_vector_add/kernel.py" in first, first
+    assert "out[i] = a[i] + b[i]" in proc.stdout
+    assert "total: 0 / 10" in proc.stdout
+    # and the student's solution, put into the handout, is what gets graded
+    (handout / "01_vector_add" / "kernel.py").write_text((SOLUTIONS / "01_vector_add.py").read_text())
+    proc = _cli(["grade", "01", "--no-speed"], handout)
+    assert "total: 10 / 10" in proc.stdout, proc.stdout[-2000:]
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--workers", "0"], "--workers: expected a whole number of processes > 0, got '0'"),
+    (["--timeout", "soon"], "--timeout: expected seconds > 0, got 'soon'"),
+    (["--seed", "-3"], "--seed: expected a whole number >= 0, got '-3'"),
+    (["99"], "unknown exercise '99'; choose from: 01_vector_add"),
+    (["--submission", "/no/such/file.py"], "--submission: /no/such/file.py does not exist"),
+    (["--class", "/no/such/class"], "--class: /no/such/class is not a folder"),
+])
+def test_bad_options_get_one_line_and_status_2(tmp_path, args, fragment):
+    proc = _cli(["grade", *args, "--exercises-dir", str(EXERCISES)], tmp_path)
+    assert proc.returncode == 2
+    assert fragment in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) <= 3
+
+
+def test_grade_a_class(tmp_path):
+    """`--class DIR --workers 2 --out OUT`: a results.json per student, a CSV of scores and a report page; a
+    student who crashes or is missing an exercise costs nobody else a point."""
+    klass = tmp_path / "class"
+    for student, files in {"ada": ["01_vector_add.py", "02_matrix_add.py"],
+                           "bob": ["01_vector_add/kernel.py"],
+                           "cy": ["01_vector_add.py", "02_matrix_add.py"]}.items():
+        for rel in files:
+            dest = klass / student / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            src = SOLUTIONS / f"{dest.stem if dest.stem[:2].isdigit() else dest.parent.name}.py"
+            dest.write_text(src.read_text())
+    (klass / "cy" / "01_vector_add.py").write_text((FIXTURES / "01_vector_add" / "crash_exit.py").read_text())
+    out = tmp_path / "grades"
+    proc = _cli(["grade", "01", "02", "--class", str(klass), "--workers", "2", "--out", str(out), "--no-speed",
+                 "--exercises-dir", str(EXERCISES)], tmp_path)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    rows = [line.split(",") for line in (out / "scores.csv").read_text().splitlines()]
+    assert rows[0] == ["student", "01_vector_add", "02_matrix_add", "total", "max"]
+    scores = {r[0]: r[1:] for r in rows[1:]}
+    assert scores == {"ada": ["10", "10", "20", "20"], "bob": ["10", "0", "10", "20"], "cy": ["0", "10", "10", "20"]}
+    for student in ("ada", "bob", "cy"):
+        doc = json.loads((out / student / "results.json").read_text())
+        assert doc["score"] == sum(t["score"] for t in doc["tests"]) == float(scores[student][2])
+    page = (out / "report.html").read_text()
+    assert "01_vector_add" in page and "histograms.png" in page and (out / "histograms.png").stat().st_size > 0
+    assert "not allowed" in (out / "report.md").read_text()  # cy's refusal is among the common failures
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Admission, the poison, the process session (fast: no grading)
+# ----------------------------------------------------------------------------------------------------------
+
+HEADER = "from numba import cuda, float32\nimport math\nimport numpy as np\n"
+KERNEL = "\n@cuda.jit\ndef k(a, out):\n    i = cuda.grid(1)\n    if i < out.size:\n        out[i] = {expr}\n"
+
+
+@pytest.mark.parametrize("source, line, fragment", [
+    ("import os\n", 1, "`import os`"),
+    (HEADER + "X = np.load('answers.npy')\n", 4, "a call"),
+    (HEADER + "open('x', 'w')\n", 4, "expression statement"),
+    (HEADER + "import numba\nif numba.config.ENABLE_CUDASIM:\n    TILE = 1\n", 5, "an `if`"),
+    (HEADER + "X = __import__('os')\n", 4, "a call"),
+    (HEADER + "T = (1,) * 2 + tuple(range(3))\n", 4, "a call"),
+    (HEADER + "BIG = (" + "1.0, " * 300 + ")\n", 4, "more than 256 values"),
+    (HEADER + "import numba" + KERNEL.format(expr="a[i] if numba.config.ENABLE_CUDASIM else 0.0"), 9,
+     "numba.config"),
+    (HEADER + KERNEL.format(expr="a[i].__class__"), 9, "dunder"),
+    (HEADER + KERNEL.format(expr="getattr(a, 'x')"), 9, "`getattr`"),
+    (HEADER + KERNEL.format(expr="open('f').read()"), 9, "`open`"),
+    (HEADER + KERNEL.format(expr="cuda.simulator.x"), 9, "device-side API"),
+    (HEADER + "def helper(x):\n    return x\n", 4, "@cuda.jit"),
+    (HEADER + "@cuda.jit(link=['evil.cu'])\ndef k(a):\n    pass\n", 4, "link"),
+    (HEADER + "class A:\n    pass\n", 4, "a class"),
+])
+def test_admission_refuses_with_the_line(source, line, fragment):
+    with pytest.raises(AdmissionError) as info:
+        admit(source, "kernel.py")
+    assert info.value.line == line, info.value
+    assert fragment in str(info.value)
+
+
+def test_admission_admits_idiomatic_kernel_files():
+    source = (HEADER + "from numba import int32\nTILE = 16\nPADDED = TILE + 1\nSHAPE = (TILE, PADDED)\n"
+              "NEG = -math.inf\nFULL = 0xFFFFFFFF\nDT = np.float32\n\n"
+              "@cuda.jit(device=True)\ndef twice(x):\n    return 2 * x\n\n"
+              "@cuda.jit(fastmath=False)\ndef k(a, out):\n    s = cuda.shared.array(SHAPE, float32)\n"
+              "    i = cuda.grid(1)\n    for j in range(i, a.size, cuda.gridsize(1)):\n"
+              "        out[j] = twice(a[j]) + a.T[0] * 0 + later(a[j])\n"
+              "    cuda.syncwarp()\n    v = cuda.shfl_down_sync(FULL, float32(1), 1)\n\n"
+              "@cuda.jit(device=True)\ndef later(x):\n    return math.exp(x) if x < np.float32(0) else x\n\n"
+              "if __name__ == '__main__':\n    import os\n    print(os.getcwd())\n")
+    admitted = admit(source, "kernel.py")
+    assert set(admitted.kernels) == {"twice", "k", "later"} and admitted.device_functions == {"twice", "later"}
+    assert admitted.ignored == [source.splitlines().index("if __name__ == '__main__':") + 1]
+    ns = {}
+    exec(admitted.code(), ns)  # the __main__ block is gone from what runs
+    assert "os" not in ns and ns["PADDED"] == 17
+
+
+def test_the_poison_is_a_nan_no_arithmetic_makes():
+    assert np.isnan(POISON) and np.float32(POISON).view(np.uint32) == POISON_BITS
+    with np.errstate(invalid="ignore", divide="ignore"):
+        made = np.array([0.0, np.inf], np.float32) / np.array([0.0, np.inf], np.float32)
+    assert np.isnan(made).all() and not (made.view(np.uint32) == POISON_BITS).any()
+    assert (np.array([POISON], np.float32) * 2).view(np.uint32)[0] == POISON_BITS  # a NaN passes its payload on
+
+
+def test_a_child_session_is_killed_when_the_child_ends(tmp_path):
+    """What a child leaves running (a forked process in its session) dies with it, not only on a time-out."""
+    from gpukernels.grade.pool import kill_session
+
+    marker = tmp_path / "alive"
+    code = ("import os, time, sys\nif os.fork() == 0:\n    time.sleep(3)\n    open(sys.argv[1], 'w').write('x')\n"
+            "    os._exit(0)\nos._exit(0)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(marker)], start_new_session=True)
+    proc.wait()
+    kill_session(proc)
+    import time
+
+    time.sleep(4)
+    assert not marker.exists()
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -154,6 +355,9 @@ def test_at_least_eight_exercises_each_complete():
         assert ex.kernel in (folder / "kernel.py").read_text()
         assert ex.kernel in (SOLUTIONS / f"{name}.py").read_text()
         assert ex.hints.get("correctness"), f"{name}: README has no correctness hints"
+        assert ex.ranges and ex.extra_shapes >= 2, f"{name}: no fresh shapes"
+        drawn = [ex.draw_shapes(s)[len(ex.shapes):] for s in range(5)]
+        assert len({tuple(d) for d in drawn}) > 1, f"{name}: the drawn shapes do not change with the seed"
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -169,19 +373,31 @@ def test_readme_points_table_matches_the_spec(name):
     assert table == expected
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_hints_that_show_code_compile_in_spirit(name):
+    """A hint never recommends a shared-array shape that Numba cannot compile (`(TILE, TILE + 1)`: a shape must
+    be made of module constants); the compiles hint may quote it as what not to write."""
+    for gate, tips in load(EXERCISES / name).hints.items():
+        for tip in tips:
+            assert not re.search(r"shared\.array\(\([^)]*\+", tip), f"{name} {gate}: {tip}"
+            if "does not fold" not in tip:
+                assert "(TILE, TILE + 1)" not in tip, f"{name} {gate}: {tip}"
+
+
 def test_fixtures_state_what_they_expect():
-    files = sorted(FIXTURES.glob("*/*.py"))
-    listed = {f"{p.parent.name}/{p.stem}" for p in files}
-    assert listed == set(WRONG) | set(SLOW), "every fixture is graded by a test, every test has a fixture"
-    for path in files:
-        doc = path.read_text().split('"""')[1]
-        assert "Expected" in doc, f"{path.name}: say what it should score"
+    assert len(FIXTURE_FILES) >= 64, "the 24 original fixtures and at least 40 more"
+    for path in FIXTURE_FILES:
+        stated = statement(path)  # raises on a malformed statement
+        if stated["gate"] is None:
+            assert {"compiles", "correctness"} <= stated["passed"], path
+    per_exercise = {p.parent.name for p in FIXTURE_FILES}
+    assert per_exercise == set(NAMES), f"exercises without fixtures: {sorted(set(NAMES) - per_exercise)}"
 
 
 def test_select_and_export(tmp_path):
     assert select(["6"], EXERCISES) == ["06_matmul_tiled"]
-    assert infer_exercise(FIXTURES / "04_transpose" / "direct.py", EXERCISES) == "04_transpose"
     assert infer_exercise(SOLUTIONS / "09_warp_sum.py", EXERCISES) == "09_warp_sum"
+    assert infer_exercise(FIXTURES / "04_transpose" / "direct.py", EXERCISES) == "04_transpose"
     assert select(["matmul_tiled", "01"], EXERCISES) == ["06_matmul_tiled", "01_vector_add"]
     with pytest.raises(ValueError, match="unknown exercise"):
         select(["99"], EXERCISES)
@@ -193,4 +409,3 @@ def test_select_and_export(tmp_path):
     for name in NAMES:
         assert (out / name / "kernel.py").read_text() == (EXERCISES / name / "kernel.py").read_text()
     assert not list(out.rglob("__pycache__"))
-

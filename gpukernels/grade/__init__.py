@@ -49,9 +49,31 @@ def grade(pairs, *, root: Path | None = None, timeout: float = DEFAULT_TIMEOUT, 
     folders = available(root)
     specs: dict = {}
     gradings: list = []
-    pending: dict = {}
-    first = []
+    compiled: dict = {}  # (exercise, source) -> the compile child that ended: one compile serves every copy
+    compiling: dict = {}  # (exercise, source) -> gradings waiting for the compile child in flight
+    done_count = [0]
+
+    def advance(g, done):
+        """The next child of ``g`` after ``done`` (None: g is finished or waits for a compile in flight)."""
+        nxt = g.next_child(done)
+        while nxt is not None and nxt.key[0] == "compile":
+            key = (g.ex.name, g.source)
+            if key in compiled:
+                nxt = g.next_child(compiled[key])
+            elif key in compiling:
+                compiling[key].append(g)
+                return None
+            else:
+                compiling[key] = []
+                return nxt
+        if nxt is None:
+            done_count[0] += 1
+            if on_progress is not None:
+                on_progress(done_count[0], len(gradings))
+        return nxt
+
     with tempfile.TemporaryDirectory(prefix="gpukernels-grade-") as tmp:
+        first = []
         for n, (name, sub) in enumerate(pairs):
             sub, missing = sub if isinstance(sub, tuple) else (sub, "")
             if name not in specs:
@@ -62,25 +84,20 @@ def grade(pairs, *, root: Path | None = None, timeout: float = DEFAULT_TIMEOUT, 
             g = Grading(specs[name], Path(sub).resolve() if sub else None, missing, work, timeout, gpu, speed,
                         hints, pair_seed, index=n)
             gradings.append(g)
-            child = g.next_child(None)  # admission, here; None when the file was refused or is missing
+        for g in gradings:
+            child = advance(g, None)  # admission, here; None when the file was refused or is missing
             if child is not None:
-                pending[n] = True
                 first.append(child)
-        done_count = [len(gradings) - len(pending)]
 
         def on_done(child):
             g = gradings[child.key[1]]
-            nxt = g.next_child(child)
-            if nxt is None:
-                pending.pop(g.index, None)
-                done_count[0] += 1
-                if on_progress is not None:
-                    on_progress(done_count[0], len(gradings))
-                return []
-            return [nxt]
+            nxt = [advance(g, child)]
+            if child.key[0] == "compile":
+                key = (g.ex.name, g.source)
+                compiled[key] = child
+                nxt += [advance(w, child) for w in compiling.pop(key, [])]
+            return [c for c in nxt if c is not None]
 
-        if on_progress is not None and done_count[0]:
-            on_progress(done_count[0], len(gradings))
         run_pool(first, jobs, on_done)
         return [g.finish() for g in gradings]
 
