@@ -144,8 +144,8 @@ class Grading:
             problem = None
             if self.ex.kernel not in admitted.kernels:
                 defined = ", ".join(admitted.kernels)
-                problem = (f"{name} defines no @cuda.jit function {self.ex.kernel!r}"
-                           + (f" (it defines: {defined})" if defined else ""))
+                problem = (f"{name} defines no {self.ex.kernel!r}"
+                           + (f" (its @cuda.jit functions: {defined})" if defined else " @cuda.jit kernel"))
             elif self.ex.kernel in admitted.device_functions:
                 problem = (f"{self.ex.kernel} is a device function (@cuda.jit(device=True)); it must be a kernel, "
                            "launched as kernel[grid, block]")

@@ -106,11 +106,14 @@ class MaxStoresPerElement(Check):
             return False, f"the tracer saw no stores to {self.array!r}"
         per_store, per_load = stores / size, loads / size
         bad = per_store > self.limit + 1e-9 or (self.max_loads is not None and per_load > self.max_loads + 1e-9)
-        text = f"{self.array}: {per_store:.3g} stores and {per_load:.3g} loads per element"
+        text = f"{self.array}: stored {per_store:.3g} times and loaded {per_load:.3g} times per element"
+        if info.get("atomics"):
+            text += f" ({info['atomics']} atomics among them, each a load and a store)"
         if bad:
-            return False, f"{text} (allowed: {self.limit:g} stores" + (
-                f", {self.max_loads:g} loads" if self.max_loads is not None else "") + ")" + (
-                f" -- {self.why}" if self.why else "")
+            allowed = f"stored at most {self.limit:g} time(s)" + (
+                "" if self.max_loads is None else ", never loaded" if self.max_loads == 0
+                else f", loaded at most {self.max_loads:g} time(s)")
+            return False, f"{text} (allowed: {allowed})" + (f" -- {self.why}" if self.why else "")
         return True, text
 
     def describe(self):
@@ -135,8 +138,13 @@ class Coalesced(Check):
                     continue
                 parts.append(f"{name} {kind}s {eff:.0%}")
                 ok &= eff >= self.min_efficiency
-        if not parts:
-            return False, f"the tracer saw no global accesses to {', '.join(self.arrays)}"
+        unseen = [name for name in self.arrays
+                  if not any(f"{kind}_efficiency" in _array(obs, name) for kind in self.kinds)]
+        if unseen:
+            # an array the kernel must read or write, with no traced access: read some other way (a view the
+            # tracer does not follow, an atomic) -- never "coalesced" by default
+            return False, (f"coalescing: the tracer saw no {'/'.join(self.kinds)} of {', '.join(unseen)} -- "
+                           "read and write the arrays themselves, element by element")
         text = "coalescing efficiency: " + ", ".join(parts)
         if ok:
             return True, text
