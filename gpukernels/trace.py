@@ -873,22 +873,26 @@ def trace(events: bool = False):
         t.seconds = time.perf_counter() - start
 
 
-def _parse_size(text: str) -> tuple:
-    return tuple(int(p) for p in text.replace("x", ",").split(",") if p.strip())
-
-
 def trace_main(argv=None) -> int:
-    """``gpukernels trace LESSON --version V [--size ...] [--json FILE]``: run one lesson version on the
+    """``gpukernels trace LESSON [--version V] [--size ...] [--json FILE]``: run one lesson version on the
     simulator under the tracer, print the tables, optionally write them as JSON."""
     import argparse
+    import os
+    import subprocess
 
     import gpukernels
     from rich.console import Console
 
-    parser = argparse.ArgumentParser(prog="gpukernels trace", description=trace_main.__doc__)
+    from . import _device
+    from .cli import UsageError, fail, parse_size
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    prog = "gpukernels trace"
+    parser = argparse.ArgumentParser(prog=prog, description=trace_main.__doc__)
     parser.add_argument("lesson", choices=sorted(gpukernels.LESSONS))
     parser.add_argument("--version", help="a name from the lesson's VERSIONS (default: the last, optimized)")
-    parser.add_argument("--size", type=_parse_size, help="input shape, e.g. 64,64,64 (default: SHAPES['trace'])")
+    parser.add_argument("--size", help="input shape: 64,64,32 or 64x64x32, or 64 for a square (a cube for matmul); "
+                                       "default: the lesson's SHAPES['trace']")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     parser.add_argument("--events", action="store_true", help="keep every access (for --json)")
@@ -897,8 +901,17 @@ def trace_main(argv=None) -> int:
     names = list(lesson.VERSIONS)
     version = args.version or names[-1]
     if version not in lesson.VERSIONS:
-        parser.error(f"{args.lesson} has versions {', '.join(names)}; got {version!r}")
-    shape = args.size or lesson.SHAPES["trace"]
+        return fail(prog, f"{args.lesson} has no version {version!r}; choose from {', '.join(names)}")
+    try:
+        shape = parse_size(args.size, args.lesson) if args.size is not None else lesson.SHAPES["trace"]
+    except UsageError as err:
+        return fail(prog, str(err))
+    if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
+        return fail(prog, f"cannot write --json {args.json!r}: its folder does not exist")
+    if not _device.is_simulator():
+        # numba.cuda is the real GPU in this process; the tracer needs the simulator, so trace in a child
+        env = dict(os.environ, GPUKERNELS_DEVICE="sim", NUMBA_ENABLE_CUDASIM="1")
+        return subprocess.run([sys.executable, "-m", "gpukernels", "trace", *argv], env=env).returncode
     inputs = lesson.make_inputs(shape, args.seed)
     with trace(events=args.events) as t:
         lesson.VERSIONS[version](*inputs)
@@ -913,7 +926,10 @@ def trace_main(argv=None) -> int:
         if args.events:
             ev = t.events()
             data["events"] = {name: ev[name].tolist() for name in ev.dtype.names}
-        with open(args.json, "w") as f:
-            json.dump(data, f, default=_jsonable, indent=1)
+        try:
+            with open(args.json, "w") as f:
+                json.dump(data, f, default=_jsonable, indent=1)
+        except OSError as err:
+            return fail(prog, f"cannot write --json {args.json!r}: {err.strerror or err}")
         console.print(f"wrote {args.json}")
     return 0
