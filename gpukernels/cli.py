@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 
 # name -> (module, function, one-line help). The function takes argv (a list of str) and returns an exit code.
@@ -17,6 +18,53 @@ COMMANDS = {
     "grade": ("gpukernels.grade", "grade_main", "grade exercises (Gradescope results.json)"),
     "export-student": ("gpukernels.grade", "export_main", "copy the exercises without their solutions"),
 }
+
+
+class UsageError(ValueError):
+    """A command-line value that cannot be used; the message is one line for the person who typed it."""
+
+
+def fail(prog: str, message: str) -> int:
+    """Report a UsageError the way argparse reports its own (``prog: error: ...``): one line, exit status 2."""
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def shape_names(lesson) -> tuple:
+    """Names of a lesson's shape dimensions: ``SHAPE_NAMES`` if it has one, else the ``shape = (M, N, K)`` its
+    ``make_inputs`` docstring states, else d1, d2, ... as many as its trace shape has."""
+    names = getattr(lesson, "SHAPE_NAMES", None)
+    if names:
+        return tuple(names)
+    m = re.search(r"shape = \(([A-Za-z, ]+)\)", lesson.make_inputs.__doc__ or "")
+    if m:
+        return tuple(n.strip() for n in m.group(1).split(","))
+    return tuple(f"d{i + 1}" for i in range(len(lesson.SHAPES["trace"])))
+
+
+def parse_size(text: str, lesson_name: str) -> tuple:
+    """``--size`` as a person types it, for one lesson: ``32`` (a square, or a cube for a three-dimensional
+    shape such as matmul's), ``32,32,32``, ``32x32x32`` (also ``32 32 32``, ``32X32``). Raises UsageError naming
+    the lesson's expected form."""
+    import gpukernels
+
+    names = shape_names(gpukernels.LESSONS[lesson_name])
+    form = ",".join(names)
+    example = ",".join(str(v) for v in gpukernels.LESSONS[lesson_name].SHAPES["trace"])
+    one = " or one number for a square" if len(names) == 2 else " or one number for a cube" if len(names) == 3 else ""
+    expected = f"{lesson_name} --size takes {form} (e.g. {example} or {example.replace(',', 'x')}){one}"
+    parts = [p for p in re.split(r"[,xX\s]+", str(text).strip()) if p]
+    try:
+        values = tuple(int(p) for p in parts)
+    except ValueError:
+        raise UsageError(f"--size {text!r} is not a list of whole numbers; {expected}") from None
+    if len(values) == 1 and len(names) in (2, 3):
+        values = values * len(names)
+    if len(values) != len(names):
+        raise UsageError(f"--size {text!r} has {len(values)} number(s); {expected}")
+    if min(values) < 1:
+        raise UsageError(f"--size {text!r}: every dimension must be at least 1; {expected}")
+    return values
 
 
 def usage() -> str:
@@ -73,7 +121,14 @@ def main(argv: list[str] | None = None) -> int:
     except (ImportError, AttributeError) as err:
         print(f"gpukernels {name}: not available in this installation ({err})", file=sys.stderr)
         return 2
-    return int(entry(rest) or 0)
+    try:
+        code = entry(rest)
+    except UsageError as err:  # a value the subcommand could not use: one line, no traceback
+        return fail(f"gpukernels {name}", str(err))
+    except KeyboardInterrupt:
+        print(f"gpukernels {name}: interrupted", file=sys.stderr)
+        return 130
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

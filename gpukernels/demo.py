@@ -27,10 +27,6 @@ from gpukernels import LESSONS
 from gpukernels.check import TOLERANCE, compare
 
 
-def _shape_arg(text: str) -> tuple:
-    return tuple(int(v) for v in text.replace("x", ",").split(","))
-
-
 def demo_sim(lesson: str, shape: tuple, progress=None, task=None) -> list[dict]:
     """Run every version in the simulator: check it, and count its global traffic with the tracer."""
     try:
@@ -159,14 +155,28 @@ def save_figures(lesson: str, directory: Path, console, in_child: bool | None = 
 
 
 def demo_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="gpukernels demo", description=__doc__.split("\n")[0])
+    from gpukernels.cli import UsageError, fail, parse_size
+
+    prog = "gpukernels demo"
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     parser.add_argument("lesson", nargs="?", default="all", help=f"one of {', '.join(LESSONS)}, or all")
-    parser.add_argument("--size", type=_shape_arg, help="shape, e.g. 512,512,512 for matmul (default: per mode)")
+    parser.add_argument("--size", help="shape: 512,512,512 or 512x512x512 for matmul, or 512 for a square (a cube "
+                                       "for matmul); default: per mode")
     parser.add_argument("--save", type=Path, help="write the lesson's key figures (PNG) to this folder")
     args = parser.parse_args(argv)
     lessons = list(LESSONS) if args.lesson == "all" else [args.lesson]
     if any(name not in LESSONS for name in lessons):
-        parser.error(f"unknown lesson {args.lesson!r}; choose from {', '.join(LESSONS)} or all")
+        return fail(prog, f"unknown lesson {args.lesson!r}; choose from {', '.join(LESSONS)} or all")
+    try:  # every lesson's shape before anything runs (with "all", --size must fit each lesson)
+        sizes = {name: parse_size(args.size, name) for name in lessons} if args.size is not None else {}
+    except UsageError as err:
+        return fail(prog, str(err) + (" (with 'all', --size must fit every lesson: name one)" if len(lessons) > 1
+                                      else ""))
+    if args.save is not None:
+        try:
+            args.save.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            return fail(prog, f"cannot write figures to --save {str(args.save)!r}: {err.strerror or err}")
 
     from rich.console import Console
     from rich.progress import Progress
@@ -179,7 +189,7 @@ def demo_main(argv: list[str]) -> int:
     with Progress(console=console, transient=True) as progress:
         for lesson in lessons:
             mod = LESSONS[lesson]
-            shape = args.size or mod.SHAPES["demo_gpu" if gpu else "demo_sim"]
+            shape = sizes.get(lesson) or mod.SHAPES["demo_gpu" if gpu else "demo_sim"]
             task = progress.add_task(f"{lesson} {shape}", total=len(mod.VERSIONS))
             rows = (demo_gpu if gpu else demo_sim)(lesson, tuple(shape), progress, task)
             progress.console.print()

@@ -12,6 +12,7 @@ while a trace is active, the simulator wraps kernel arrays in hooked classes tha
     t.bank_conflicts()          # [BankConflicts]  conflict degree of each warp's shared access, per line
     t.hazards()                 # Hazards          races within a barrier interval; uninitialised shared reads
     t.divergence()              # [Divergence]     active lanes per warp and source line
+    t.barriers()                # [Barriers]       syncthreads / syncwarp executed, shared arrays, per launch
 
 Memory stays bounded: accesses are buffered for one block at a time and folded into per-line counters when
 the block ends. ``trace(events=True)`` also keeps the full event log (``t.events()``, a NumPy record array).
@@ -26,9 +27,14 @@ Conventions (stated so the numbers can be checked by hand):
 * each shared array starts at bank 0; banks are 32 words of 4 bytes; lanes reading the same word are a
   broadcast, not a conflict; the *conflict degree* of a warp access is the largest number of distinct words
   it needs from one bank (1 = conflict-free);
+* an atomic (``cuda.atomic.add`` and the others) is a load and a store of its element: ``traffic()`` counts it
+  in ``loads`` and ``stores`` (and in ``atomics``), and the race analysis treats it as a read and a write;
+* every view a kernel makes of an array (a slice, ``a[:, 0]``, ``.T``, ``reshape``, ``ravel``) is the array:
+  its accesses count as accesses to the elements it views, under the array's name;
 * two accesses race when they touch the same element in the same barrier interval of one block, from
-  different threads, at least one a write (atomics excepted; threads of one warp separated by
-  ``cuda.syncwarp()`` are ordered). Local arrays are private and never race;
+  different threads, at least one a write or an atomic -- except two atomics, which the hardware orders
+  (threads of one warp separated by ``cuda.syncwarp()`` are ordered too). Local arrays are private and never
+  race;
 * divergence is seen where memory is accessed: a line that touches no array does not appear.
 """
 
@@ -63,6 +69,7 @@ __all__ = [
     "UninitializedRead",
     "Hazards",
     "Divergence",
+    "Barriers",
     "Summary",
     "trace_main",
 ]
@@ -75,7 +82,11 @@ __all__ = [
 
 @dataclass
 class ArrayTraffic:
-    """Accesses of one array in one launch. ``loads_per_element`` = loads / elements (the reuse factor)."""
+    """Accesses of one array in one launch. ``loads_per_element`` = loads / elements (the reuse factor).
+
+    ``loads`` and ``stores`` include the ``atomics`` (each is one of both); ``elements_loaded`` and
+    ``elements_stored`` count the distinct elements loaded (atomics included) or stored at least once, so
+    ``elements_loaded == elements`` means every element was read."""
 
     launch: int
     kernel: str
@@ -90,6 +101,8 @@ class ArrayTraffic:
     bytes_loaded: int
     bytes_stored: int
     loads_per_element: float
+    elements_loaded: int = 0
+    elements_stored: int = 0
 
 
 @dataclass
@@ -171,6 +184,28 @@ class Hazards:
 
 
 @dataclass
+class Barriers:
+    """Synchronisation and shared memory of one launch.
+
+    ``syncthreads``: block-wide barriers completed (``cuda.syncthreads()`` and its ``_count`` / ``_and`` /
+    ``_or`` variants, ``grid.sync()``), summed over blocks -- a loop of 4 barriers in 8 blocks gives 32;
+    ``syncthreads_calls``: threads arriving at them (``syncthreads`` x threads per block);
+    ``syncwarp``: ``cuda.syncwarp()`` completed, one per warp and call; ``syncwarp_calls``: threads calling it;
+    ``shared_arrays``: names of the shared arrays the kernel allocated (``cuda.shared.array``, static or
+    dynamic), whether or not it then touched them; ``shared_accesses``: loads + stores + atomics of them.
+    "No shared memory and no barrier" is ``not b.shared_arrays and b.syncthreads == 0``."""
+
+    launch: int
+    kernel: str
+    syncthreads: int
+    syncthreads_calls: int
+    syncwarp: int
+    syncwarp_calls: int
+    shared_arrays: list
+    shared_accesses: int
+
+
+@dataclass
 class Divergence:
     """Warp ``warp`` (of every block) at one source line: how many of its lanes took part, per execution."""
 
@@ -220,6 +255,9 @@ class Trace:
         self._lines: dict = {}
         self._pcs_by_code: dict = {}  # code -> {bytecode offset -> pc}
         self._local_counts = defaultdict(int)  # aid * 3 + kind -> accesses (local arrays, no event log)
+        self._local_seen = defaultdict(set)  # aid * 3 + kind -> elements (local arrays, no event log)
+        self._seen = {}  # (aid, loaded?) -> bool array: elements loaded / stored at least once
+        self._sync = []  # per launch: (syncthreads, syncthreads_calls, syncwarp, syncwarp_calls)
         self._space = np.zeros(0, np.int64)
         self._isz = np.zeros(0, np.int64)
         self._traffic = np.zeros((0, 3), np.int64)
@@ -257,11 +295,12 @@ class Trace:
         pcs_by_code, getframe = self._pcs_by_code, sys._getframe
         append = ev.append
         local, keep = _arrays.LOCAL, self.keep_events
-        local_counts = self._local_counts
+        local_counts, local_seen = self._local_counts, self._local_seen
 
         def hook(arr, elem, kind):
             if arr.space is local and not keep:
                 local_counts[arr.aid * 3 + kind] += 1
+                local_seen[arr.aid * 3 + kind].add(elem)
                 return
             f = getframe(3 if kind == ATOMIC else 2)
             by_offset = pcs_by_code.get(f.f_code)
@@ -296,6 +335,7 @@ class Trace:
         self._ev.clear()
 
     def end(self, launch):
+        self._sync.append(launch.sync_counts())
         self._launch = None
 
     # -- per-block analysis ----------------------------------------------------------------------------------
@@ -308,6 +348,23 @@ class Trace:
             t[: len(self._traffic)] = self._traffic
             self._traffic = t
 
+    def _mark_seen(self, aid, elem, kind):
+        """Remember which elements of each array were loaded (reads, atomics) and stored (writes, atomics)."""
+        for loaded, sel in ((True, kind != WRITE), (False, kind != READ)):
+            if not sel.any():
+                continue
+            a, el = aid[sel], elem[sel]
+            for x in np.unique(a).tolist():
+                mine = el[a == x]
+                top = int(mine.max()) + 1
+                seen = self._seen.get((x, loaded))
+                if seen is None or len(seen) < top:
+                    grown = np.zeros(max(top, self._arrays[x].size), bool)
+                    if seen is not None:
+                        grown[: len(seen)] = seen
+                    self._seen[(x, loaded)] = seen = grown
+                seen[mine] = True
+
     def _analyse_block(self, launch, e):
         self._grow()
         li = len(self.launches) - 1
@@ -316,6 +373,7 @@ class Trace:
             self._events.append((li, block, e))
         n_arrays = len(self._arrays)
         self._traffic += np.bincount(e[:, AID] * 3 + e[:, KIND], minlength=n_arrays * 3).reshape(n_arrays, 3)
+        self._mark_seen(e[:, AID], e[:, ELEM], e[:, KIND])
         # Local arrays only count as traffic: they are private (no races) and not laid out by lane here.
         e = e[self._space[e[:, AID]] != 2]
         if not len(e):
@@ -374,7 +432,7 @@ class Trace:
         self._hazards(li, block, e, space)
 
     def _hazards(self, li, block, e, space):
-        sel = (space != 2) & (e[:, KIND] != ATOMIC)
+        sel = space != 2
         if not sel.any():
             return
         rows = np.flatnonzero(sel)
@@ -387,9 +445,11 @@ class Trace:
             _, cell = np.unique(_mix(s[:, AID], s[:, ELEM]), return_inverse=True)
             cell = cell.ravel()
             first_write = np.full(int(cell.max()) + 1, len(e) + 1, np.int64)
-            w = s[:, KIND] == WRITE
+            w = s[:, KIND] != READ
             np.minimum.at(first_write, cell[w], srows[w])
-            bad = (s[:, KIND] == READ) & (srows < first_write[cell])
+            # an atomic reads its element before it writes it: the first store being an atomic is a read too
+            first = first_write[cell]
+            bad = ((s[:, KIND] == READ) & (srows < first)) | ((s[:, KIND] == ATOMIC) & (srows == first))
             for row in s[bad]:
                 key = (int(row[AID]), int(row[PC]))
                 u = self._uninit.get(key)
@@ -403,8 +463,8 @@ class Trace:
         starts = np.flatnonzero(np.r_[True, cell_s[1:] != cell_s[:-1]])
         ends = np.r_[starts[1:], len(cell_s)]
         tids = sub[order, TID]
-        writes = sub[order, KIND] == WRITE
-        # only cells with a write and two threads can race
+        writes = sub[order, KIND] != READ
+        # only cells with a write (or an atomic) and two threads can race
         has_write = np.add.reduceat(writes.astype(np.int64), starts) > 0
         tmin = np.minimum.reduceat(tids, starts)
         tmax = np.maximum.reduceat(tids, starts)
@@ -432,8 +492,8 @@ class Trace:
         seen = set()
         for i, (o1, r1, t1, pc1, k1, w1) in enumerate(items):
             for o2, r2, t2, pc2, k2, w2 in items[i + 1:]:
-                if t1 == t2 or (k1 != WRITE and k2 != WRITE):
-                    continue
+                if t1 == t2 or (k1 == READ and k2 == READ) or (k1 == ATOMIC and k2 == ATOMIC):
+                    continue  # two reads, or two atomics (the hardware orders those), do not race
                 if t1 >> 5 == t2 >> 5 and w1 != w2:  # ordered by cuda.syncwarp()
                     continue
                 key = (int(e[r1, AID]), pc1, k1, pc2, k2)
@@ -461,25 +521,51 @@ class Trace:
             for k, n in self._local_counts.items():
                 self._traffic[k // 3, k % 3] += n
             self._local_counts.clear()
+            for k, elems in self._local_seen.items():
+                n = len(elems)
+                self._mark_seen(np.full(n, k // 3, np.int64), np.fromiter(elems, np.int64, n),
+                                np.full(n, k % 3, np.int64))
+            self._local_seen.clear()
         out = []
         for aid, info in enumerate(self._arrays):
             sp = _SPACE_NAMES[info.space]
             if space is not None and sp != space:
                 continue
             loads, stores, atomics = (int(x) for x in self._traffic[aid])
+            loads, stores = loads + atomics, stores + atomics  # an atomic reads and writes its element
             out.append(
                 ArrayTraffic(
                     launch=info.launch, kernel=info.kernel, array=info.name, space=sp, shape=info.shape,
                     itemsize=info.itemsize, elements=info.size, loads=loads, stores=stores, atomics=atomics,
                     bytes_loaded=loads * info.itemsize, bytes_stored=stores * info.itemsize,
                     loads_per_element=loads / info.size if info.size else 0.0,
+                    elements_loaded=self._count_seen(aid, True), elements_stored=self._count_seen(aid, False),
                 )
             )
         return out
 
+    def _count_seen(self, aid, loaded) -> int:
+        seen = self._seen.get((aid, loaded))
+        return int(np.count_nonzero(seen)) if seen is not None else 0
+
     def global_bytes(self) -> int:
-        """Bytes moved to and from global memory by every traced launch (loads + stores + 2 x atomics)."""
-        return sum(t.bytes_loaded + t.bytes_stored + 2 * t.atomics * t.itemsize for t in self.traffic())
+        """Bytes moved to and from global memory by every traced launch (loads + stores, atomics in both)."""
+        return sum(t.bytes_loaded + t.bytes_stored for t in self.traffic())
+
+    def barriers(self) -> list:
+        """[Barriers], one per launch: barriers and ``cuda.syncwarp()`` executed, shared arrays allocated."""
+        shared = defaultdict(list)
+        for aid, info in enumerate(self._arrays):
+            if info.space == _SPACES[_arrays.SHARED]:
+                shared[info.launch].append(aid)
+        self._grow()
+        out = []
+        for li, counts in enumerate(self._sync):
+            names = [self._arrays[aid].name for aid in shared[li]]
+            accesses = int(self._traffic[shared[li]].sum())  # raw rows: loads, stores, atomics (each once)
+            out.append(Barriers(li, self.launches[li].kernel, *counts, shared_arrays=names,
+                                shared_accesses=accesses))
+        return out
 
     def coalescing(self) -> Coalescing:
         lines: dict = {}
@@ -524,7 +610,9 @@ class Trace:
         for (aid, pc1, k1, pc2, k2), (count, elem, block, (t1, t2), interval, li) in self._races.items():
             info = self._arrays[aid]
             loc1, loc2 = self._where(pc1)[0], self._where(pc2)[0]
-            hazard = {(WRITE, READ): "read-after-write", (READ, WRITE): "write-after-read"}.get(
+            # an atomic is a read and a write; against a read it is the write
+            hazard = {(WRITE, READ): "read-after-write", (READ, WRITE): "write-after-read",
+                      (ATOMIC, READ): "read-after-write", (READ, ATOMIC): "write-after-read"}.get(
                 (k1, k2), "write-after-write"
             )
             races.append(
@@ -599,6 +687,7 @@ class Trace:
             divergence=self.divergence(only_divergent=True),
             global_bytes=self.global_bytes(),
             seconds=self.seconds,
+            barriers=self.barriers(),
         )
 
 
@@ -669,6 +758,7 @@ class Summary:
     global_bytes: int
     seconds: float = 0.0
     extra: dict = field(default_factory=dict)
+    barriers: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -783,22 +873,26 @@ def trace(events: bool = False):
         t.seconds = time.perf_counter() - start
 
 
-def _parse_size(text: str) -> tuple:
-    return tuple(int(p) for p in text.replace("x", ",").split(",") if p.strip())
-
-
 def trace_main(argv=None) -> int:
-    """``gpukernels trace LESSON --version V [--size ...] [--json FILE]``: run one lesson version on the
+    """``gpukernels trace LESSON [--version V] [--size ...] [--json FILE]``: run one lesson version on the
     simulator under the tracer, print the tables, optionally write them as JSON."""
     import argparse
+    import os
+    import subprocess
 
     import gpukernels
     from rich.console import Console
 
-    parser = argparse.ArgumentParser(prog="gpukernels trace", description=trace_main.__doc__)
+    from . import _device
+    from .cli import UsageError, fail, parse_size
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    prog = "gpukernels trace"
+    parser = argparse.ArgumentParser(prog=prog, description=trace_main.__doc__)
     parser.add_argument("lesson", choices=sorted(gpukernels.LESSONS))
     parser.add_argument("--version", help="a name from the lesson's VERSIONS (default: the last, optimized)")
-    parser.add_argument("--size", type=_parse_size, help="input shape, e.g. 64,64,64 (default: SHAPES['trace'])")
+    parser.add_argument("--size", help="input shape: 64,64,32 or 64x64x32, or 64 for a square (a cube for matmul); "
+                                       "default: the lesson's SHAPES['trace']")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     parser.add_argument("--events", action="store_true", help="keep every access (for --json)")
@@ -807,8 +901,17 @@ def trace_main(argv=None) -> int:
     names = list(lesson.VERSIONS)
     version = args.version or names[-1]
     if version not in lesson.VERSIONS:
-        parser.error(f"{args.lesson} has versions {', '.join(names)}; got {version!r}")
-    shape = args.size or lesson.SHAPES["trace"]
+        return fail(prog, f"{args.lesson} has no version {version!r}; choose from {', '.join(names)}")
+    try:
+        shape = parse_size(args.size, args.lesson) if args.size is not None else lesson.SHAPES["trace"]
+    except UsageError as err:
+        return fail(prog, str(err))
+    if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
+        return fail(prog, f"cannot write --json {args.json!r}: its folder does not exist")
+    if not _device.is_simulator():
+        # numba.cuda is the real GPU in this process; the tracer needs the simulator, so trace in a child
+        env = dict(os.environ, GPUKERNELS_DEVICE="sim", NUMBA_ENABLE_CUDASIM="1")
+        return subprocess.run([sys.executable, "-m", "gpukernels", "trace", *argv], env=env).returncode
     inputs = lesson.make_inputs(shape, args.seed)
     with trace(events=args.events) as t:
         lesson.VERSIONS[version](*inputs)
@@ -823,7 +926,10 @@ def trace_main(argv=None) -> int:
         if args.events:
             ev = t.events()
             data["events"] = {name: ev[name].tolist() for name in ev.dtype.names}
-        with open(args.json, "w") as f:
-            json.dump(data, f, default=_jsonable, indent=1)
+        try:
+            with open(args.json, "w") as f:
+                json.dump(data, f, default=_jsonable, indent=1)
+        except OSError as err:
+            return fail(prog, f"cannot write --json {args.json!r}: {err.strerror or err}")
         console.print(f"wrote {args.json}")
     return 0

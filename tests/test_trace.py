@@ -327,3 +327,159 @@ def test_cli_prints_tables_and_writes_json(tmp_path, capsys):
     x = [row for row in data["traffic"] if row["array"] == "x"]
     assert x and x[0]["loads"] == 4 * 64 and data["extra"]["version"] == "optimized"
     assert data["hazards"]["races"] == []
+
+
+# -- atomics, views, distinct elements, barriers (what the grader of issue 15 counts) ---------------------------
+
+
+@cuda.jit
+def read_by_atomic(a, out):
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i] = cuda.atomic.add(a, i, 0.0)  # READ-BY-ATOMIC
+
+
+@cuda.jit
+def bias_relu_in_place(y, bias):
+    i = cuda.grid(1)
+    if i < y.size:
+        y[i] = 0.0
+        cuda.atomic.add(y, i, bias[i])
+        cuda.atomic.max(y, i, 0.0)
+
+
+def test_an_atomic_is_a_load_and_a_store_of_its_element():
+    a = np.arange(40, dtype=np.float32)
+    out = np.zeros(40, np.float32)
+    with gpukernels.trace() as t:
+        read_by_atomic[2, 32](a, out)
+    ta = by_array(t)["read_by_atomic", "a"]
+    assert (ta.loads, ta.stores, ta.atomics) == (40, 40, 40)
+    assert (ta.elements_loaded, ta.elements_stored, ta.bytes_loaded) == (40, 40, 160)
+    assert t.global_bytes() == 4 * (40 + 40 + 40)  # a loaded and stored by the atomics, out stored
+    (line,) = [x for x in t.coalescing().lines if x.array == "a"]
+    assert line.kind == "atomic" and line.location.endswith(line_of("READ-BY-ATOMIC"))
+    y = np.full(8, -3, np.float32)
+    with gpukernels.trace() as t:
+        bias_relu_in_place[1, 8](y, np.arange(8, dtype=np.float32) - 4)
+    ty = by_array(t)["bias_relu_in_place", "y"]
+    assert (ty.stores, ty.loads, ty.atomics) == (8 * 3, 8 * 2, 8 * 2)  # "stored once" must see three stores
+    assert y.tolist() == [0, 0, 0, 0, 0, 1, 2, 3]
+
+
+@cuda.jit
+def shared_histogram(x, hist):
+    s = cuda.shared.array(4, float32)
+    i = cuda.threadIdx.x
+    if i < 4:
+        s[i] = 0.0
+    cuda.syncthreads()
+    cuda.atomic.add(s, int(x[i]) % 4, 1.0)
+    cuda.syncthreads()
+    if i < 4:
+        hist[i] = s[i]
+
+
+@cuda.jit
+def atomic_against_plain_read(x, hist):
+    s = cuda.shared.array(4, float32)
+    i = cuda.threadIdx.x
+    if i < 4:
+        s[i] = 0.0
+    cuda.syncthreads()
+    cuda.atomic.add(s, int(x[i]) % 4, 1.0)  # ATOMIC-ADD
+    if i < 4:
+        hist[i] = s[i]  # UNSYNCED-READ
+
+
+@cuda.jit
+def atomic_on_uninitialised(x, hist):
+    s = cuda.shared.array(4, float32)
+    i = cuda.threadIdx.x
+    cuda.atomic.add(s, int(x[i]) % 4, 1.0)  # NO-ZEROING
+    cuda.syncthreads()
+    if i < 4:
+        hist[i] = s[i]
+
+
+def test_atomics_race_against_plain_accesses_but_not_each_other():
+    x = np.arange(32, dtype=np.float32)
+    hist = np.zeros(4, np.float32)
+    with gpukernels.trace() as t:
+        shared_histogram[1, 32](x, hist)
+    assert hist.tolist() == [8, 8, 8, 8]
+    assert t.hazards().races == [] and t.hazards().uninitialized == []
+    with gpukernels.trace() as t:
+        atomic_against_plain_read[1, 32](x, hist)
+    (race,) = t.hazards().races
+    assert (race.array, race.space, race.first_kind, race.second_kind) == ("s", "shared", "atomic", "read")
+    assert race.hazard == "read-after-write"
+    assert race.first_location.endswith(line_of("ATOMIC-ADD")) and race.second_location.endswith(line_of("UNSYNCED-READ"))
+    with gpukernels.trace() as t:
+        atomic_on_uninitialised[1, 32](x, hist)
+    (u,) = t.hazards().uninitialized
+    assert u.array == "s" and u.location.endswith(line_of("NO-ZEROING"))
+
+
+@cuda.jit
+def read_through_transpose(a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a.T[i % 4, i // 4] + a[1:][0, i % 4] + a.ravel()[i]
+
+
+def test_views_are_traced_as_the_base_array():
+    a = np.arange(8, dtype=np.float32).reshape(2, 4)
+    out = np.zeros(8, np.float32)
+    with gpukernels.trace(events=True) as t:
+        read_through_transpose[1, 8](a, out)
+    ta = by_array(t)["read_through_transpose", "a"]
+    assert ta.shape == (2, 4) and ta.loads == 3 * 8 and ta.elements_loaded == 8 and ta.elements_stored == 0
+    ev = t.events()
+    first = ev[(ev["array"] == "a") & (ev["thread"][:, 0] == 5)]["element"].tolist()
+    assert first == [1 * 4 + 1, 4 + 1, 5]  # a.T[1, 1] is a[1, 1]; a[1:][0, 1] is a[1, 1]; ravel()[5] is a[1, 1]
+    assert a.T[1, 1] + a[1:][0, 1] + a.ravel()[5] == out[5]
+
+
+@cuda.jit
+def reads_every_other(a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[2 * i] + a[2 * i]
+
+
+def test_elements_loaded_counts_distinct_elements():
+    a = np.arange(16, dtype=np.float32)
+    out = np.zeros(8, np.float32)
+    with gpukernels.trace() as t:
+        reads_every_other[1, 8](a, out)
+    ta, to = by_array(t)["reads_every_other", "a"], by_array(t)["reads_every_other", "out"]
+    assert (ta.loads, ta.elements_loaded, ta.elements) == (16, 8, 16)
+    assert (to.stores, to.elements_stored) == (8, 8)
+
+
+@cuda.jit
+def warp_sum_no_shared(x, out):
+    i = cuda.grid(1)
+    v = x[i]
+    for d in (16, 8, 4, 2, 1):
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, d)
+    cuda.syncwarp()
+    if i % 32 == 0:
+        cuda.atomic.add(out, 0, v)
+
+
+def test_barriers_syncwarps_and_shared_arrays_per_launch():
+    x = np.ones(64, np.float32)
+    out = np.zeros(1, np.float32)
+    hist = np.zeros(4, np.float32)
+    with gpukernels.trace() as t:
+        warp_sum_no_shared[2, 32](x, out)
+        shared_histogram[3, 32](x[:32], hist)
+    b0, b1 = t.barriers()
+    assert out[0] == 64
+    assert (b0.kernel, b0.syncthreads, b0.syncwarp, b0.syncwarp_calls, b0.shared_arrays) == (
+        "warp_sum_no_shared", 0, 2, 64, [])
+    assert (b1.syncthreads, b1.syncthreads_calls, b1.syncwarp, b1.shared_arrays) == (2 * 3, 2 * 3 * 32, 0, ["s"])
+    assert b1.shared_accesses == 3 * (4 + 32 + 4)
+    assert t.summary().to_dict()["barriers"][1]["shared_arrays"] == ["s"]

@@ -18,7 +18,10 @@ Configuration::
         kernel[grid, block](x)
     gpukernels.sim.last_launch()                           # seed, switches, schedule digest, seconds
 
-Environment: ``GPUKERNELS_SIM_SHUFFLE=1``, ``GPUKERNELS_SIM_SEED=n``, ``GPUKERNELS_SIM_TIMEOUT=s``.
+    gpukernels.sim.configure(negative_index="wrap")        # a[i - 1] at i = 0 reads a[-1], as on a GPU
+
+Environment: ``GPUKERNELS_SIM_SHUFFLE=1``, ``GPUKERNELS_SIM_SEED=n``, ``GPUKERNELS_SIM_TIMEOUT=s``,
+``GPUKERNELS_SIM_NEGATIVE_INDEX=wrap``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from __future__ import annotations
 from dataclasses import fields, replace
 
 from . import _state
-from ._state import LaunchInfo, SimConfig
+from ._state import NEGATIVE_INDEX, LaunchInfo, SimConfig
 from .errors import (
     BarrierDivergenceError,
     KernelError,
@@ -52,7 +55,8 @@ class _Configured:
 
 
 def configure(**changes) -> _Configured:
-    """Change simulator settings (see :class:`SimConfig`: seed, shuffle, preempt, timeout_s, record_schedule).
+    """Change simulator settings (see :class:`SimConfig`: seed, shuffle, preempt, timeout_s, record_schedule,
+    negative_index).
 
     Applies at once; used as a context manager, restores the previous settings on exit.
     """
@@ -62,6 +66,9 @@ def configure(**changes) -> _Configured:
         raise TypeError(f"unknown simulator setting(s) {sorted(unknown)}; known: {sorted(known)}")
     if "preempt" in changes and not 0 <= changes["preempt"] <= 1:
         raise ValueError("preempt is a probability, between 0 and 1")
+    if "negative_index" in changes and changes["negative_index"] not in NEGATIVE_INDEX:
+        raise ValueError(f"negative_index must be one of {', '.join(map(repr, NEGATIVE_INDEX))}; "
+                         f"got {changes['negative_index']!r}")
     previous = _state.CONFIG
     _state.CONFIG = replace(previous, **changes)
     return _Configured(previous)

@@ -14,6 +14,7 @@ the launching thread) kernels that stop making progress for ``timeout_s`` second
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import inspect
 import math as _math
@@ -23,6 +24,7 @@ import threading
 import time
 from collections import deque
 
+import numpy as np
 from greenlet import getcurrent, greenlet
 
 from . import _ctx, arrays
@@ -215,9 +217,12 @@ class Launch:
         self.rng = random.Random(seed) if self.shuffle else None
         self.preempt = float(config.preempt) if self.shuffle else 0.0
         self.tracer = tracer
+        self.debug = bool(getattr(kernel, "_debug", False))
         self.mod = SimCUDA(self, grid_dim, block_dim, dynshared_size)
         self.digest = 0
         self.switches = 0
+        # barriers completed / threads arriving at them; cuda.syncwarp() completed / threads calling it
+        self.n_sync = self.n_sync_calls = self.n_wsync = self.n_wsync_calls = 0
         self.schedule = [] if config.record_schedule else None
         self.cur = None
         self.blockIdx = None
@@ -246,6 +251,10 @@ class Launch:
                     _pre(a, i, k)
 
                 self.hook = both
+
+    def sync_counts(self) -> tuple:
+        """(barriers completed, threads arriving at them, syncwarps completed, threads calling syncwarp)."""
+        return (self.n_sync, self.n_sync_calls, self.n_wsync, self.n_wsync_calls)
 
     # -- context for errors ---------------------------------------------------------------------------------
     def who(self) -> dict:
@@ -276,7 +285,7 @@ class Launch:
         return arrays.wrap(a, name, space, aid)
 
     def _convert_args(self, args, retr):
-        from .install import ArgHint, FakeCUDAArray, FakeWithinKernelCUDAArray, np
+        from .install import ArgHint, FakeCUDAArray, FakeWithinKernelCUDAArray
 
         names = _names_of(self.fn)
         out = []
@@ -387,9 +396,13 @@ class Launch:
         """Body of a worker greenlet: runs CUDA threads one after another, as the scheduler hands them over.
         Creating a greenlet costs ~15 us, a switch ~0.5 us: a kernel without barriers needs one worker."""
         fn, kargs, sched = self.fn, self.kargs, self.sched
-        while True:
-            fn(*kargs)
-            sched.switch(_FINISHED)
+        # cuda.jit(debug=True): a float division by zero stops the thread, as the Python error model that
+        # debug mode compiles with does on a GPU (NumPy's FloatingPointError, like the stock simulator's).
+        # Set here, not in the launch: each greenlet has its own context, where NumPy keeps this setting.
+        with np.errstate(divide="raise") if self.debug else contextlib.nullcontext():
+            while True:
+                fn(*kargs)
+                sched.switch(_FINISHED)
 
     def _run_block(self, bidx, kargs):
         bx, by, bz = self.block
@@ -495,6 +508,8 @@ class Launch:
         elif kind == "syncthreads_or":
             result = int(any(t.pred for t in waiting))
         self.waiting = []
+        self.n_sync += 1
+        self.n_sync_calls += len(waiting)
         if self.rng is not None:
             self.rng.shuffle(waiting)
         ready = self.ready
@@ -566,6 +581,9 @@ class Launch:
         ready = self.ready
         own = None
         sync = kind == SYNCWARP
+        if sync:
+            self.n_wsync += 1
+            self.n_wsync_calls += len(group)
         for t in group:
             t.result = results[t.lane]
             if sync:
@@ -712,9 +730,12 @@ class Launch:
     def _kernel_error(self, t, e):
         site = traceback_site(e.__traceback__)
         thread, block = _xyz(t.idx), _xyz(self.blockIdx)
+        # ends as Numba reports an exception raised on a GPU (and its stock simulator too), so that code
+        # matching "tid=[x, y, z] ctaid=[x, y, z]: message" keeps working
+        gpu = f"tid={list(thread)} ctaid={list(block)}" + (f": {e}" if str(e) else "")
         return make_kernel_error(
             f"{type(e).__name__} in kernel {self.name!r}, thread {thread} of block {block} "
-            f"(warp {t.warp}, lane {t.lane}), at {describe(site)}: {e}",
+            f"(warp {t.warp}, lane {t.lane}), at {describe(site)}: {gpu}",
             e,
             kernel=self.name,
             block=block,

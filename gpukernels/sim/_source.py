@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import linecache
 import os
 import re
@@ -18,12 +19,16 @@ def _machinery_dirs() -> tuple[str, ...]:
     return tuple(os.path.join(d, "") for d in dirs)
 
 
-# Frames in these directories are machinery, never "the kernel's line".
+# Frames in these directories are machinery, never "the kernel's line" -- except test suites shipped inside
+# them (numba-cuda's own kernel tests, which benchmarks/numba_peer.py runs on this simulator).
 _SKIP = _machinery_dirs()
+_TESTS = (os.sep + "tests" + os.sep,)
 
 
 def is_machinery(filename: str) -> bool:
-    return filename.startswith(_SKIP) or filename.startswith("<frozen")
+    if filename.startswith("<frozen"):
+        return True
+    return filename.startswith(_SKIP) and not any(t in filename for t in _TESTS)
 
 
 def short_path(filename: str) -> str:
@@ -82,3 +87,53 @@ def describe(site: tuple[str, int]) -> str:
     filename, lineno = site
     text = source_line(filename, lineno)
     return f"{location(filename, lineno)}" + (f" (`{text}`)" if text else "")
+
+
+_ATOMIC_INDEX_ARG = 1  # cuda.atomic.OP(array, index, value...): the index is the second argument
+_literals_cache: dict = {}
+
+
+def _is_literal_int(node) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool)
+
+
+def literal_index(frame) -> tuple | None:
+    """Which components of the index that ``frame`` is using right now are integer literals in the source.
+
+    ``a[-1]`` -> ``(True,)``; ``a[i, -1]`` -> ``(False, True)``; ``a[i - 1]`` -> ``(False,)``; also for the index
+    argument of ``cuda.atomic.add(a, -1, v)``. ``None`` when the source cannot tell (no source, or Python
+    before 3.11, which has no column positions). Read from the expression's own columns
+    (``code.co_positions()``), so other subscripts on the same line do not count.
+    """
+    code, lasti = frame.f_code, frame.f_lasti
+    key = (code, lasti)
+    if key in _literals_cache:
+        return _literals_cache[key]
+    out = None
+    try:
+        positions = list(code.co_positions())[lasti // 2]
+    except (AttributeError, IndexError):  # Python 3.10
+        positions = None
+    if positions is not None and None not in positions:
+        line0, line1, col0, col1 = positions
+        lines = [linecache.getline(code.co_filename, n).encode() for n in range(line0, line1 + 1)]
+        if all(lines):
+            lines[-1] = lines[-1][:col1]
+            lines[0] = lines[0][col0:]
+            try:
+                node = ast.parse(b"".join(lines).decode().strip(), mode="eval").body
+            except SyntaxError:
+                node = None
+            index = None
+            if isinstance(node, ast.Subscript):
+                index = node.slice
+            elif isinstance(node, ast.Call) and len(node.args) > _ATOMIC_INDEX_ARG:
+                index = node.args[_ATOMIC_INDEX_ARG]
+            if isinstance(index, ast.Tuple):
+                out = tuple(_is_literal_int(c) for c in index.elts)
+            elif index is not None:
+                out = (_is_literal_int(index),)
+    _literals_cache[key] = out
+    return out

@@ -6,6 +6,9 @@ import os
 from dataclasses import dataclass, field, replace
 
 
+NEGATIVE_INDEX = ("error", "wrap")
+
+
 @dataclass(frozen=True)
 class SimConfig:
     """How the simulator schedules threads.
@@ -20,6 +23,10 @@ class SimConfig:
                    spinning on memory that another thread should write) raises KernelTimeoutError; a long
                    but healthy launch is never cut short (``None`` or 0: no limit).
     record_schedule -- keep the full list of (block, thread id) switches in ``last_launch().schedule``.
+    negative_index -- what a negative array index computed at run time does (``a[i - 1]`` at ``i = 0``):
+                   ``"error"`` (default) raises OutOfBoundsError, since it is almost always a bug; ``"wrap"``
+                   counts it from the end, as Numba's GPU code does silently. Literal ones (``a[-1]``) always
+                   count from the end, as in Python.
     """
 
     seed: int | None = 0
@@ -27,6 +34,7 @@ class SimConfig:
     preempt: float = 0.05
     timeout_s: float | None = 60.0
     record_schedule: bool = False
+    negative_index: str = "error"
 
 
 @dataclass
@@ -50,12 +58,17 @@ def _from_env() -> SimConfig:
         cfg = replace(cfg, shuffle=True, seed=None)
     if os.environ.get("GPUKERNELS_SIM_SEED"):
         cfg = replace(cfg, seed=int(os.environ["GPUKERNELS_SIM_SEED"]))
+    if os.environ.get("GPUKERNELS_SIM_NEGATIVE_INDEX"):
+        cfg = replace(cfg, negative_index=os.environ["GPUKERNELS_SIM_NEGATIVE_INDEX"].strip().lower())
     if os.environ.get("GPUKERNELS_SIM_TIMEOUT"):
         cfg = replace(cfg, timeout_s=float(os.environ["GPUKERNELS_SIM_TIMEOUT"]))
     return cfg
 
 
 CONFIG = _from_env()
+if CONFIG.negative_index not in NEGATIVE_INDEX:
+    raise ValueError(f"GPUKERNELS_SIM_NEGATIVE_INDEX must be one of {', '.join(NEGATIVE_INDEX)}; "
+                     f"got {CONFIG.negative_index!r}")
 TRACER = None  # set by gpukernels.trace while tracing
 LAST: LaunchInfo | None = None
 

@@ -45,6 +45,31 @@ SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_XOR, SYNCWARP, VOTE_ALL, VOTE_ANY, VOTE_EQ, B
 )
 
 
+def _gamma(x):
+    # tgamma: a pole at 0 (signed infinity), NaN at the negative integers and -inf, +inf past float range
+    x = float(x)
+    if x == 0:
+        return math.copysign(math.inf, x)
+    if x < 0 and (math.isinf(x) or x == math.floor(x)):
+        return math.nan
+    return math.inf
+
+
+def _lgamma(x):
+    return math.inf  # math.lgamma fails only at its poles (0 and the negative integers), where it is +inf
+
+
+def _remainder(x, y):
+    return math.nan  # IEEE remainder fails only for y = 0 or x infinite: NaN
+
+
+# Where Python's math raises (a domain error, an overflow) CUDA returns NaN or infinity: these compute that.
+_FALLBACK = {"fabs": np.fabs, "pow": np.power, "atan2": np.arctan2, "asin": np.arcsin, "acos": np.arccos,
+             "atan": np.arctan, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
+             "gamma": _gamma, "lgamma": _lgamma, "remainder": _remainder,
+             "ldexp": lambda x, n: np.ldexp(x, int(n))}  # (the arguments arrive as float64)
+
+
 class _CudaMath:
     """``math`` inside kernels: the same functions, but a result that overflows or leaves the domain is
     ``inf`` / ``nan`` as on a GPU (``math.exp(1e4)`` is inf in a CUDA kernel; Python raises OverflowError)."""
@@ -56,9 +81,7 @@ class _CudaMath:
         f = getattr(math, name)
         if not callable(f):
             return f
-        fallback = getattr(np, {"fabs": "abs", "pow": "power", "atan2": "arctan2", "asin": "arcsin",
-                                "acos": "arccos", "atan": "arctan", "asinh": "arcsinh", "acosh": "arccosh",
-                                "atanh": "arctanh", "gamma": None}.get(name, name), None)
+        fallback = _FALLBACK.get(name) or getattr(np, name, None)
         if fallback is None:
             setattr(self, name, f)
             return f
@@ -68,7 +91,8 @@ class _CudaMath:
                 return _f(*args)
             except (OverflowError, ValueError, ZeroDivisionError):
                 with np.errstate(all="ignore"):
-                    return float(_np(*(np.float64(a) for a in args)))
+                    out = _np(*(np.float64(a) for a in args))
+                return tuple(map(float, out)) if isinstance(out, tuple) else float(out)
 
         g.__name__ = name
         setattr(self, name, g)  # cached: __getattr__ runs once per name
@@ -112,9 +136,29 @@ def as_dtype(dtype) -> np.dtype:
     return out
 
 
-def _poisoned(shape, dtype) -> np.ndarray:
-    """Uninitialised memory, made deterministic: every byte 0xFF (floats read as NaN, ints as -1 / max)."""
-    a = np.empty(shape, as_dtype(dtype))
+def _check_alignment(alignment, what: str) -> None:
+    """Numba's rule for ``alignment=`` of local and shared arrays (a ValueError at compile time there)."""
+    if alignment is None:
+        return
+    pointer = np.dtype(np.intp).itemsize
+    if isinstance(alignment, bool) or not isinstance(alignment, (int, np.integer)):
+        raise ValueError(f"{what}: alignment must be an integer, got {alignment!r}")
+    if alignment <= 0 or alignment & (alignment - 1) or alignment % pointer:
+        raise ValueError(f"{what}: alignment must be a positive power of 2 and a multiple of {pointer} (the size "
+                         f"of a pointer), got {alignment}")
+
+
+def _poisoned(shape, dtype, alignment=None) -> np.ndarray:
+    """Uninitialised memory, made deterministic: every byte 0xFF (floats read as NaN, ints as -1 / max);
+    starting at a multiple of ``alignment`` bytes when one is given."""
+    dtype = as_dtype(dtype)
+    if alignment is None:
+        a = np.empty(shape, dtype)
+    else:
+        count = int(np.prod(shape))
+        raw = np.empty(count * dtype.itemsize + alignment, np.uint8)
+        skip = -raw.__array_interface__["data"][0] % alignment
+        a = raw[skip: skip + count * dtype.itemsize].view(dtype).reshape(shape)
     if a.size:
         a.view(np.uint8).fill(0xFF)
     return a
@@ -139,11 +183,12 @@ class SimShared:
         key = (f.f_code, f.f_lasti)
         arr = self._allocs.get(key)
         if arr is None:
-            arr = self._allocate(shape, dtype, f)
+            _check_alignment(alignment, "cuda.shared.array")
+            arr = self._allocate(shape, dtype, f, alignment)
             self._allocs[key] = arr
         return arr
 
-    def _allocate(self, shape, dtype, f):
+    def _allocate(self, shape, dtype, f, alignment):
         dtype = as_dtype(dtype)
         filename, lineno = f.f_code.co_filename, f.f_lineno
         name = assigned_name(filename, lineno, f"shared@{location(filename, lineno)}")
@@ -154,7 +199,8 @@ class SimShared:
             a = self._dyn[: count * dtype.itemsize].view(dtype)
             name = assigned_name(filename, lineno, "dynamic_shared")
             return self._launch.new_array(a, name, arrays.SHARED, key=("dyn",))
-        return self._launch.new_array(_poisoned(shape, dtype), name, arrays.SHARED, key=(filename, lineno, name))
+        return self._launch.new_array(_poisoned(shape, dtype, alignment), name, arrays.SHARED,
+                                      key=(filename, lineno, name))
 
 
 class SimLocal:
@@ -167,9 +213,11 @@ class SimLocal:
 
     def array(self, shape, dtype, alignment=None):
         f = sys._getframe(1)
+        _check_alignment(alignment, "cuda.local.array")
         filename, lineno = f.f_code.co_filename, f.f_lineno
         name = assigned_name(filename, lineno, f"local@{location(filename, lineno)}")
-        return self._launch.new_array(_poisoned(shape, dtype), name, arrays.LOCAL, key=(filename, lineno, name))
+        return self._launch.new_array(_poisoned(shape, dtype, alignment), name, arrays.LOCAL,
+                                      key=(filename, lineno, name))
 
 
 class SimConst:
@@ -178,92 +226,93 @@ class SimConst:
 
 
 def _target(ary, idx):
-    """The NumPy array behind ``ary`` after checking ``idx`` (an atomic's element) against its bounds."""
+    """(NumPy array behind ``ary``, ``idx`` checked against its bounds): an atomic's element. A traced launch
+    records the atomic as a read and a write of that element (``ATOMIC``)."""
     if isinstance(ary, arrays.SimArray):
-        ary._index(idx, arrays.ATOMIC)
+        idx = ary._check(idx, arrays.ATOMIC)
         if arrays.HOOK is not None and ary.__class__.__name__.startswith("Hooked"):
             arrays.HOOK(ary, arrays._flat(ary, idx), arrays.ATOMIC)
-        return ary._a
-    return ary
+        return ary._a, idx
+    return ary, idx
 
 
 class SimAtomic:
     """``cuda.atomic``: the scheduler never switches inside one, so each is indivisible by construction."""
 
     def add(self, ary, idx, val):
-        a = _target(ary, idx)
+        a, idx = _target(ary, idx)
         old = a[idx]
         a[idx] = old + val
         return old
 
     def sub(self, ary, idx, val):
-        a = _target(ary, idx)
+        a, idx = _target(ary, idx)
         old = a[idx]
         a[idx] = old - val
         return old
 
     def and_(self, ary, idx, val):
-        a = _target(ary, idx)
+        a, idx = _target(ary, idx)
         old = a[idx]
         a[idx] = old & val
         return old
 
     def or_(self, ary, idx, val):
-        a = _target(ary, idx)
+        a, idx = _target(ary, idx)
         old = a[idx]
         a[idx] = old | val
         return old
 
     def xor(self, ary, idx, val):
-        a = _target(ary, idx)
+        a, idx = _target(ary, idx)
         old = a[idx]
         a[idx] = old ^ val
         return old
 
     def inc(self, ary, idx, val):
-        a = _target(ary, idx)
+        a, idx = _target(ary, idx)
         old = a[idx]
         a[idx] = 0 if old >= val else old + 1
         return old
 
     def dec(self, ary, idx, val):
-        a = _target(ary, idx)
+        a, idx = _target(ary, idx)
         old = a[idx]
         a[idx] = val if (old == 0 or old > val) else old - 1
         return old
 
     def exch(self, ary, idx, val):
-        a = _target(ary, idx)
+        a, idx = _target(ary, idx)
         old = a[idx]
         a[idx] = val
         return old
 
     def max(self, ary, idx, val):
-        a = _target(ary, idx)
+        a, idx = _target(ary, idx)
         old = a[idx]
         a[idx] = max(old, val)
         return old
 
     def min(self, ary, idx, val):
-        a = _target(ary, idx)
+        a, idx = _target(ary, idx)
         old = a[idx]
         a[idx] = min(old, val)
         return old
 
     def nanmax(self, ary, idx, val):
-        a = _target(ary, idx)
+        a, idx = _target(ary, idx)
         old = a[idx]
         a[idx] = np.nanmax([old, val])
         return old
 
     def nanmin(self, ary, idx, val):
-        a = _target(ary, idx)
+        a, idx = _target(ary, idx)
         old = a[idx]
         a[idx] = np.nanmin([old, val])
         return old
 
     def cas(self, ary, idx, old, val):
-        a = _target(ary, idx)
+        a, idx = _target(ary, idx)
         loaded = a[idx]
         if loaded == old:
             a[idx] = val

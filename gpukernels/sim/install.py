@@ -20,7 +20,7 @@ try:  # numba-cuda
 except ImportError:  # Numba's built-in simulator
     from numba.cuda.args import ArgHint  # noqa: F401
 
-from . import _ctx
+from . import _ctx, ufuncs
 from ._launch import Launch
 
 FakeCUDAKernel = _stock_kernel.FakeCUDAKernel
@@ -68,6 +68,7 @@ def install() -> None:
     """Make the gpukernels scheduler run every simulated kernel launch from now on (idempotent)."""
     if not getattr(FakeCUDAKernel.__call__, "__gpukernels_sim__", False):
         FakeCUDAKernel.__call__ = _sim_call
+    ufuncs.install()
     cuda = sys.modules.get("numba.cuda")
     if cuda is not None and not getattr(cuda.jit, "__gpukernels_sim__", False):
         cuda.jit = _tolerant_jit(cuda.jit)
@@ -76,6 +77,7 @@ def install() -> None:
 def uninstall() -> None:
     """Back to Numba's stock simulator (for comparisons and benchmarks)."""
     FakeCUDAKernel.__call__ = stock_call
+    ufuncs.uninstall()
 
 
 def is_installed() -> bool:

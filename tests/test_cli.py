@@ -1,0 +1,65 @@
+"""Every command-line input gets an answer (issue 17): the sizes people type work, and anything else ends in one
+line that says what is expected, with exit status 2 and no traceback. Run as a user would, in a subprocess."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gpukernels.cli import UsageError, parse_size
+
+ENV = dict(os.environ, GPUKERNELS_DEVICE="sim")
+
+
+def gk(*args):
+    return subprocess.run([sys.executable, "-m", "gpukernels", *args], capture_output=True, text=True, env=ENV,
+                          timeout=300)
+
+
+@pytest.mark.parametrize("text, lesson, shape", [
+    ("32", "matmul", (32, 32, 32)), ("32,16,8", "matmul", (32, 16, 8)), ("32x16x8", "matmul", (32, 16, 8)),
+    (" 32 X 16 x 8 ", "matmul", (32, 16, 8)), ("12", "softmax", (12, 12)), ("4x64", "softmax", (4, 64)),
+    ("1,4,16,16,8,3,3", "cbr", (1, 4, 16, 16, 8, 3, 3)),
+])
+def test_sizes_as_people_type_them(text, lesson, shape):
+    assert parse_size(text, lesson) == shape
+
+
+@pytest.mark.parametrize("text, lesson, why", [
+    ("32,32", "matmul", "has 2 number(s); matmul --size takes M,N,K"),
+    ("a,b,c", "matmul", "is not a list of whole numbers; matmul --size takes M,N,K"),
+    ("3.5x2", "softmax", "is not a list of whole numbers; softmax --size takes M,N"),
+    ("0x4", "softmax", "every dimension must be at least 1"),
+    ("4", "cbr", "has 1 number(s); cbr --size takes N,C,H,W,K,R,S"),
+    ("", "matmul", "has 0 number(s)"),
+])
+def test_sizes_that_cannot_be_used_say_the_expected_form(text, lesson, why):
+    with pytest.raises(UsageError, match=why.replace("(", r"\(").replace(")", r"\)")):
+        parse_size(text, lesson)
+
+
+def test_trace_and_demo_take_a_single_number():
+    for args in (("trace", "matmul", "--version", "naive", "--size", "8"), ("demo", "softmax", "--size", "4")):
+        proc = gk(*args)
+        assert proc.returncode == 0, proc.stderr
+        assert "Traceback" not in proc.stderr
+    assert "shape (8, 8, 8)" in gk("trace", "matmul", "--version", "naive", "--size", "8x8x8").stdout
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("trace", "matmul", "--size", "32,32"), "matmul --size takes M,N,K (e.g. 64,64,64 or 64x64x64)"),
+    (("trace", "softmax", "--size", "many"), "softmax --size takes M,N"),
+    (("demo", "matmul", "--size", "8x8xq"), "matmul --size takes M,N,K"),
+    (("demo", "all", "--size", "8,8"), "with 'all', --size must fit every lesson"),
+    (("trace", "matmul", "--version", "fastest"), "choose from naive, coalesced, tiled"),
+    (("demo", "convolution"), "unknown lesson 'convolution'; choose from matmul, softmax, cbr or all"),
+    (("trace", "convolution"), "invalid choice: 'convolution' (choose from 'cbr', 'matmul', 'softmax')"),
+    (("trace", "matmul", "--json", "/no/such/folder/t.json"), "its folder does not exist"),
+    (("frobnicate",), "unknown command 'frobnicate'"),
+])
+def test_unusable_input_is_one_line_and_exit_status_2(args, expected):
+    proc = gk(*args)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and expected in proc.stderr
+    assert sum(expected in line for line in proc.stderr.splitlines()) == 1  # said once, on one line
