@@ -217,8 +217,10 @@ def observe(t, rename: dict) -> dict:
     barriers = getattr(t, "barriers", None)
     sync = None  # an older tracer that does not count barriers: the check that needs it fails, it is not skipped
     if callable(barriers):
-        counts = barriers()
-        sync = {"syncthreads": int(_field(counts, "syncthreads")), "syncwarp": int(_field(counts, "syncwarp"))}
+        launches = barriers()
+        sync = {"syncthreads": sum(int(b.syncthreads) for b in launches),
+                "syncwarp": sum(int(b.syncwarp) for b in launches)}
+        shared["arrays"] = max(shared["arrays"], sum(len(b.shared_arrays) for b in launches))
     hazards = t.hazards()
     races = [f"{r.hazard} on {r.array} ({r.space}) between {_short(r.first_location)} ({r.first_kind}) and "
              f"{_short(r.second_location)} ({r.second_kind}), {r.elements} element(s), e.g. threads "
@@ -228,10 +230,6 @@ def observe(t, rename: dict) -> dict:
     races += [f"shared array {u.array} read at {_short(u.location)} before any thread wrote it "
               f"(e.g. element {u.example_element}, thread {u.example_thread})" for u in hazards.uninitialized]
     return {"arrays": arrays, "shared": shared, "races": races, "race_lines": lines, "sync": sync}
-
-
-def _field(obj, name):
-    return obj.get(name, 0) if isinstance(obj, dict) else getattr(obj, name, 0)
 
 
 def _first_source(race, which: str) -> str:

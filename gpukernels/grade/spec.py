@@ -202,7 +202,7 @@ class NoSharedMemory(Check):
         if sync is None:
             return False, "the tracer did not report on barriers"
         if sync.get("syncthreads"):
-            problems.append(f"{sync['syncthreads']} cuda.syncthreads() calls")
+            problems.append(f"cuda.syncthreads() ({sync['syncthreads']} barriers over all blocks)")
         if problems:
             return False, ("uses " + " and ".join(problems) + ": this exercise is about warp shuffles, with no "
                            "shared memory and no cuda.syncthreads()")
