@@ -111,7 +111,7 @@ def _grade_many(files, seeds_per_file: int, speed: bool, timeout: float = TIMEOU
             pairs.append((path.parent.name, path))
             seeds.append(int(rng.integers(0, 2**31 - 1)))
             owners.append(path)
-    results = grade(pairs, root=EXERCISES, timeout=timeout, seeds=seeds, speed=speed, jobs=2)
+    results = grade(pairs, root=EXERCISES, timeout=timeout, seeds=seeds, speed=speed, jobs=os.cpu_count())
     return owners, results, seeds
 
 
@@ -141,7 +141,7 @@ def test_solutions_score_full_marks_and_stubs_zero():
     pairs = [(n, SOLUTIONS / f"{n}.py") for n in NAMES for _ in range(SEEDS)]
     pairs += [(n, EXERCISES / n / "kernel.py") for n in NAMES]
     seeds = [int(rng.integers(0, 2**31 - 1)) for _ in pairs]
-    results = grade(pairs, root=EXERCISES, timeout=TIMEOUT, seeds=seeds, jobs=2)
+    results = grade(pairs, root=EXERCISES, timeout=TIMEOUT, seeds=seeds, jobs=os.cpu_count())
     problems = []
     for (name, path), r, s in zip(pairs, results, seeds):
         ex = load(EXERCISES / name)
