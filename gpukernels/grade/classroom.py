@@ -84,13 +84,28 @@ def write_csv(path: Path, exercises: list, by_student: dict) -> None:
                         f"{sum(r.max_score for r in res):g}"])
 
 
-def failure_key(text: str) -> str:
-    """A failure message reduced to its kind: the first line, with numbers, shapes and quoted code blanked."""
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    line = re.sub(r"`[^`]*`", "`...`", line)
-    line = re.sub(r"\(\d+(, \d+)*,?\)", "(...)", line)
-    line = re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "N", line)
-    return line[:160]
+# (fragment of a failure message, the kind of mistake it reports), most specific first
+_KINDS = [("does not parse", "syntax error"), ("defines no", "no kernel of the required name"),
+          ("does not compile", "does not compile for a GPU"), ("printed to stdout", "prints to stdout"),
+          ("time limit", "time limit (a loop that never ends?)"), ("did not finish", "time limit (a loop that never ends?)"),
+          ("barrier divergence", "cuda.syncthreads() inside a branch"), ("race", "race (a missing cuda.syncthreads())"),
+          ("out-of-bounds", "out-of-bounds access (bounds guard)"), ("modified its input", "modifies an input"),
+          ("never written", "outputs never written"), ("computed NaN", "computes NaN"),
+          ("shfl_", "warp shuffle misused"), ("expected", "wrong values")]
+
+
+def failure_key(text: str, gate: str = "correctness") -> str:
+    """A failure message reduced to the kind of mistake, so that the same mistake counts once: refusals by the
+    rule they broke, technique by the check that failed, correctness by what went wrong."""
+    if text.startswith("not allowed"):
+        reason = re.sub(r"^not allowed in [^,]+, line \d+: ", "", text).split(". Nothing")[0]
+        reason = re.sub(r"`[^`]*`", "`...`", reason)
+        return "refused before it ran: " + reason[:100]
+    if gate == "technique":
+        failed = next((ln[8:] for ln in text.splitlines() if ln.startswith("FAILED: ")), text.splitlines()[0])
+        failed = re.sub(r"\([^)]*\)", "", failed.split(" -- ")[0])
+        return "technique: " + re.sub(r"-?\d+(\.\d+)?%?", "N", failed).strip()[:100]
+    return next((kind for fragment, kind in _KINDS if fragment in text), text.splitlines()[0][:100])
 
 
 def summarise(exercises: list, by_student: dict) -> dict:
@@ -104,7 +119,7 @@ def summarise(exercises: list, by_student: dict) -> dict:
             maximum = max(maximum, r.max_score)
             failed = [t for t in r.tests if t.status == "failed" and not t.output.startswith("not graded")]
             if failed:
-                failures[f"{failed[0].name.split(': ')[1]}: {failure_key(failed[0].output)}"] += 1
+                failures[failure_key(failed[0].output, failed[0].name.split(": ")[1])] += 1
         summary[name] = {"scores": scores, "max": maximum, "failures": failures.most_common(5)}
     return summary
 
