@@ -409,3 +409,24 @@ def test_select_and_export(tmp_path):
     for name in NAMES:
         assert (out / name / "kernel.py").read_text() == (EXERCISES / name / "kernel.py").read_text()
     assert not list(out.rglob("__pycache__"))
+
+
+def test_a_missing_cuda_compiler_is_not_the_students_failure(tmp_path):
+    """On a laptop without NVVM the compiles gate is skipped with a reason (no points at stake), never failed."""
+    from gpukernels.grade.gates import Grading
+    from gpukernels.grade.pool import Child
+    from gpukernels.grade.protocol import Job, Report
+
+    ex = load(EXERCISES / "01_vector_add")
+    g = Grading(ex, SOLUTIONS / "01_vector_add.py", "", tmp_path, 60.0, False, False, 1, seed=1)
+    assert g.admit()
+    child = Child(("compile", 0), Job("compile", ex.name, ex.kernel, "k.py", "", str(tmp_path)), {}, 60.0)
+    child.report = Report(stage="done", compile={"ok": None, "unavailable": "NvvmSupportError: libNVVM cannot be found"})
+    child.returncode = 0
+    g.cases = []
+    assert g.score_compile(child)  # the simulator still runs
+    g.add("correctness", True, "correct")
+    g.add("compiles", None, g.no_compiler)
+    test = g.result.test("compiles")
+    assert test.status == "skipped" and test.max_score == 0 and "not available on this machine" in test.output
+    assert "cu12 or cu13" in test.output

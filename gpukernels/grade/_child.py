@@ -284,11 +284,23 @@ def _run_compile(job, report, kernel) -> None:
     try:
         cuda.compile_ptx(kernel.py_func, sig, cc=tuple(job.cc))
     except BaseException as exc:  # noqa: BLE001
+        if _no_toolchain(exc):
+            report.compile = {"ok": None, "unavailable": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
+            return
         report.compile = {"ok": False, "error": _first_lines(_describe_exception(exc, job.filename), 8),
                           "error_type": type(exc).__name__}
         return
     report.compile = {"ok": True, "seconds": time.perf_counter() - t0,
                       "signature": "(" + ", ".join(str(t) for t in sig) + ")"}
+
+
+def _no_toolchain(exc: BaseException) -> bool:
+    """The compiler itself is missing (no NVVM: numba-cuda without its cu12/cu13 extra, or a platform it has no
+    wheels for) -- not the student's kernel failing to compile."""
+    text = f"{type(exc).__name__} {exc}"
+    return any(key in text for key in ("NvvmSupportError", "libNVVM", "libnvvm", "CudaSupportError",
+                                       "NVVM cannot be found", "No module named 'numba.cuda'",
+                                       "No module named 'cuda'"))
 
 
 def _compile_without_gpu(cc: tuple) -> None:

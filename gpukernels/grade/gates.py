@@ -117,7 +117,8 @@ class Grading:
         self.cases: list[Case] = []
         self.trace_shape: tuple | None = None
         self.children: dict[str, Child] = {}
-        self.compiled = ""
+        self.compiled: str | None = ""
+        self.no_compiler = ""
         self.speed_case: Case | None = None
 
     # -- before anything runs ----------------------------------------------------------------------------------
@@ -277,6 +278,14 @@ class Grading:
         comp = rep.compile if rep is not None and isinstance(rep.compile, dict) else None
         if problem is None and comp is None:
             problem = "the compiler process ended without a report"
+        if problem is None and comp.get("ok") is None and comp.get("unavailable"):
+            # no CUDA compiler on this machine (a laptop without numba-cuda's toolchain): not the student's
+            # failure; the teacher's grading machine has it
+            self.compiled = None
+            self.no_compiler = (f"skipped: the CUDA compiler is not available on this machine "
+                                f"({comp['unavailable']}); install gpukernels with its cu12 or cu13 extra on "
+                                "Linux or Windows to check this -- the teacher's grader does")
+            return True
         if problem is not None or not comp.get("ok"):
             why = problem or comp.get("error", "compile error")
             self.add("correctness", False, "not run: the kernel does not compile for a GPU (sm_90), and only what "
@@ -304,8 +313,11 @@ class Grading:
                        "gives 0 to a submission that prints)")
         if problem is not None:
             self.add("correctness", False, problem + printed)
-            self.add("compiles", False, f"{self.compiled}, but its points count once the kernel is correct",
-                     hint=False)
+            if self.compiled is None:
+                self.add("compiles", None, self.no_compiler)
+            else:
+                self.add("compiles", False, f"{self.compiled}, but its points count once the kernel is correct",
+                         hint=False)
             self.add_later(GATES[2:], "the kernel must first be correct")
             return False
         sim_name = rep.simulator or "simulator"
@@ -314,7 +326,10 @@ class Grading:
         shuffled = " and in a shuffled thread order" if any("shuffled" in c.outputs for c in rep.cases) else ""
         self.add("correctness", True, f"correct on {len(self.cases)} shapes ({shapes}; the last {drawn} drawn "
                                       f"for this run) in thread order{shuffled} on {sim_name}; inputs unchanged")
-        self.add("compiles", True, self.compiled)
+        if self.compiled is None:
+            self.add("compiles", None, self.no_compiler)
+        else:
+            self.add("compiles", True, self.compiled)
         return True
 
     def _check_cases(self, child: Child) -> str | None:
