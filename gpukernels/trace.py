@@ -257,7 +257,7 @@ class Trace:
         self._local_counts = defaultdict(int)  # aid * 3 + kind -> accesses (local arrays, no event log)
         self._local_seen = defaultdict(set)  # aid * 3 + kind -> elements (local arrays, no event log)
         self._seen = {}  # (aid, loaded?) -> bool array: elements loaded / stored at least once
-        self._sync = []  # per launch: (syncthreads, syncthreads_calls, syncwarp, syncwarp_calls)
+        self._sync = {}  # launch -> (syncthreads, syncthreads_calls, syncwarp, syncwarp_calls), when it ended
         self._space = np.zeros(0, np.int64)
         self._isz = np.zeros(0, np.int64)
         self._traffic = np.zeros((0, 3), np.int64)
@@ -335,7 +335,7 @@ class Trace:
         self._ev.clear()
 
     def end(self, launch):
-        self._sync.append(launch.sync_counts())
+        self._sync[len(self.launches) - 1] = launch.sync_counts()
         self._launch = None
 
     # -- per-block analysis ----------------------------------------------------------------------------------
@@ -553,14 +553,16 @@ class Trace:
         return sum(t.bytes_loaded + t.bytes_stored for t in self.traffic())
 
     def barriers(self) -> list:
-        """[Barriers], one per launch: barriers and ``cuda.syncwarp()`` executed, shared arrays allocated."""
+        """[Barriers], one per launch: barriers and ``cuda.syncwarp()`` executed, shared arrays allocated
+        (zero counts for a launch that ended in an error)."""
         shared = defaultdict(list)
         for aid, info in enumerate(self._arrays):
             if info.space == _SPACES[_arrays.SHARED]:
                 shared[info.launch].append(aid)
         self._grow()
         out = []
-        for li, counts in enumerate(self._sync):
+        for li in range(len(self.launches)):
+            counts = self._sync.get(li, (0, 0, 0, 0))  # a launch that raised has no counts
             names = [self._arrays[aid].name for aid in shared[li]]
             accesses = int(self._traffic[shared[li]].sum())  # raw rows: loads, stores, atomics (each once)
             out.append(Barriers(li, self.launches[li].kernel, *counts, shared_arrays=names,

@@ -22,7 +22,10 @@ _THREADS = 128  # threads per block of the launches below
 
 def _signature(sig):
     """(argument types, return type) of a numba signature (string or object)."""
-    from numba.cuda.core import sigutils
+    try:  # numba-cuda
+        from numba.cuda.core import sigutils
+    except ImportError:  # Numba's built-in simulator
+        from numba.core import sigutils
 
     return sigutils.normalize_signature(sig)
 
@@ -281,6 +284,17 @@ def install() -> None:
             pending = getattr(registry, "ondemand", {})
             _ORIGINAL[id(registry)] = (registry, pending.pop("cuda", None), dict.get(registry, "cuda"))
             dict.__setitem__(registry, "cuda", ours)  # the registry refuses to rebind a key the usual way
+
+
+def decorators() -> dict:
+    """``cuda.vectorize`` and ``cuda.guvectorize`` for a ``numba.cuda`` that lacks them (Numba's built-in
+    simulator): numba's decorators with ``target="cuda"``, which :func:`install` routes here."""
+    import functools
+
+    import numba
+
+    return {"vectorize": functools.partial(numba.vectorize, target="cuda"),
+            "guvectorize": functools.partial(numba.guvectorize, target="cuda")}
 
 
 def uninstall() -> None:
