@@ -886,7 +886,7 @@ def trace_main(argv=None) -> int:
     from rich.console import Console
 
     from . import _device
-    from .cli import UsageError, fail, parse_size
+    from .cli import UsageError, fail, parse_size, simulator_env
 
     argv = sys.argv[1:] if argv is None else list(argv)
     prog = "gpukernels trace"
@@ -912,8 +912,7 @@ def trace_main(argv=None) -> int:
         return fail(prog, f"cannot write --json {args.json!r}: its folder does not exist")
     if not _device.is_simulator():
         # numba.cuda is the real GPU in this process; the tracer needs the simulator, so trace in a child
-        env = dict(os.environ, GPUKERNELS_DEVICE="sim", NUMBA_ENABLE_CUDASIM="1")
-        return subprocess.run([sys.executable, "-m", "gpukernels", "trace", *argv], env=env).returncode
+        return subprocess.run([sys.executable, "-m", "gpukernels", "trace", *argv], env=simulator_env()).returncode
     inputs = lesson.make_inputs(shape, args.seed)
     with trace(events=args.events) as t:
         lesson.VERSIONS[version](*inputs)

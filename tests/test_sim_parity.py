@@ -16,15 +16,9 @@ pytestmark = pytest.mark.skipif(gpukernels.MODE != "sim", reason="simulator only
 from numba import cuda, float32, vectorize  # noqa: E402
 
 from gpukernels.sim import OutOfBoundsError, configure  # noqa: E402
+from ._tags import line_finder  # noqa: E402
 
-HERE = os.path.basename(__file__)
-
-
-def line_of(tag: str) -> str:
-    with open(__file__) as f:
-        hits = [n for n, line in enumerate(f, 1) if line.rstrip().endswith("# " + tag)]
-    assert len(hits) == 1, tag
-    return f"{HERE}:{hits[0]}"
+line_of = line_finder(__file__)
 
 
 # -- negative indices -----------------------------------------------------------------------------------------
@@ -77,6 +71,7 @@ def test_a_computed_negative_index_is_an_error_that_says_what_the_gpu_does():
     assert "almost always a bug" in msg and "silently read a[7], the other end of the array" in msg
     assert "thread (0, 0, 0) of block (0, 0, 0)" in msg and line_of("PREVIOUS") in msg
     assert "configure(negative_index='wrap')" in msg
+    assert out.tolist() == [0] * 8  # thread 0 failed first: nothing was written
 
 
 def test_wrap_mode_reads_the_other_end_as_the_gpu_does():

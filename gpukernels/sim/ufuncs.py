@@ -142,17 +142,21 @@ class SimUFunc:
         return f"<gpukernels simulator ufunc {self.__name__!r}>"
 
 
-class SimVectorize:
-    """The builder numba's ``vectorize`` decorator drives (``add`` a signature, ``build_ufunc``)."""
+class _Builder:
+    """What numba's decorators drive: ``add`` each signature, then ``build_ufunc``."""
 
-    def __init__(self, func, identity=None, cache=False, targetoptions=None):
-        self.pyfunc, self.identity, self.sigs = func, identity, []
+    sigs: list
 
     def add(self, sig):
         self.sigs.append(sig)
 
     def disable_compile(self):
         pass
+
+
+class SimVectorize(_Builder):
+    def __init__(self, func, identity=None, cache=False, targetoptions=None):
+        self.pyfunc, self.identity, self.sigs = func, identity, []
 
     def build_ufunc(self):
         return SimUFunc(self.pyfunc, self.sigs, self.identity)
@@ -248,18 +252,10 @@ class SimGUFunc:
         return f"<gpukernels simulator gufunc {self.__name__!r} {self.layout}>"
 
 
-class SimGUVectorize:
-    """The builder numba's ``guvectorize`` decorator drives."""
-
+class SimGUVectorize(_Builder):
     def __init__(self, func, signature, identity=None, cache=False, targetoptions=None, writable_args=(),
                  is_dynamic=False):
         self.pyfunc, self.layout, self.sigs = func, signature, []
-
-    def add(self, sig):
-        self.sigs.append(sig)
-
-    def disable_compile(self):
-        pass
 
     def build_ufunc(self):
         return SimGUFunc(self.pyfunc, self.layout, self.sigs)
