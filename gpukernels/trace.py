@@ -813,6 +813,14 @@ class Summary:
         else:
             t.caption = "a race means a cuda.syncthreads() is missing between the two lines"
         parts.append(t)
+        if any(b.syncthreads or b.syncwarp or b.shared_arrays for b in self.barriers):
+            t = Table(title="Synchronisation and shared memory", title_justify="left")
+            for col in ("launch", "kernel", "syncthreads", "syncwarp", "shared arrays", "shared accesses"):
+                t.add_column(col)
+            for b in self.barriers:
+                t.add_row(str(b.launch), b.kernel, f"{b.syncthreads:,}", f"{b.syncwarp:,}",
+                          ", ".join(b.shared_arrays) or "-", f"{b.shared_accesses:,}")
+            parts.append(t)
         if self.divergence:
             t = Table(title="Divergence (warps with inactive lanes)", title_justify="left")
             for col in ("kernel", "line", "warp", "executions", "mean active", "min active", "lanes"):
