@@ -87,6 +87,34 @@ def test_wrap_mode_reads_the_other_end_as_the_gpu_does():
 
 
 @cuda.jit
+def count_previous(h):
+    i = cuda.grid(1)
+    cuda.atomic.add(h, i - 1, 1)  # ATOMIC-PREVIOUS
+    cuda.atomic.add(h, -1, 10)
+
+
+@cuda.jit
+def literal_atomics(h):
+    cuda.atomic.max(h, (0, -2), 3)
+    h[-1, -1] += 1
+
+
+def test_atomics_follow_the_same_negative_index_rule():
+    g = np.zeros((2, 3), np.int64)
+    literal_atomics[1, 1](g)
+    assert g.tolist() == [[0, 3, 0], [0, 0, 1]]
+    h = np.zeros(4, np.int64)
+    with pytest.raises(OutOfBoundsError) as info:
+        count_previous[1, 4](h)
+    assert "atomic of global array 'h' at index -1" in str(info.value)
+    assert "silently update h[3]" in str(info.value) and line_of("ATOMIC-PREVIOUS") in str(info.value)
+    h[:] = 0
+    with configure(negative_index="wrap"):
+        count_previous[1, 4](h)
+    assert h.tolist() == [1, 1, 1, 1 + 4 * 10]  # the literal -1 always counts from the end
+
+
+@cuda.jit
 def far_below(a, out):
     i = cuda.grid(1)
     out[i] = a[i - 9]  # FAR-BELOW
