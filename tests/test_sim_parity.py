@@ -147,6 +147,17 @@ def test_views_read_the_elements_they_view():
 
 
 @cuda.jit
+def reshape_a_transpose(a, out):
+    out[0] = a.T.reshape(8)[0]  # RESHAPE-COPY
+
+
+def test_a_reshape_that_needs_a_copy_is_refused_as_numba_refuses_it():
+    with pytest.raises(NotImplementedError, match="cannot do: reshape and ravel need a contiguous array") as info:
+        reshape_a_transpose[1, 1](np.zeros((2, 4), np.float32), np.zeros(1, np.float32))
+    assert line_of("RESHAPE-COPY") in str(info.value)
+
+
+@cuda.jit
 def transposed_last_row(a, out):
     i = cuda.grid(1)
     out[i] = a.T[-1, i]
