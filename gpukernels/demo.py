@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -129,7 +128,9 @@ def save_figures(lesson: str, directory: Path, console, in_child: bool | None = 
     real target in this process, so there the figures are drawn by ``gpukernels plots`` in a simulator child
     process (as the notebooks do); its performance figures show the committed GPU results, labelled as such."""
     if gpukernels.MODE == "gpu" if in_child is None else in_child:
-        env = dict(os.environ, GPUKERNELS_DEVICE="sim", NUMBA_ENABLE_CUDASIM="1", MPLBACKEND="Agg")
+        from gpukernels.cli import simulator_env
+
+        env = simulator_env(MPLBACKEND="Agg")
         proc = subprocess.run([sys.executable, "-m", "gpukernels", "plots", lesson, "--out", str(directory),
                                "--gallery", str(directory / "gallery.md")], env=env, capture_output=True, text=True)
         if proc.returncode != 0:

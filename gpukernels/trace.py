@@ -257,7 +257,7 @@ class Trace:
         self._local_counts = defaultdict(int)  # aid * 3 + kind -> accesses (local arrays, no event log)
         self._local_seen = defaultdict(set)  # aid * 3 + kind -> elements (local arrays, no event log)
         self._seen = {}  # (aid, loaded?) -> bool array: elements loaded / stored at least once
-        self._sync = []  # per launch: (syncthreads, syncthreads_calls, syncwarp, syncwarp_calls)
+        self._sync = {}  # launch -> (syncthreads, syncthreads_calls, syncwarp, syncwarp_calls), when it ended
         self._space = np.zeros(0, np.int64)
         self._isz = np.zeros(0, np.int64)
         self._traffic = np.zeros((0, 3), np.int64)
@@ -335,7 +335,7 @@ class Trace:
         self._ev.clear()
 
     def end(self, launch):
-        self._sync.append(launch.sync_counts())
+        self._sync[len(self.launches) - 1] = launch.sync_counts()
         self._launch = None
 
     # -- per-block analysis ----------------------------------------------------------------------------------
@@ -553,14 +553,16 @@ class Trace:
         return sum(t.bytes_loaded + t.bytes_stored for t in self.traffic())
 
     def barriers(self) -> list:
-        """[Barriers], one per launch: barriers and ``cuda.syncwarp()`` executed, shared arrays allocated."""
+        """[Barriers], one per launch: barriers and ``cuda.syncwarp()`` executed, shared arrays allocated
+        (zero counts for a launch that ended in an error)."""
         shared = defaultdict(list)
         for aid, info in enumerate(self._arrays):
             if info.space == _SPACES[_arrays.SHARED]:
                 shared[info.launch].append(aid)
         self._grow()
         out = []
-        for li, counts in enumerate(self._sync):
+        for li in range(len(self.launches)):
+            counts = self._sync.get(li, (0, 0, 0, 0))  # a launch that raised has no counts
             names = [self._arrays[aid].name for aid in shared[li]]
             accesses = int(self._traffic[shared[li]].sum())  # raw rows: loads, stores, atomics (each once)
             out.append(Barriers(li, self.launches[li].kernel, *counts, shared_arrays=names,
@@ -811,6 +813,14 @@ class Summary:
         else:
             t.caption = "a race means a cuda.syncthreads() is missing between the two lines"
         parts.append(t)
+        if any(b.syncthreads or b.syncwarp or b.shared_arrays for b in self.barriers):
+            t = Table(title="Synchronisation and shared memory", title_justify="left")
+            for col in ("launch", "kernel", "syncthreads", "syncwarp", "shared arrays", "shared accesses"):
+                t.add_column(col)
+            for b in self.barriers:
+                t.add_row(str(b.launch), b.kernel, f"{b.syncthreads:,}", f"{b.syncwarp:,}",
+                          ", ".join(b.shared_arrays) or "-", f"{b.shared_accesses:,}")
+            parts.append(t)
         if self.divergence:
             t = Table(title="Divergence (warps with inactive lanes)", title_justify="left")
             for col in ("kernel", "line", "warp", "executions", "mean active", "min active", "lanes"):
@@ -884,7 +894,7 @@ def trace_main(argv=None) -> int:
     from rich.console import Console
 
     from . import _device
-    from .cli import UsageError, fail, parse_size
+    from .cli import UsageError, fail, parse_size, simulator_env
 
     argv = sys.argv[1:] if argv is None else list(argv)
     prog = "gpukernels trace"
@@ -910,8 +920,7 @@ def trace_main(argv=None) -> int:
         return fail(prog, f"cannot write --json {args.json!r}: its folder does not exist")
     if not _device.is_simulator():
         # numba.cuda is the real GPU in this process; the tracer needs the simulator, so trace in a child
-        env = dict(os.environ, GPUKERNELS_DEVICE="sim", NUMBA_ENABLE_CUDASIM="1")
-        return subprocess.run([sys.executable, "-m", "gpukernels", "trace", *argv], env=env).returncode
+        return subprocess.run([sys.executable, "-m", "gpukernels", "trace", *argv], env=simulator_env()).returncode
     inputs = lesson.make_inputs(shape, args.seed)
     with trace(events=args.events) as t:
         lesson.VERSIONS[version](*inputs)

@@ -1,6 +1,5 @@
 """Planted bugs: each must produce the documented gpukernels.sim error, naming block, thread and kernel line."""
 
-import os
 
 import numpy as np
 import pytest
@@ -21,15 +20,9 @@ from gpukernels.sim import (  # noqa: E402
 )
 
 FULL = 0xFFFFFFFF
-HERE = os.path.basename(__file__)
+from ._tags import line_finder  # noqa: E402
 
-
-def line_of(tag: str) -> str:
-    """``test_sim_errors.py:N`` for the one line of this file ending in ``# tag``."""
-    with open(__file__) as f:
-        hits = [n for n, line in enumerate(f, 1) if line.rstrip().endswith("# " + tag)]
-    assert len(hits) == 1, tag
-    return f"{HERE}:{hits[0]}"
+line_of = line_finder(__file__)
 
 
 # -- barrier divergence -------------------------------------------------------------------------------------
@@ -166,12 +159,6 @@ def one_past_the_end(a, out):
 
 
 @cuda.jit
-def negative_index(a, out):
-    i = cuda.grid(1)
-    out[i] = a[i - 1]  # NEGATIVE
-
-
-@cuda.jit
 def shared_oob(out):
     s = cuda.shared.array((4, 8), float32)
     i = cuda.threadIdx.x
@@ -204,17 +191,6 @@ def test_read_past_the_end_of_a_global_array():
     assert "global array 'a'" in msg and "index 64" in msg and "shape (64,)" in msg
     assert "thread (31, 0, 0) of block (1, 0, 0)" in msg and line_of("PAST-END") in msg
     assert (err.array, err.index, err.shape, err.thread, err.block) == ("a", 64, (64,), (31, 0, 0), (1, 0, 0))
-
-
-def test_negative_index_is_an_error_not_a_wrap_around():
-    a = np.arange(8, dtype=np.float32)
-    out = np.zeros(8, np.float32)
-    with pytest.raises(OutOfBoundsError) as info:
-        negative_index[1, 8](a, out)
-    msg = str(info.value)
-    assert "index -1" in msg and "negative" in msg and "thread (0, 0, 0) of block (0, 0, 0)" in msg
-    assert line_of("NEGATIVE") in msg
-    assert out.tolist() == [0] * 8  # thread 0 failed first: nothing was written
 
 
 def test_shared_and_local_arrays_are_bounds_checked():

@@ -16,15 +16,9 @@ pytestmark = pytest.mark.skipif(gpukernels.MODE != "sim", reason="simulator only
 from numba import cuda, float32, vectorize  # noqa: E402
 
 from gpukernels.sim import OutOfBoundsError, configure  # noqa: E402
+from ._tags import line_finder  # noqa: E402
 
-HERE = os.path.basename(__file__)
-
-
-def line_of(tag: str) -> str:
-    with open(__file__) as f:
-        hits = [n for n, line in enumerate(f, 1) if line.rstrip().endswith("# " + tag)]
-    assert len(hits) == 1, tag
-    return f"{HERE}:{hits[0]}"
+line_of = line_finder(__file__)
 
 
 # -- negative indices -----------------------------------------------------------------------------------------
@@ -77,6 +71,7 @@ def test_a_computed_negative_index_is_an_error_that_says_what_the_gpu_does():
     assert "almost always a bug" in msg and "silently read a[7], the other end of the array" in msg
     assert "thread (0, 0, 0) of block (0, 0, 0)" in msg and line_of("PREVIOUS") in msg
     assert "configure(negative_index='wrap')" in msg
+    assert out.tolist() == [0] * 8  # thread 0 failed first: nothing was written
 
 
 def test_wrap_mode_reads_the_other_end_as_the_gpu_does():
@@ -89,6 +84,34 @@ def test_wrap_mode_reads_the_other_end_as_the_gpu_does():
         previous[1, 8](a, out)
     with pytest.raises(ValueError, match="negative_index must be one of 'error', 'wrap'"):
         configure(negative_index="clamp")
+
+
+@cuda.jit
+def count_previous(h):
+    i = cuda.grid(1)
+    cuda.atomic.add(h, i - 1, 1)  # ATOMIC-PREVIOUS
+    cuda.atomic.add(h, -1, 10)
+
+
+@cuda.jit
+def literal_atomics(h):
+    cuda.atomic.max(h, (0, -2), 3)
+    h[-1, -1] += 1
+
+
+def test_atomics_follow_the_same_negative_index_rule():
+    g = np.zeros((2, 3), np.int64)
+    literal_atomics[1, 1](g)
+    assert g.tolist() == [[0, 3, 0], [0, 0, 1]]
+    h = np.zeros(4, np.int64)
+    with pytest.raises(OutOfBoundsError) as info:
+        count_previous[1, 4](h)
+    assert "atomic of global array 'h' at index -1" in str(info.value)
+    assert "silently update h[3]" in str(info.value) and line_of("ATOMIC-PREVIOUS") in str(info.value)
+    h[:] = 0
+    with configure(negative_index="wrap"):
+        count_previous[1, 4](h)
+    assert h.tolist() == [1, 1, 1, 1 + 4 * 10]  # the literal -1 always counts from the end
 
 
 @cuda.jit
@@ -121,6 +144,17 @@ def test_views_read_the_elements_they_view():
     through_views[1, 2](a, out)
     expected = [a.T[i, 0] + a[:, 1][i] * 10 + a.ravel()[i + 4] * 100 + a.reshape(4, 2)[i, 1] * 1000 for i in range(2)]
     assert out.tolist() == expected
+
+
+@cuda.jit
+def reshape_a_transpose(a, out):
+    out[0] = a.T.reshape(8)[0]  # RESHAPE-COPY
+
+
+def test_a_reshape_that_needs_a_copy_is_refused_as_numba_refuses_it():
+    with pytest.raises(NotImplementedError, match="cannot do: reshape and ravel need a contiguous array") as info:
+        reshape_a_transpose[1, 1](np.zeros((2, 4), np.float32), np.zeros(1, np.float32))
+    assert line_of("RESHAPE-COPY") in str(info.value)
 
 
 @cuda.jit

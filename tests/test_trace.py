@@ -2,7 +2,6 @@
 
 import json
 import math
-import os
 
 import numpy as np
 import pytest
@@ -15,15 +14,9 @@ from numba import cuda, float32  # noqa: E402
 
 from gpukernels import cbr, matmul, softmax  # noqa: E402
 from gpukernels.trace import trace_main  # noqa: E402
+from ._tags import line_finder  # noqa: E402
 
-HERE = os.path.basename(__file__)
-
-
-def line_of(tag: str) -> str:
-    with open(__file__) as f:
-        hits = [n for n, line in enumerate(f, 1) if line.rstrip().endswith("# " + tag)]
-    assert len(hits) == 1, tag
-    return f"{HERE}:{hits[0]}"
+line_of = line_finder(__file__)
 
 
 def by_array(t):

@@ -33,6 +33,7 @@ from .errors import OutOfBoundsError
 READ, WRITE, ATOMIC = 0, 1, 2
 GLOBAL, SHARED, LOCAL = "global", "shared", "local"
 _ACTION = {READ: "read", WRITE: "write", ATOMIC: "atomic"}
+_VERB = {READ: "read", WRITE: "write", ATOMIC: "update"}
 
 # Set by the launch while a hooked launch runs: HOOK(array, element, kind), called from kernel code.
 HOOK = None
@@ -135,7 +136,7 @@ class SimArray:
             why = (
                 f"index {bad} on axis {axis} is negative, computed at run time; {where}. That is almost always a "
                 f"bug (an `i - 1` at i = 0). On a GPU it is not even an error: Numba adds the axis length, so this "
-                f"thread would silently {action} {self.name}[{other}], the other end of the array. If that is "
+                f"thread would silently {_VERB[kind]} {self.name}[{other}], the other end of the array. If that is "
                 "what you mean, write the index so that it is not negative, or run "
                 "gpukernels.sim.configure(negative_index='wrap') to do what the GPU does"
             )

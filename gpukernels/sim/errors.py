@@ -45,7 +45,8 @@ class KernelTimeoutError(SimulatorError):
 
 
 class OutOfBoundsError(SimulatorError, IndexError):
-    """An index outside an array (global, shared or local), negative indices included."""
+    """An index outside an array (global, shared or local), or a negative one computed at run time (see
+    ``gpukernels.sim.arrays``: on a GPU that one silently reads the other end of the array)."""
 
     def __init__(self, message, *, array=None, index=None, shape=None, space=None, **kw):
         super().__init__(message, **kw)

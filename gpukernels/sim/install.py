@@ -72,6 +72,10 @@ def install() -> None:
     cuda = sys.modules.get("numba.cuda")
     if cuda is not None and not getattr(cuda.jit, "__gpukernels_sim__", False):
         cuda.jit = _tolerant_jit(cuda.jit)
+    if cuda is not None:
+        for name, decorator in ufuncs.decorators().items():
+            if not hasattr(cuda, name):
+                setattr(cuda, name, decorator)
 
 
 def uninstall() -> None:

@@ -22,7 +22,10 @@ _THREADS = 128  # threads per block of the launches below
 
 def _signature(sig):
     """(argument types, return type) of a numba signature (string or object)."""
-    from numba.cuda.core import sigutils
+    try:  # numba-cuda
+        from numba.cuda.core import sigutils
+    except ImportError:  # Numba's built-in simulator
+        from numba.core import sigutils
 
     return sigutils.normalize_signature(sig)
 
@@ -139,17 +142,21 @@ class SimUFunc:
         return f"<gpukernels simulator ufunc {self.__name__!r}>"
 
 
-class SimVectorize:
-    """The builder numba's ``vectorize`` decorator drives (``add`` a signature, ``build_ufunc``)."""
+class _Builder:
+    """What numba's decorators drive: ``add`` each signature, then ``build_ufunc``."""
 
-    def __init__(self, func, identity=None, cache=False, targetoptions=None):
-        self.pyfunc, self.identity, self.sigs = func, identity, []
+    sigs: list
 
     def add(self, sig):
         self.sigs.append(sig)
 
     def disable_compile(self):
         pass
+
+
+class SimVectorize(_Builder):
+    def __init__(self, func, identity=None, cache=False, targetoptions=None):
+        self.pyfunc, self.identity, self.sigs = func, identity, []
 
     def build_ufunc(self):
         return SimUFunc(self.pyfunc, self.sigs, self.identity)
@@ -245,18 +252,10 @@ class SimGUFunc:
         return f"<gpukernels simulator gufunc {self.__name__!r} {self.layout}>"
 
 
-class SimGUVectorize:
-    """The builder numba's ``guvectorize`` decorator drives."""
-
+class SimGUVectorize(_Builder):
     def __init__(self, func, signature, identity=None, cache=False, targetoptions=None, writable_args=(),
                  is_dynamic=False):
         self.pyfunc, self.layout, self.sigs = func, signature, []
-
-    def add(self, sig):
-        self.sigs.append(sig)
-
-    def disable_compile(self):
-        pass
 
     def build_ufunc(self):
         return SimGUFunc(self.pyfunc, self.layout, self.sigs)
@@ -281,6 +280,17 @@ def install() -> None:
             pending = getattr(registry, "ondemand", {})
             _ORIGINAL[id(registry)] = (registry, pending.pop("cuda", None), dict.get(registry, "cuda"))
             dict.__setitem__(registry, "cuda", ours)  # the registry refuses to rebind a key the usual way
+
+
+def decorators() -> dict:
+    """``cuda.vectorize`` and ``cuda.guvectorize`` for a ``numba.cuda`` that lacks them (Numba's built-in
+    simulator): numba's decorators with ``target="cuda"``, which :func:`install` routes here."""
+    import functools
+
+    import numba
+
+    return {"vectorize": functools.partial(numba.vectorize, target="cuda"),
+            "guvectorize": functools.partial(numba.guvectorize, target="cuda")}
 
 
 def uninstall() -> None:
