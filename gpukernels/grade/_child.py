@@ -208,7 +208,9 @@ def observe(t, rename: dict) -> dict:
     for (name, kind), (sec, need) in sectors.items():
         arrays.setdefault(name, {})[f"{kind}_efficiency"] = need / sec if sec else 1.0
     shared_traffic = t.traffic("shared")
-    shared_accesses = sum(tr.loads + tr.stores + tr.atomics for tr in shared_traffic)
+    # each access once: a tracer that counts an atomic in its loads and its stores would count it three times
+    shared_accesses = sum(tr.loads + tr.stores + (-tr.atomics if hasattr(tr, "elements_loaded") else tr.atomics)
+                          for tr in shared_traffic)
     worst = max(t.bank_conflicts(), key=lambda b: b.max_degree, default=None)
     shared = {"accesses": shared_accesses, "arrays": len(shared_traffic),
               "max_ways": worst.max_degree if worst else 1,
