@@ -603,7 +603,9 @@ def traffic(lesson: str, version: str, shape=None) -> dict:
 
     mod = _lessons()[lesson]
     shape = tuple(shape or mod.SHAPES["trace"])
-    src = Path(mod.__file__).read_text()
+    # A lesson that is a package (matmul) is keyed by all of its files, so that editing a step's file counts.
+    src = "".join(f.read_text() for f in sorted(Path(mod.__file__).parent.glob("*.py"))) if hasattr(mod, "__path__") \
+        else Path(mod.__file__).read_text()
     key = hashlib.sha256(f"{lesson}|{version}|{shape}|{src}|traffic-v1".encode()).hexdigest()[:24]
     path = _res.cache_dir().parent / "traffic" / f"{key}.json"
     try:

@@ -47,7 +47,7 @@ def test_wave_fit_picks_the_tile_that_fills_the_gpu():
 @pytest.fixture
 def one_sm(monkeypatch):
     """Plan as for a GPU with one SM, so that shapes small enough for the simulator get the big tiles."""
-    monkeypatch.setattr(matmul, "_sm_count", lambda: 1)
+    monkeypatch.setattr(matmul._common, "sm_count", lambda: 1)
 
 
 @pytest.mark.parametrize("name,shape,kernel", [
