@@ -35,15 +35,21 @@ Each version below changes exactly one thing, and its docstring says what and wh
                    the alignment. A quarter of the load instructions and of the trips through the L1 pipeline.
 15. ``thread_16x8`` 16 x 8 outputs per thread in 256 x 128 tiles (the tile cuBLAS's own FP32 kernel uses):
                    128 FMAs per 6 shared loads instead of 64 per 4.
+16. ``skinny``     a matrix-vector kernel for C with few rows (M <= 16): 4 columns per thread, K split over the
+                   grid so that enough loads are in flight, B streamed once. Judged against the copy bandwidth.
+17. ``split_k``    slices of K over the grid's z, summed into C by atomics, when C has too few tiles to fill 132 SMs
+                   (M = N = 256, K = 65536: 16 tiles of 64 x 64).
+18. ``optimized``  the dispatcher: ``optimized.choose(M, N, K)`` picks the step, tile and number of K slices from
+                   the shape by a rule a student can read, and says why.
 
-On the H200 the ladder goes 274 ms -> 100 -> 17.5 -> 17.9 -> 19.7 -> 17.6 -> 8.4 -> 5.0 -> 4.9 -> 4.1 -> 3.64
+Steps 1-15 make one shape fast: 4096^3. On the H200 the ladder goes 274 ms -> 100 -> 17.5 -> 17.9 -> 19.7 -> 17.6 -> 8.4 -> 5.0 -> 4.9 -> 4.1 -> 3.64
 -> 3.69 -> 3.69 -> 3.30 -> 3.21 ms at 4096^3 (cuBLAS: 2.69 ms, so the last step is at 84%); wave_fit changes
 nothing there but takes 1024^3 from 0.12 to 0.095 ms. benchmarks/NOTES.md says why each step moved as much (or
 as little) as it did, and what the profiler showed.
 
 Each step lives in its own file, numbered as here (``k03_tiled.py`` holds ``tiled_kernel`` and the ``tiled`` launch
 plan); steps 10 on are calls of one kernel factory (``_interior.py``), each file stating the one argument it changes.
-``VERSIONS`` lists them in that order (naive first, fastest last); ``optimized`` is the last one. Run
+``VERSIONS`` lists them in that order (naive first); ``optimized`` is the last one. Run
 ``gpukernels bench matmul`` on a GPU for times, ``gpukernels trace matmul --version tiled`` anywhere for the
 memory traffic each version really generates.
 
@@ -51,6 +57,24 @@ Count the work first: 2*M*N*K FLOPs, and at least 4*(M*K + K*N + M*N) bytes of D
 137 GFLOP against 201 MB, an arithmetic intensity of ~680 FLOP/byte -- far above the H200's ~14 FLOP/byte
 ridge point, so matmul is bound by arithmetic when the data is reused well, and by memory when it is not
 (the naive kernel re-reads A and B from global memory N and M times).
+
+Regimes: why one kernel is not enough
+-------------------------------------
+``SHAPES["suite"]`` groups real workloads by what limits them (``gpukernels bench --suite`` measures them all):
+
+* **Compute-bound squares** (4096^3, 6144^3, transformer layers): thousands of tiles, so the largest tile and the
+  most FMAs per shared load win -- steps 1-15.
+* **Wave quantisation** (768^3, 1536^3): a tile count just above a multiple of 132 SMs leaves most of the last wave
+  idle (144 tiles = 1.09 waves: the second wave is 9% full); a smaller tile, or slices of K, balance the waves.
+* **Too few tiles** (large K: 256 x 256 x 65536, 128 x 128 x 32768): C alone gives a handful of blocks however
+  small the tile; slicing K (split-K, step 17) is the only way to use the SMs.
+* **Bandwidth-bound matrix-vector products** (M = 1 or 16, N = K = 8192): 2 FLOPs per 4-byte element of B, so the
+  floor is reading B at copy bandwidth, not the FMA rate (step 16).
+* **Small K** (8192 x 8192 x 128): writing C costs as much as the product; the tiled kernels' prologue and
+  epilogue are no longer hidden.
+
+`optimized` chooses among steps 13-17 by these rules; benchmarks/NOTES.md has each prediction beside its
+measurement.
 """
 
 from __future__ import annotations
@@ -97,11 +121,23 @@ def min_bytes(shape) -> int:
 SHAPES = {
     "test": [(1, 1, 1), (1, 7, 1), (31, 33, 17), (33, 31, 40), (64, 48, 16), (17, 130, 9)],
     # (2052, 2056, 260): rows 16-byte aligned and enough 256 x 128 tiles for 132 SMs, so the 16-byte loads run
-    "test_gpu": [(1, 1, 1), (1823, 781, 129), (4095, 257, 33), (513, 1025, 1000), (2052, 2056, 260)],
+    "test_gpu": [(1, 1, 1), (1823, 781, 129), (4095, 257, 33), (513, 1025, 1000), (2052, 2056, 260),
+                 # the new regimes, ragged: a matrix-vector product, 16 rows, and a large K that split_k slices
+                 (1, 4097, 1023), (16, 1001, 5003), (100, 96, 40000)],
     "trace": (64, 64, 64),
     "demo_sim": (64, 64, 64),
     "demo_gpu": (4096, 4096, 4096),
     "bench": [(4096, 4096, 4096), (1024, 1024, 1024), (4095, 4097, 4093)],
+    # The public suite (issue 16), by regime: every figure of `gpukernels bench --suite` is over all of them.
+    "suite": {
+        "squares": [(256, 256, 256), (768, 768, 768), (1024, 1024, 1024), (1536, 1536, 1536), (4096, 4096, 4096),
+                    (6144, 6144, 6144)],
+        "ragged": [(1000, 1000, 1000), (4095, 4097, 4093)],
+        "skinny": [(1, 8192, 8192), (16, 8192, 8192), (64, 8192, 8192), (8192, 32, 4096)],
+        "transformer": [(2048, 11008, 4096), (2048, 4096, 11008)],
+        "small_k": [(8192, 8192, 128), (4096, 4096, 64)],
+        "large_k": [(128, 128, 32768), (512, 512, 16384)],
+    },
 }
 
 
@@ -124,9 +160,11 @@ from .k12_swizzled import swizzled, swizzled_kernel  # noqa: E402,F401
 from .k13_wave_fit import small_tile_kernel, wave_fit, wave_fit_kernel  # noqa: E402,F401
 from .k14_vector_loads import small_vec_kernel, vec_kernel, vector_loads  # noqa: E402,F401
 from .k15_thread_16x8 import thread_16x8, wide_kernel, wide_vec_kernel  # noqa: E402,F401
+from .k16_skinny import skinny  # noqa: E402,F401
+from .k17_split_k import split_k  # noqa: E402,F401
+from .k18_optimized import choose, optimized  # noqa: E402,F401
 
-#: Every version, naive first and fastest last. Tests, benchmarks, plots and docs iterate over this.
+#: Every version, naive first and the dispatcher last. Tests, benchmarks, plots and docs iterate over this.
 VERSIONS = {v.name: v for v in (naive, coalesced, tiled, regblock_1d, regblock_2d, conflict_free, double_buffered,
                                 vectorized, unrolled, interior, deep_k, swizzled, wave_fit, vector_loads,
-                                thread_16x8)}
-optimized = list(VERSIONS.values())[-1]
+                                thread_16x8, skinny, split_k, optimized)}
