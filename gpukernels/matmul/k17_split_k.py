@@ -19,7 +19,7 @@ from . import _common
 from ._common import check, tiled_launch
 from ._interior import make_interior_kernel
 
-SPLIT_MIN_K = 256  # the shallowest slice of K worth a block: 32 tiles of 8, against one atomic add per output
+SPLIT_MIN_K = 64  # the shallowest slice of K worth a block: 8 tiles of 8, against one atomic add per output
 SPLIT_MAX = 64  # at most this many partial sums per element of C
 
 split_kernel = make_interior_kernel(128, 128, bk=16, split_k=True)

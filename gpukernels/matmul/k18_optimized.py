@@ -7,10 +7,11 @@ why:
 1. **Few rows of C** (M <= ``SKINNY_MAX_M``): a matrix-vector product is bound by reading B once, not by
    arithmetic; ``skinny`` streams B at copy bandwidth.
 2. **Everything else is a tiled product**, and the question is which tile and how many slices of K. For each
-   candidate (tile, slices) the rule estimates the time of the busiest SM: it holds
-   ``L = ceil(blocks / SMs)`` blocks, each ``2 * BM * BN * ceil(K / slices)`` FLOPs, and runs them at the tile's
-   measured rate, which needs ``per_sm`` resident blocks to reach (fewer leave latency unhidden, so an SM with
-   L < per_sm blocks takes as long as one with per_sm). A split adds a zero pass and M * N * slices atomic adds.
+   candidate (tile, slices) the rule estimates the time of the busiest SM. It holds ``L = ceil(blocks / SMs)``
+   blocks and runs up to ``per_sm`` of them at once, so it works ``ceil(L / per_sm)`` rounds. In a round, each
+   k tile costs the larger of its FLOPs (for the resident blocks) at the tile's measured rate and ``LAT_US``, the
+   step a k tile takes when the SM waits on loads and barriers rather than on arithmetic; a block also pays
+   ``BLOCK_US`` for its first loads and its stores. A split adds a zero pass and M * N * slices atomic adds.
    The smallest estimate wins; that one model covers the three regimes below:
 
    * compute-bound squares (4096^3): the 256 x 128 tile fills the GPU many times over; it wins on its rate.
@@ -51,7 +52,10 @@ class Tile:
     per_sm: int
 
 
+# Fitted to the suite run of 2026-12-01 (benchmarks/results/h200-suite-partial-run1.json, benchmarks/NOTES.md):
 SM_GFLOPS = 324.0  # one SM running thread_16x8 at 4096^3: 42.8 TFLOP/s / 132 SMs (H200, 2026-12-01)
+LAT_US = 0.42  # a k tile's step when latency-bound: 64 x 64 tiles at 256^3 (16 blocks, 32 tiles) took 18.4 us
+BLOCK_US = 5.0  # a block's prologue (first tile) and epilogue (stores), from the same run's small shapes
 SPLIT_OVERHEAD_US = 3.0  # the zero pass's launch and the tail of the atomics, roughly
 ATOMIC_GBPS = 1500.0  # zeroing C and the atomic read-modify-writes of a split, at L2: 1.5 TB/s (a rough guess)
 
@@ -81,11 +85,14 @@ class Choice:
 
 def estimate_us(m: int, n: int, k: int, tile: Tile, splits: int, sms: int) -> float:
     """The busiest SM's time for this tile and number of K slices (see the module docstring)."""
-    bm, bn = tile.kernels[0].tile
+    kernel = tile.kernels[0]
+    bm, bn = kernel.tile
     blocks = ceil_div(m, bm) * ceil_div(n, bn) * splits
-    per_sm = ceil_div(blocks, sms)
-    flops = 2 * bm * bn * ceil_div(k, splits)
-    t = max(per_sm, tile.per_sm) * flops / (tile.rate * SM_GFLOPS * 1e3)
+    on_sm = ceil_div(blocks, sms)  # L, the busiest SM's blocks
+    rounds, resident = ceil_div(on_sm, tile.per_sm), min(on_sm, tile.per_sm)
+    k_tiles = ceil_div(ceil_div(k, splits), kernel.bk)
+    tile_us = max(resident * 2 * bm * bn * kernel.bk / (tile.rate * SM_GFLOPS * 1e3), LAT_US)
+    t = rounds * (k_tiles * tile_us + BLOCK_US)
     if splits > 1:
         t += SPLIT_OVERHEAD_US + 4 * m * n * (1 + 2 * splits) / ATOMIC_GBPS / 1e3
     return t
