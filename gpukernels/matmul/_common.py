@@ -1,13 +1,11 @@
-"""What the matmul steps share: the argument check, the SM count they plan for, the launch of a tiled kernel, and
-the zero fill that steps adding into C (split-K) start from."""
+"""What the matmul steps share: the argument check, the SM count they plan for (`gpukernels._launch.sm_count`),
+the launch of a tiled kernel, and the zero fill that steps adding into C (split-K) start from."""
 
 from __future__ import annotations
 
-import functools
-
 from numba import cuda, float32
 
-from .._launch import Launch, LaunchError, ceil_div, check_array
+from .._launch import Launch, LaunchError, ceil_div, check_array, sm_count  # noqa: F401  (steps call _common.sm_count)
 
 
 def check(a, b):
@@ -20,15 +18,6 @@ def check(a, b):
             f"so K is {a.shape[1]} for a but {b.shape[0]} for b"
         )
     return (a, b), {}, (a.shape[0], b.shape[1])
-
-
-@functools.cache
-def sm_count() -> int:
-    from .._device import MODE
-
-    if MODE == "gpu":
-        return cuda.get_current_device().MULTIPROCESSOR_COUNT
-    return 132  # the simulator has no SMs: plan as for an H200, so it runs what the GPU would
 
 
 def tiled_launch(kernel, c, args, splits: int = 1):
