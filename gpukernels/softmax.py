@@ -165,6 +165,24 @@ def warp_sum(v):
     return v
 
 
+@cuda.jit(device=True, inline=True)
+def online_update(m, s, v):
+    # One value into a running max m and a running sum s of exp(x - m): when the max grows, the sum so far is
+    # rescaled by exp(m_old - m_new) ("online softmax": max and sum in one read).
+    if v > m:
+        s = s * math.exp(m - v) + float32(1.0)
+        m = v
+    elif v != -math.inf:
+        s += math.exp(v - m)
+    return m, s
+
+
+@cuda.jit(device=True, inline=True)
+def rebase(m, s, new_max):
+    # A sum s of exp(x - m) re-expressed as a sum of exp(x - new_max); an empty part (m = -inf) adds nothing.
+    return s * math.exp(m - new_max) if m != -math.inf else float32(0.0)
+
+
 @dataclass(frozen=True)
 class Config:
     """How ``optimized`` runs a row of n values. Every field is a compile-time constant of the kernel (see
@@ -321,15 +339,10 @@ def _make_kernels(cfg: Config):
         m = float32(-math.inf)
         s = float32(0.0)
         for j in range(t, n, threads):
-            v = x[i, j]
-            if v > m:
-                s = s * math.exp(m - v) + float32(1.0)
-                m = v
-            elif v != -math.inf:
-                s += math.exp(v - m)
+            m, s = online_update(m, s, x[i, j])
         row_max = block_reduce(m, scratch, True)
         # Each thread's sum was relative to its own max; bring it to the row's max before adding.
-        s = s * math.exp(m - row_max) if m != -math.inf else float32(0.0)
+        s = rebase(m, s, row_max)
         s = block_reduce(s, scratch, False)
         inv = float32(1.0) / s
         for j in range(t, n, threads):
@@ -408,12 +421,6 @@ def _block_reduce(v, scratch, is_max):
     return v
 
 
-@cuda.jit(device=True, inline=True)
-def _rebase(m, s, new_max):
-    # A sum s of exp(x - m) re-expressed as a sum of exp(x - new_max); an empty part (m = -inf) adds nothing.
-    return s * math.exp(m - new_max) if m != -math.inf else float32(0.0)
-
-
 @cuda.jit
 def split_partial_kernel(x, part, chunk):
     # Block (c, i) reads piece c of row i (values c*chunk ... (c+1)*chunk - 1) once, keeping a running max m and
@@ -425,14 +432,9 @@ def split_partial_kernel(x, part, chunk):
     m = float32(-math.inf)
     s = float32(0.0)
     for j in range(c * chunk + cuda.threadIdx.x, min((c + 1) * chunk, n), SPLIT_THREADS):
-        v = x[i, j]
-        if v > m:
-            s = s * math.exp(m - v) + float32(1.0)
-            m = v
-        elif v != -math.inf:
-            s += math.exp(v - m)
+        m, s = online_update(m, s, x[i, j])
     piece_max = _block_reduce(m, scratch, True)
-    piece_sum = _block_reduce(_rebase(m, s, piece_max), scratch, False)
+    piece_sum = _block_reduce(rebase(m, s, piece_max), scratch, False)
     if cuda.threadIdx.x == 0:
         part[i, c, 0] = piece_max
         part[i, c, 1] = piece_sum
@@ -451,7 +453,7 @@ def split_normalize_kernel(x, part, y, chunk):
     m = part[i, t, 0] if t < pieces else float32(-math.inf)
     s = part[i, t, 1] if t < pieces else float32(0.0)
     row_max = _block_reduce(m, scratch, True)
-    inv = float32(1.0) / _block_reduce(_rebase(m, s, row_max), scratch, False)
+    inv = float32(1.0) / _block_reduce(rebase(m, s, row_max), scratch, False)
     for j in range(c * chunk + t, min((c + 1) * chunk, n), SPLIT_THREADS):
         y[i, j] = math.exp(x[i, j] - row_max) * inv
 
