@@ -126,7 +126,8 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
     blocks = ceil_div(m, bm) * ceil_div(n, bn)
     if splits > 1:
         step = "split_k"
-        why = (f"{blocks} tiles of {tile.name} for {sms} SMs: {splits} slices of K (each {ceil_div(k, splits)} deep) "
+        why = (f"{blocks} tiles of {tile.name} for {sms} SMs: {splits} slices of K (each "
+               f"{ceil_div(k, splits * tile.kernels[0].bk) * tile.kernels[0].bk} deep but the last) "
                f"make {blocks * splits} blocks")
     else:
         step = tile.steps[0 if aligned else 1]
