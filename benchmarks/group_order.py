@@ -15,6 +15,8 @@ import torch
 from numba import cuda
 
 from gpukernels import matmul
+from gpukernels.matmul._common import tiled_launch
+from gpukernels.matmul._interior import make_interior_kernel
 from gpukernels.bench import Timer, _configure_torch
 from gpukernels.check import TOLERANCE, compare
 
@@ -35,8 +37,8 @@ def main(*shapes):
         args = [cuda.as_cuda_array(x) for x in (a, b, c)]
         for tile, params in TILES.items():
             for group in GROUPS:
-                kernel = matmul._make_interior_kernel(group=group, **params)
-                (launch,) = matmul._tiled_launch(kernel, args[2], args)
+                kernel = make_interior_kernel(group=group, **params)
+                (launch,) = tiled_launch(kernel, args[2], args)
                 c.fill_(float("nan"))
                 launch()
                 cuda.synchronize()

@@ -14,6 +14,7 @@ the plan's launches in order, and hand the result back in the same kind of array
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -21,7 +22,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from numba import cuda
 
-__all__ = ["Launch", "Version", "check_array", "ceil_div", "is_device_array", "LaunchError", "version"]
+__all__ = ["Launch", "Version", "check_array", "ceil_div", "is_device_array", "LaunchError", "sm_count", "version"]
 
 
 class LaunchError(ValueError):
@@ -30,6 +31,17 @@ class LaunchError(ValueError):
 
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+@functools.cache
+def sm_count() -> int:
+    """The SMs a launcher plans for: the GPU's, or in the simulator (which has none) an H200's 132, so that it runs
+    the configuration the GPU would."""
+    from ._device import MODE
+
+    if MODE == "gpu":
+        return cuda.get_current_device().MULTIPROCESSOR_COUNT
+    return 132
 
 
 def is_device_array(x: Any) -> bool:

@@ -14,6 +14,11 @@ Method (llm.c's dev/cuda and gpu-mode's evaluator do the same):
 4. **Ceilings measured on the spot**: device-to-device copy bandwidth and the peer's SGEMM rate; "% of ceiling"
    is the roofline floor max(FLOPs / SGEMM rate, bytes / copy bandwidth) over the measured time.
 
+``gpukernels bench --suite`` measures every lesson on its ``SHAPES["suite"]`` (real workloads, grouped by regime):
+each shape gets an ``optimized`` row and a ``peer`` row from the same run (plus the steps the dispatcher chooses
+among, and a textbook baseline), the dispatcher's choice and the regime in the row's ``extra``, and the report a
+``summary``: per lesson and regime, the geometric mean and the minimum of the library's time over ours.
+
 Peers: cuBLAS SGEMM through ``torch.mm`` (TF32 off), ``torch.softmax``, cuDNN through
 ``F.relu(F.conv2d(x, w, b, padding=p))`` with ``torch.backends.cudnn.allow_tf32 = False`` and
 ``cudnn.benchmark = True`` (cuDNN picks its fastest algorithm).
@@ -226,7 +231,25 @@ def _l2_bytes() -> int:
         return L2_BYTES
 
 
-def bench_shape(lesson: str, shape: tuple, timer: Timer, torch, versions=None, log=print) -> list[Result]:
+#: The step each lesson's suite times besides ``optimized`` and the steps ``optimized`` dispatches to: the textbook
+#: version a student would write first (the CBR target is ">= 3x naive").
+SUITE_BASELINE = {"matmul": "tiled", "cbr": "naive"}
+
+
+def suite_shapes(lesson: str) -> list[tuple[str, tuple]]:
+    """(regime, shape) for every shape of a lesson's suite, in the order the lesson lists them."""
+    return [(regime, tuple(s)) for regime, shapes in LESSONS[lesson].SHAPES["suite"].items() for s in shapes]
+
+
+def suite_versions(lesson: str) -> list[str]:
+    """The versions a suite run times: the baseline, the dispatcher's steps (``optimized.steps``), ``optimized``."""
+    mod = LESSONS[lesson]
+    names = [SUITE_BASELINE.get(lesson)] + list(getattr(mod.optimized, "steps", ())) + ["optimized"]
+    return [n for n in dict.fromkeys(names) if n in mod.VERSIONS]
+
+
+def bench_shape(lesson: str, shape: tuple, timer: Timer, torch, versions=None, log=print, regime: str = "",
+                budget_ms: float = 1500.0) -> list[Result]:
     from numba import cuda
 
     mod = LESSONS[lesson]
@@ -285,9 +308,12 @@ def bench_shape(lesson: str, shape: tuple, timer: Timer, torch, versions=None, l
             for launch in plans[i]:
                 launch(stream=s)
 
-        times = timer.time(enqueue, sets)
+        times = timer.time(enqueue, sets, budget_ms=budget_ms)
+        extra = {"regime": regime} if regime else {}
+        if hasattr(version, "describe"):  # a dispatcher says what it chose for these inputs
+            extra["choice"] = version.describe(*nb_in[0])
         results.append(Result(lesson, shape, name, "kernel", statistics.median(times), min(times), max(times),
-                              len(times), flops, nbytes, check.rel_error))
+                              len(times), flops, nbytes, check.rel_error, extra=extra))
         log(f"  {lesson} {shape} {name}: {results[-1].median_ms:.4f} ms")
 
     if peer is not None:
@@ -299,9 +325,10 @@ def bench_shape(lesson: str, shape: tuple, timer: Timer, torch, versions=None, l
             def enqueue_peer(i):
                 pfn(*sets_in[i])
 
-            times = timer.time(enqueue_peer, sets)
+            times = timer.time(enqueue_peer, sets, budget_ms=budget_ms)
         results.append(Result(lesson, shape, pname, "peer", statistics.median(times), min(times), max(times),
-                              len(times), flops, nbytes, check.rel_error, check.ok))
+                              len(times), flops, nbytes, check.rel_error, check.ok,
+                              extra={"regime": regime} if regime else {}))
         log(f"  {lesson} {shape} {pname}: {results[-1].median_ms:.4f} ms")
     return results
 
@@ -332,9 +359,10 @@ def environment() -> dict:
     return env
 
 
-def run(lessons, sizes=None, versions=None, log=print, save=None) -> dict:
-    """Measure every shape of every lesson. ``save(report)``, when given, is called after each shape with the
-    report so far (``complete`` False until the end): a run cut off by a time limit keeps what it measured."""
+def run(lessons, sizes=None, versions=None, log=print, save=None, suite: bool = False) -> dict:
+    """Measure every shape of every lesson (``suite``: the lesson's suite, with `suite_versions` unless
+    ``versions`` is given). ``save(report)``, when given, is called after each shape with the report so far
+    (``complete`` False until the end): a run cut off by a time limit keeps what it measured."""
     try:
         import torch
 
@@ -348,16 +376,45 @@ def run(lessons, sizes=None, versions=None, log=print, save=None) -> dict:
     results = []
 
     def report(complete: bool) -> dict:
-        return {"environment": env, "method": timer.method, "ceilings": ceilings, "complete": complete,
-                "results": [dict(asdict(r), tflops=r.tflops, gbps=r.gbps) for r in results]}
+        rep = {"environment": env, "method": timer.method, "ceilings": ceilings, "complete": complete,
+               "suite": suite, "results": [dict(asdict(r), tflops=r.tflops, gbps=r.gbps) for r in results]}
+        if suite:
+            rep["summary"] = suite_summary(rep)
+        return rep
 
     for lesson in lessons:
-        shapes = sizes or LESSONS[lesson].SHAPES["bench"]
-        for shape in shapes:
-            results += bench_shape(lesson, tuple(shape), timer, torch, versions, log)
+        if suite and not sizes:
+            shapes = suite_shapes(lesson)
+        else:
+            shapes = [("", tuple(s)) for s in sizes or LESSONS[lesson].SHAPES["bench"]]
+        names = versions or (suite_versions(lesson) if suite else None)
+        for regime, shape in shapes:
+            # The suite has 40 shapes: 0.3 s of timed replays per version is plenty for a median of >= 25 runs.
+            kw = {"regime": regime, "budget_ms": 300.0} if suite else {}
+            results += bench_shape(lesson, shape, timer, torch, names, log, **kw)
             if save:
                 save(report(False))
     return report(True)
+
+
+def _geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def suite_summary(report: dict) -> dict:
+    """Per lesson (and per regime): geometric mean, minimum and count of the peer's time over ``optimized``'s, each
+    ratio within one shape of one run; a wrong or missing ``optimized`` row counts as a ratio of 0."""
+    ratios: dict = {}
+    for r in rows(report):
+        if r["version"] != "optimized":
+            continue
+        regime = next((x.get("extra", {}).get("regime", "") for x in report["results"]
+                       if x["lesson"] == r["lesson"] and "x".join(map(str, x["shape"])) == r["shape"]), "")
+        v = r["of_peer"] or 0.0
+        for key in (r["lesson"], f"{r['lesson']}/{regime}"):
+            ratios.setdefault(key, []).append(v)
+    return {key: {"geomean": _geomean(vs) if all(vs) else 0.0, "min": min(vs), "shapes": len(vs)}
+            for key, vs in ratios.items()}
 
 
 def merge(reports: list[dict]) -> dict:
@@ -432,6 +489,17 @@ def print_table(report: dict) -> None:
                       f"peer SGEMM {c['sgemm_TFLOPs']:.1f} TFLOP/s")
 
 
+def print_summary(report: dict) -> None:
+    """The suite's figures: per lesson and regime, the library's time over ``optimized``'s, and what the dispatchers
+    chose per shape."""
+    for key, s in report["summary"].items():
+        print(f"{key:28s} optimized vs peer: geomean {_fmt(s['geomean'], '.3f')}  min {s['min']:.3f}  "
+              f"({s['shapes']} shapes)")
+    for r in report["results"]:
+        if r["name"] == "optimized" and r.get("extra", {}).get("choice"):
+            print(f"{r['lesson']} {'x'.join(map(str, r['shape']))}: {r['extra']['choice']}")
+
+
 def markdown_table(report: dict) -> str:
     env = report["environment"]
     lines = [
@@ -469,6 +537,8 @@ def bench_main(argv: list[str]) -> int:
     parser.add_argument("lessons", nargs="*", help=f"lessons among {', '.join(LESSONS)} (default: all)")
     parser.add_argument("--sizes", nargs="+", help="shapes like 4096,4096,4096 (replaces the lesson's list)")
     parser.add_argument("--versions", nargs="+", help="only these versions (the peer always runs)")
+    parser.add_argument("--suite", action="store_true",
+                        help="the lessons' suites of real workloads (SHAPES['suite']), optimized and peer per shape")
     parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
     parser.add_argument("--from-json", type=Path, nargs="+",
                         help="don't measure: print (and --update-readme from) these files, merged shape by shape "
@@ -497,10 +567,13 @@ def bench_main(argv: list[str]) -> int:
                   "benchmarks/results/.")
             return 0
         sizes = [tuple(int(v) for v in s.split(",")) for s in args.sizes] if args.sizes else None
-        report = run(lessons, sizes, args.versions, log=lambda m: print(m, file=sys.stderr, flush=True), save=save)
+        report = run(lessons, sizes, args.versions, log=lambda m: print(m, file=sys.stderr, flush=True), save=save,
+                     suite=args.suite)
     if save:
         save(report)
     print_table(report)
+    if report.get("summary"):
+        print_summary(report)
     if args.update_readme:
         update_readme(report, args.update_readme)
     return 0 if all(r["ok"] for r in report["results"] if r["kind"] == "kernel") else 1

@@ -12,7 +12,12 @@ What you will learn
                   warp work on 32 *different rows*, so each load touches 32 sectors N*4 bytes apart
                   (uncoalesced), and only M threads exist -- a 4096-row matrix keeps 4096 threads busy on a GPU
                   that holds 270 000.
-2. ``optimized``  the threads that share a row read it together in consecutive chunks (coalesced), keep it on chip,
+2. ``split_row``  several blocks per row, for few long rows (1 x 2^20: one block per row would use one SM of 132).
+                  Each block reduces its piece of the row to a (max, sum) pair with the warp butterflies
+                  ``warp_max`` / ``warp_sum`` and a shared-memory step across warps; a second kernel combines a
+                  row's pairs (sum_c s_c * exp(m_c - max_c m_c)) and normalises its piece. x is read twice, the
+                  second time from L2 when it fits: a workspace of 8 bytes per piece instead of a second DRAM pass.
+3. ``optimized``  the threads that share a row read it together in consecutive chunks (coalesced), keep it on chip,
                   and reduce max and sum with warp shuffles (``shfl_xor_sync``: a butterfly, log2(L) steps over L
                   lanes) and, when a block owns the row, shared memory across its warps. Rows up to 512 values get
                   L ~ n / 8 lanes of a warp (a power of two, 1 to 32): a 128-value row takes 16 lanes x 8 values,
@@ -24,6 +29,8 @@ What you will learn
                   to 46 KB) in shared memory, so that two blocks fit per SM. All of these read x from global
                   memory **once** and write y once: 8 bytes per element, the minimum. Longer rows are read twice
                   (an "online" pass computing max and sum together, then a normalising pass): 12 bytes per element.
+                  Fewer rows than SMs with at least 2 * SPLIT_MIN_CHUNK values each go to ``split_row`` instead
+                  (``use_split_row``: a threshold on the dimensions, not a list of shapes).
 
 Count the work first: ~5 FLOPs but 8 bytes per element -- softmax is bound by memory bandwidth. At 4096 x 4096
 the floor on an H200 (~4.2 TB/s measured copy) is 134 MB / 4.2 TB/s = 32 us.
@@ -37,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cuda, float32, uintp
 
-from ._launch import Launch, check_array, version
+from ._launch import Launch, ceil_div, check_array, is_device_array, sm_count, version
 
 # ----------------------------------------------------------------------------------------------------------
 # Reference and inputs
@@ -85,6 +92,13 @@ SHAPES = {
     "demo_sim": (16, 512),
     "demo_gpu": (4096, 4096),
     "bench": [(4096, 4096), (16384, 1024), (1024, 32768), (65536, 128)],
+    # The public suite (issue 16), by regime: `gpukernels bench --suite` measures every one of them.
+    "suite": {
+        "few_long_rows": [(1, 262144), (1, 2**20), (8, 131072)],
+        "vocabulary": [(64, 32000), (1024, 32768)],
+        "square": [(4096, 4096), (3000, 3000)],
+        "many_short_rows": [(16384, 1024), (65536, 128), (2**20, 16)],
+    },
 }
 
 
@@ -149,6 +163,24 @@ def warp_sum(v):
     for k in range(5):
         v += cuda.shfl_xor_sync(FULL_MASK, v, 16 >> k)
     return v
+
+
+@cuda.jit(device=True, inline=True)
+def online_update(m, s, v):
+    # One value into a running max m and a running sum s of exp(x - m): when the max grows, the sum so far is
+    # rescaled by exp(m_old - m_new) ("online softmax": max and sum in one read).
+    if v > m:
+        s = s * math.exp(m - v) + float32(1.0)
+        m = v
+    elif v != -math.inf:
+        s += math.exp(v - m)
+    return m, s
+
+
+@cuda.jit(device=True, inline=True)
+def rebase(m, s, new_max):
+    # A sum s of exp(x - m) re-expressed as a sum of exp(x - new_max); an empty part (m = -inf) adds nothing.
+    return s * math.exp(m - new_max) if m != -math.inf else float32(0.0)
 
 
 @dataclass(frozen=True)
@@ -307,15 +339,10 @@ def _make_kernels(cfg: Config):
         m = float32(-math.inf)
         s = float32(0.0)
         for j in range(t, n, threads):
-            v = x[i, j]
-            if v > m:
-                s = s * math.exp(m - v) + float32(1.0)
-                m = v
-            elif v != -math.inf:
-                s += math.exp(v - m)
+            m, s = online_update(m, s, x[i, j])
         row_max = block_reduce(m, scratch, True)
         # Each thread's sum was relative to its own max; bring it to the row's max before adding.
-        s = s * math.exp(m - row_max) if m != -math.inf else float32(0.0)
+        s = rebase(m, s, row_max)
         s = block_reduce(s, scratch, False)
         inv = float32(1.0) / s
         for j in range(t, n, threads):
@@ -371,6 +398,92 @@ def optimized_kernel(cfg: Config):
 
 
 # ----------------------------------------------------------------------------------------------------------
+# 3. split_row: several blocks per row, for few long rows
+# ----------------------------------------------------------------------------------------------------------
+SPLIT_THREADS = 512  # threads per block
+SPLIT_WARPS = SPLIT_THREADS // WARP
+SPLIT_MIN_CHUNK = SPLIT_THREADS * 8  # a block's piece of a row: at least 8 values per thread
+SPLIT_BLOCKS_PER_SM = 4  # the pieces per row aim at this many blocks per SM in all
+
+
+@cuda.jit(device=True, inline=True)
+def _block_reduce(v, scratch, is_max):
+    # All SPLIT_THREADS threads: the warp butterflies `warp_max` / `warp_sum`, then warp 0's lanes reduce the
+    # SPLIT_WARPS warp results left in shared memory, and every thread reads the block's result back.
+    lane, warp = cuda.threadIdx.x & (WARP - 1), cuda.threadIdx.x >> 5
+    v = warp_max(v) if is_max else warp_sum(v)
+    if lane == 0:
+        scratch[warp] = v
+    cuda.syncthreads()
+    v = scratch[lane] if lane < SPLIT_WARPS else (float32(-math.inf) if is_max else float32(0.0))
+    v = warp_max(v) if is_max else warp_sum(v)
+    cuda.syncthreads()  # scratch is reused by the next reduction
+    return v
+
+
+@cuda.jit
+def split_partial_kernel(x, part, chunk):
+    # Block (c, i) reads piece c of row i (values c*chunk ... (c+1)*chunk - 1) once, keeping a running max m and
+    # a running sum s of exp(x - m) per thread (online, as in `optimized`'s long rows); the block's (max, sum)
+    # goes to part[i, c]. Traffic: one load per element, 8 bytes per piece stored.
+    scratch = cuda.shared.array(WARP, float32)
+    c, i = cuda.blockIdx.x, cuda.blockIdx.y
+    n = x.shape[1]
+    m = float32(-math.inf)
+    s = float32(0.0)
+    for j in range(c * chunk + cuda.threadIdx.x, min((c + 1) * chunk, n), SPLIT_THREADS):
+        m, s = online_update(m, s, x[i, j])
+    piece_max = _block_reduce(m, scratch, True)
+    piece_sum = _block_reduce(rebase(m, s, piece_max), scratch, False)
+    if cuda.threadIdx.x == 0:
+        part[i, c, 0] = piece_max
+        part[i, c, 1] = piece_sum
+
+
+@cuda.jit
+def split_normalize_kernel(x, part, y, chunk):
+    # Block (c, i) combines row i's pieces (at most SPLIT_THREADS of them, one per thread) into the row's max and
+    # sum, then writes piece c of y. It reads the piece of x a second time: from L2 when x fits there (the suite's
+    # few-long-rows shapes are 1 to 8 MB), so DRAM sees ~8 bytes per element.
+    scratch = cuda.shared.array(WARP, float32)
+    c, i = cuda.blockIdx.x, cuda.blockIdx.y
+    t = cuda.threadIdx.x
+    n = x.shape[1]
+    pieces = part.shape[1]
+    m = part[i, t, 0] if t < pieces else float32(-math.inf)
+    s = part[i, t, 1] if t < pieces else float32(0.0)
+    row_max = _block_reduce(m, scratch, True)
+    inv = float32(1.0) / _block_reduce(rebase(m, s, row_max), scratch, False)
+    for j in range(c * chunk + t, min((c + 1) * chunk, n), SPLIT_THREADS):
+        y[i, j] = math.exp(x[i, j] - row_max) * inv
+
+
+def split_pieces(m: int, n: int, sms: int | None = None) -> int:
+    """Pieces per row: enough blocks for SPLIT_BLOCKS_PER_SM per SM, each piece >= SPLIT_MIN_CHUNK values, and at
+    most SPLIT_THREADS (one per thread of the combining block)."""
+    sms = sms or sm_count()
+    return max(1, min(ceil_div(sms * SPLIT_BLOCKS_PER_SM, m), n // SPLIT_MIN_CHUNK, SPLIT_THREADS))
+
+
+def split_row_launches(x, y, pieces: int | None = None) -> list[Launch]:
+    m, n = x.shape
+    pieces = pieces or split_pieces(m, n)
+    chunk = ceil_div(n, pieces)
+    # The workspace: (max, sum) per piece, 8 bytes each. A plan made for host arrays (`Version.launches` in a
+    # process that only compiles or reports, with no GPU) gets a host array of the same shape.
+    part = (cuda.device_array if is_device_array(x) else np.empty)((m, pieces, 2), np.float32)
+    grid = (pieces, m)
+    return [Launch(split_partial_kernel, grid, (SPLIT_THREADS,), (x, part, chunk)),
+            Launch(split_normalize_kernel, grid, (SPLIT_THREADS,), (x, part, y, chunk))]
+
+
+def use_split_row(m: int, n: int, sms: int | None = None) -> bool:
+    """``optimized``'s rule: split rows when a block per row leaves SMs idle (fewer rows than SMs) and a row is long
+    enough for at least two pieces."""
+    return m < (sms or sm_count()) and n >= 2 * SPLIT_MIN_CHUNK
+
+
+# ----------------------------------------------------------------------------------------------------------
 # Launchers
 # ----------------------------------------------------------------------------------------------------------
 
@@ -382,14 +495,22 @@ def naive(x, y):
     return [Launch(naive_kernel, (-(-m // NAIVE_THREADS),), (NAIVE_THREADS,), (x, y))]
 
 
+@version("softmax", _check, kernels=[split_partial_kernel, split_normalize_kernel])
+def split_row(x, y):
+    """Several blocks per row: each reduces its piece to (max, sum), then each normalises its piece with all of them."""
+    return split_row_launches(x, y)
+
+
 @version("softmax", _check)
 def optimized(x, y):
-    """A warp or block per row: coalesced loads kept in registers, shuffle reductions; one read for rows <= 32768."""
+    """A warp or block per row (loads kept in registers, shuffle reductions), or split_row for few long rows."""
     m, n = x.shape
+    if use_split_row(m, n):
+        return split_row_launches(x, y)
     cfg = optimized_config(n)
     grid = -(-m // cfg.rows_per_block)  # a block per row, or 32 // threads rows for each of its warps
     return [Launch(optimized_kernel(cfg), (grid,), cfg.block, (x, y))]
 
 
-#: Every version, naive first and fastest last.
-VERSIONS = {v.name: v for v in (naive, optimized)}
+#: Every version, naive first and the per-shape choice last.
+VERSIONS = {v.name: v for v in (naive, split_row, optimized)}

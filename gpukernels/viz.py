@@ -219,8 +219,9 @@ def occupancy_vs_block_size(lesson: str | None = None, arch: str = "sm_90", shap
 # ----------------------------------------------------------------------------------------------------------
 
 
-def load_bench(path: str | Path | None = None) -> dict | None:
-    """The benchmark report at ``path``, else the newest ``benchmarks/results/*.json``, else None."""
+def load_bench(path: str | Path | None = None, suite: bool = False) -> dict | None:
+    """The benchmark report at ``path``, else the newest ``benchmarks/results/*.json`` of the benchmark's shapes
+    (``suite``: of ``gpukernels bench --suite``), else None."""
     if path is not None:
         return json.loads(Path(path).read_text())
     files = sorted(RESULTS_DIR.glob("*.json"), key=lambda p: p.stat().st_mtime) if RESULTS_DIR.is_dir() else []
@@ -229,7 +230,7 @@ def load_bench(path: str | Path | None = None) -> dict | None:
             report = json.loads(p.read_text())
         except (OSError, ValueError):
             continue
-        if isinstance(report, dict) and report.get("results"):
+        if isinstance(report, dict) and report.get("results") and bool(report.get("suite")) == suite:
             report.setdefault("_path", str(p))
             return report
     return None
@@ -250,6 +251,53 @@ def bench_results(report: dict, lesson: str, shape=None) -> tuple[tuple, list[di
     order = {name: i for i, name in enumerate(_versions(lesson))}
     rs.sort(key=lambda r: (r["kind"] != "kernel", order.get(r["name"], 99)))
     return shape, rs
+
+
+def suite_heatmap(lesson: str = "matmul", report: dict | None = None) -> Figure:
+    """Shapes x steps of a ``gpukernels bench --suite`` report, each cell the library's time over the step's.
+
+    Teaches: no one kernel is fastest everywhere. Rows are the suite's shapes grouped by regime (compute-bound
+    squares, matrix-vector products, few tiles, ...), columns the steps the run timed in ``VERSIONS`` order; a cell
+    is green where the step reaches the library and red where it falls behind, so the dispatcher's job -- picking
+    the greenest cell of each row -- is visible at a glance. Unmeasured cells stay grey.
+    """
+    from matplotlib.colors import LinearSegmentedColormap, LogNorm
+
+    from . import bench
+
+    report = load_bench(suite=True) if report is None else report
+    rows = [r for r in bench.rows(report or {"results": []}) if r["lesson"] == lesson and r["kind"] == "kernel"]
+    fig = _figure(8.5, 0.9 + 0.32 * max(1, len({r["shape"] for r in rows})))
+    ax = fig.add_subplot()
+    if not rows:
+        ax.text(0.5, 0.5, f"no suite measurement of {lesson} (run gpukernels bench --suite --json FILE)",
+                ha="center", va="center")
+        ax.set_axis_off()
+        return fig
+    regime = {"x".join(map(str, r["shape"])): r.get("extra", {}).get("regime", "") for r in report["results"]
+              if r["lesson"] == lesson}
+    order = {name: i for i, name in enumerate(_versions(lesson))}
+    steps = sorted({r["version"] for r in rows}, key=lambda n: order.get(n, 99))
+    shapes = list(dict.fromkeys(r["shape"] for r in rows))
+    grid = np.full((len(shapes), len(steps)), np.nan)
+    for r in rows:
+        if r["of_peer"]:
+            grid[shapes.index(r["shape"]), steps.index(r["version"])] = r["of_peer"]
+    cmap = LinearSegmentedColormap.from_list("peer", ["#b2182b", "#f7f7f7", "#1a9850"])
+    cmap.set_bad("#dddddd")
+    im = ax.imshow(grid, cmap=cmap, norm=LogNorm(vmin=0.1, vmax=10), aspect="auto")
+    for (i, j), v in np.ndenumerate(grid):
+        if v == v:
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(len(steps)), steps, rotation=30, ha="right", fontsize=8)
+    ax.set_yticks(range(len(shapes)), [f"{regime.get(s, '')}  {s}" for s in shapes], fontsize=8)
+    fig.colorbar(im, ax=ax, label="library time / step time")
+    env = report.get("environment", {})
+    ax.set_title(f"{lesson} suite on {env.get('device', 'GPU')} ({env.get('date', '')[:10]}"
+                 f"{'' if report.get('complete', True) else ', PARTIAL run'}): fraction of the library's speed",
+                 fontsize=10, loc="left")
+    fig.gpukernels_data = {"shapes": shapes, "steps": steps, "of_peer": grid}
+    return fig
 
 
 def _memory_bound(lesson: str) -> bool:
@@ -603,7 +651,9 @@ def traffic(lesson: str, version: str, shape=None) -> dict:
 
     mod = _lessons()[lesson]
     shape = tuple(shape or mod.SHAPES["trace"])
-    src = Path(mod.__file__).read_text()
+    # A lesson that is a package (matmul) is keyed by all of its files, so that editing a step's file counts.
+    src = "".join(f.read_text() for f in sorted(Path(mod.__file__).parent.glob("*.py"))) if hasattr(mod, "__path__") \
+        else Path(mod.__file__).read_text()
     key = hashlib.sha256(f"{lesson}|{version}|{shape}|{src}|traffic-v1".encode()).hexdigest()[:24]
     path = _res.cache_dir().parent / "traffic" / f"{key}.json"
     try:
@@ -1268,6 +1318,13 @@ def figure_specs(arch: str = "sm_90", report: dict | None = None, lessons=None) 
                                     "its traced global traffic.",
                                     lambda lesson=lesson: performance_bars(lesson, None if measured else {"results": []},
                                                                            arch=arch), needs="tracer"))
+    suite = load_bench(suite=True)
+    for lesson in lessons:
+        if suite and any(r["lesson"] == lesson for r in suite["results"]):
+            specs.append(FigureSpec(f"{lesson}_suite", f"Lesson: {lesson}",
+                                    f"Every {lesson} step timed on the suite's real shapes, as a fraction of the "
+                                    "library's speed in the same run: which step wins depends on the shape.",
+                                    lambda lesson=lesson: suite_heatmap(lesson, suite)))
     specs.append(FigureSpec("occupancy_all", "All lessons",
                             f"Every kernel of every lesson on one occupancy chart ({arch}).",
                             lambda: occupancy_bars(None, arch)))

@@ -58,3 +58,26 @@ def test_from_json_merges_files(tmp_path, capsys):
     merged = json.loads(out.read_text())
     assert sorted(r["shape"][0] for r in merged["results"]) == [4, 8]
     assert "Test GPU" in capsys.readouterr().out
+
+
+def test_suite_runs_each_lessons_suite_and_summarises(monkeypatch):
+    """--suite: every shape of SHAPES['suite'] with its regime, the lesson's suite versions, and a summary of
+    optimized vs peer (geometric mean and minimum, per lesson and per regime)."""
+    monkeypatch.setattr(bench, "measure_ceilings", lambda timer, torch: {})
+    monkeypatch.setattr(bench, "environment", lambda: {"device": "Test GPU", "date": "D"})
+    seen = []
+
+    def fake_shape(lesson, shape, timer, torch, versions, log, regime="", budget_ms=0):
+        seen.append((shape, regime, tuple(versions)))
+        ms = 2.0 if regime == "few_long_rows" else 0.5
+        return [bench.Result(lesson, shape, "optimized", "kernel", ms, ms, ms, 20, 2, 2, extra={"regime": regime}),
+                bench.Result(lesson, shape, "torch.softmax", "peer", 1.0, 1.0, 1.0, 20, 2, 2, extra={"regime": regime})]
+
+    monkeypatch.setattr(bench, "bench_shape", fake_shape)
+    rep = bench.run(["softmax"], log=lambda *_: None, suite=True)
+    assert [(r, s) for s, r, _ in seen] == bench.suite_shapes("softmax")
+    assert all(v[-1] == "optimized" for _, _, v in seen)
+    s = rep["summary"]
+    assert s["softmax/few_long_rows"]["geomean"] == 0.5 and s["softmax/square"]["geomean"] == 2.0
+    assert s["softmax"]["min"] == 0.5 and s["softmax"]["shapes"] == len(seen)
+    assert bench.suite_versions("matmul")[0] == "tiled" and bench.suite_versions("matmul")[-1] == "optimized"

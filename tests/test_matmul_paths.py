@@ -47,7 +47,7 @@ def test_wave_fit_picks_the_tile_that_fills_the_gpu():
 @pytest.fixture
 def one_sm(monkeypatch):
     """Plan as for a GPU with one SM, so that shapes small enough for the simulator get the big tiles."""
-    monkeypatch.setattr(matmul, "_sm_count", lambda: 1)
+    monkeypatch.setattr(matmul._common, "sm_count", lambda: 1)
 
 
 @pytest.mark.parametrize("name,shape,kernel", [
@@ -117,3 +117,65 @@ def test_load4_compiles_to_16_byte_loads():
     counts = {name: (int(v4), int(f32)) for name, v4, f32 in (line.split() for line in out.splitlines())}
     assert counts["small_vec_kernel"][0] == 8
     assert counts["small_tile_kernel"][0] == 0 and counts["small_tile_kernel"][1] > 0
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Steps 16-18: skinny, split_k and the dispatcher
+# ----------------------------------------------------------------------------------------------------------
+from gpukernels.matmul import k16_skinny, k17_split_k  # noqa: E402
+
+
+@pytest.mark.parametrize("shape,splits", [
+    ((1, 130, 600), 2),  # a matrix-vector product, K in 2 slices (atomics), N ragged past 128
+    ((3, 132, 600), 2),  # 4 rows per block, 16-byte loads of B (N = 132)
+    ((40, 33, 300), 1),  # 16 rows per block, 3 row groups, the last ragged; no split: plain stores
+    ((16, 7, 1000), 3),  # a ragged last slice
+])
+def test_skinny_paths(shape, splits, seed):
+    m, n, k = shape
+    assert k16_skinny.skinny_splits(m, n, k) == splits
+    run_checked("matmul", "skinny", shape, seed)
+
+
+@pytest.mark.parametrize("shape", [(70, 66, 600), (130, 129, 520), (64, 64, 768)])
+def test_split_k_slices(shape, seed):
+    kernel, splits = k17_split_k.split_k_plan(*shape[:2], shape[2], aligned=True)
+    assert splits > 1 and kernel.split_k
+    run_checked("matmul", "split_k", shape, seed)
+
+
+def test_dispatcher_regimes_follow_readable_thresholds():
+    choose = matmul.optimized.choose
+    assert choose(1, 8192, 8192).step == "skinny"
+    assert choose(matmul.k16_skinny.SKINNY_MAX_M + 1, 8192, 8192).step != "skinny"
+    assert choose(4096, 4096, 4096).step == "thread_16x8"  # thousands of tiles: the largest tile
+    assert choose(4095, 4097, 4093, aligned=False).config["vec"] is False
+    big_k = choose(256, 256, 65536)
+    assert big_k.step == "split_k" and big_k.config["splits"] > 1  # 16 tiles of 64 x 64 cannot fill 132 SMs
+    for shape in [(1, 1, 1), (17, 5, 3), (300, 200, 100), (2048, 11008, 4096)]:
+        c = choose(*shape)
+        assert c.why and c.step in matmul.VERSIONS, c
+
+
+@pytest.mark.parametrize("shape", [(2, 70, 300), (70, 66, 600), (31, 33, 17)])
+def test_optimized_runs_what_it_chose(shape, seed):
+    a, b = matmul.make_inputs(shape, seed)
+    choice = matmul.optimized.choose(shape[0], shape[1], shape[2], aligned16(a, b))
+    names = [launch.kernel.py_func.__name__ for launch in matmul.optimized.launches(a, b)]
+    assert ("skinny" in names[-1]) == (choice.step == "skinny")
+    assert (names[0] == "zero_kernel") == (choice.config.get("splits", 1) > 1 or choice.step == "split_k")
+    run_checked("matmul", "optimized", shape, seed)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [s for shapes in matmul.SHAPES["suite"].values() for s in shapes],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_optimized_on_every_suite_shape_gpu(shape, seed):
+    """The dispatcher on the suite's real shapes, NaN-poisoned output, float64 reference on the GPU (torch)."""
+    torch = pytest.importorskip("torch")
+    a, b = (torch.from_numpy(x).cuda() for x in matmul.make_inputs(shape, seed))
+    ref = torch.mm(a.double(), b.double()).float().cpu().numpy()
+    out = cuda.to_device(np.full(ref.shape, np.nan, np.float32))
+    matmul.optimized(cuda.as_cuda_array(a), cuda.as_cuda_array(b), out=out)
+    check = compare(out.copy_to_host(), ref, TOLERANCE["matmul"])
+    assert check.ok, f"{shape} seed={seed} ({matmul.optimized.choose(*shape)}): {check}"

@@ -84,3 +84,37 @@ def test_variant_sweep_builds_and_runs_its_candidates(monkeypatch):
     assert len(sweep.candidates(128)) >= 5 and len(sweep.candidates(32768)) == 2
     for _, cfg in sweep.candidates(128):
         run_with(monkeypatch, cfg, (5, 128))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# split_row: several blocks per row (few long rows)
+# ----------------------------------------------------------------------------------------------------------
+
+from .test_lessons import run_checked  # noqa: E402
+
+
+@pytest.mark.parametrize("shape,pieces", [((2, 9000), 2), ((1, 700), 1), ((3, 5000), 1)])
+def test_split_row_pieces(shape, pieces, seed):
+    assert softmax.split_pieces(*shape) == pieces
+    run_checked("softmax", "split_row", shape, seed)
+
+
+def test_split_row_many_pieces_and_extremes(monkeypatch, seed):
+    """Small pieces (so the simulator runs many), a piece of only -inf, and +-1e4 entries."""
+    monkeypatch.setattr(softmax, "SPLIT_MIN_CHUNK", 512)
+    x = np.random.default_rng(seed).standard_normal((2, 3000)).astype(np.float32)
+    x[0, :600] = -np.inf  # the first piece of row 0 is empty
+    x[1, 5], x[1, 2999] = 1e4, -1e4
+    assert softmax.split_pieces(*x.shape) == 5
+    assert softmax.use_split_row(*x.shape)
+    ref = softmax.reference(x)
+    for name in ("split_row", "optimized"):
+        out = softmax.VERSIONS[name](x)
+        assert compare(out, ref, TOLERANCE["softmax"]).ok, name
+        assert (out[0, :600] == 0).all()
+
+
+def test_optimized_splits_only_few_long_rows():
+    assert softmax.use_split_row(1, 2**20) and softmax.use_split_row(64, 32000)
+    assert not softmax.use_split_row(1024, 32768)  # enough rows to fill the SMs with a block each
+    assert not softmax.use_split_row(8, 4096)  # too short to split in two pieces of SPLIT_MIN_CHUNK

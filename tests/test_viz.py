@@ -215,3 +215,18 @@ def test_roofline_model_from_traced_bytes(tmp_path, monkeypatch):
     assert model["naive"]["bound"] == "memory"
     fig = viz.performance_bars("softmax", {"results": []})
     assert not fig.gpukernels_data["measured"] and "MODEL" in fig.axes[0].get_title(loc="left")
+
+
+def test_suite_heatmap_from_the_committed_suite_run():
+    """Shapes x steps of a bench --suite report, coloured by the peer's time over the step's (no GPU needed)."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "h200-suite-partial-run1.json"
+    report = viz.load_bench(path)
+    fig = viz.suite_heatmap("matmul", report)
+    data = fig.gpukernels_data
+    assert data["steps"][-1] == "optimized" and "tiled" in data["steps"]
+    assert "1x8192x8192" in data["shapes"]
+    i, j = data["shapes"].index("1x8192x8192"), data["steps"].index("skinny")
+    assert 0.5 < data["of_peer"][i, j] < 2  # the matrix-vector kernel at copy bandwidth, near cuBLAS
+    assert viz.load_bench() is None or not viz.load_bench().get("suite")  # the gallery's bench report stays put

@@ -1,0 +1,217 @@
+"""The kernel factory behind steps 10-17: step 9's ``unrolled`` kernel with its choices made parameters.
+
+Each later step is one call of `make_interior_kernel` that changes one argument (its own file says which and
+what it measured): ``interior`` is the base, ``deep_k`` sets ``bk=16``, ``swizzled`` ``group=8``, ``wave_fit``
+adds a 64 x 64 tile, ``vector_loads`` sets ``vec=True``, ``thread_16x8`` ``rows=16`` (with a 256 x 128 tile) and
+``split_k`` sets ``split_k=True``.
+"""
+
+from __future__ import annotations
+
+from numba import cuda, float32, uint64
+
+from .._intrinsics import load4
+
+
+def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_bounds=None, rows: int = 8,
+                         vec: bool = False, split_k: bool = False):
+    """The ``unrolled`` kernel, generalised: a bm x bn block tile (multiples of 64), ``rows`` x 8 outputs per
+    thread (8 or 16 rows, as rows/4 x 2 sub-blocks of 4 x 4), bk-deep k tiles (8 or 16), an unguarded path for
+    interior tiles, an optional grouped block order (``group`` tile rows per group) and optional 16-byte global
+    loads on the interior path (``vec``; the launcher must have checked the alignment), and an optional split of
+    K over the grid's z (``split_k``: block z sums its slice of K and adds it to C with atomics, so C must start
+    at zero). All of them size shared
+    tiles, register arrays or the thread layout, or pick code, so they are compile-time constants: one kernel is
+    compiled per combination."""
+    tn, tm = bn // 8, bm // rows  # threads along the columns and along the rows of the tile
+    threads = tm * tn
+    tn_shift = tn.bit_length() - 1
+    subs = rows // 4  # 4 x 4 sub-blocks per thread along M, qm rows apart
+    qm, hn = bm // subs, bn // 2  # the second 4 x 4 sub-block along N starts half a tile further
+    k_runs = bk // 4  # 4-float runs per row of the A tile
+    k_shift = k_runs.bit_length() - 1
+    a_runs = bm * bk // 4 // threads  # 4-float runs of the A tile (along k) each thread loads
+    b_runs = bk * bn // 4 // threads  # 4-float runs of the B tile (along n) each thread loads
+    a_regs, b_regs = a_runs * 4, b_runs * 4  # prefetch registers (compile-time sizes of the local arrays)
+    b_row_runs = bn // 4
+    b_shift = b_row_runs.bit_length() - 1
+    row_len = bm + 4  # transposed A tile row: a multiple of 4 floats (16-byte aligned), spreads the stores
+    assert tm * rows == bm and tn * 8 == bn and a_runs >= 1 and b_runs >= 1 and 1 << tn_shift == tn
+    assert bk in (8, 16) and rows in (8, 16)
+
+    @cuda.jit(device=True, inline=True)
+    def load_tile(a, b, a_next, b_next, k, row0, col0, t, inside):
+        # Global -> registers: the A tile as runs of 4 consecutive k in a row, the B tile as runs of 4
+        # consecutive columns (a warp reads contiguous bytes). `inside` (the same for the whole block) means the
+        # tile lies wholly inside A and B: no comparisons, no selects -- 8 plain loads. Edge tiles load 0 for
+        # elements outside (0 * x adds nothing).
+        m, kdim = a.shape
+        n = b.shape[1]
+        if inside:
+            for l in range(a_runs):
+                run = t + l * threads
+                gr, gk = uint64(row0 + (run >> k_shift)), uint64(k + (run & (k_runs - 1)) * 4)
+                if vec:  # one 16-byte load (the launcher checked the alignment)
+                    a_next[l * 4], a_next[l * 4 + 1], a_next[l * 4 + 2], a_next[l * 4 + 3] = load4(a, gr, gk)
+                else:
+                    for q in range(4):
+                        a_next[l * 4 + q] = a[gr, gk + uint64(q)]
+            for l in range(b_runs):
+                run = t + l * threads
+                gk, gc = uint64(k + (run >> b_shift)), uint64(col0 + (run & (b_row_runs - 1)) * 4)
+                if vec:
+                    b_next[l * 4], b_next[l * 4 + 1], b_next[l * 4 + 2], b_next[l * 4 + 3] = load4(b, gk, gc)
+                else:
+                    for q in range(4):
+                        b_next[l * 4 + q] = b[gk, gc + uint64(q)]
+        else:
+            for l in range(a_runs):
+                run = t + l * threads
+                gr, gk = row0 + (run >> k_shift), k + (run & (k_runs - 1)) * 4
+                for q in range(4):
+                    a_next[l * 4 + q] = a[gr, gk + q] if gr < m and gk + q < kdim else float32(0.0)
+            for l in range(b_runs):
+                run = t + l * threads
+                gk, gc = k + (run >> b_shift), col0 + (run & (b_row_runs - 1)) * 4
+                for q in range(4):
+                    b_next[l * 4 + q] = b[gk, gc + q] if gk < kdim and gc + q < n else float32(0.0)
+
+    @cuda.jit(device=True, inline=True)
+    def store_tile(a_tile, b_tile, a_next, b_next, buf, t):
+        for l in range(a_runs):
+            run = t + l * threads
+            for q in range(4):
+                a_tile[buf, (run & (k_runs - 1)) * 4 + q, run >> k_shift] = a_next[l * 4 + q]
+        for l in range(b_runs):
+            run = t + l * threads
+            for q in range(4):
+                b_tile[buf, run >> b_shift, (run & (b_row_runs - 1)) * 4 + q] = b_next[l * 4 + q]
+
+    @cuda.jit(device=True, inline=True)
+    def outer_product(a_tile, b_tile, cur, kk, ty4, tx4, acc, a_frag, b_frag):
+        for s in range(subs):
+            for i in range(4):
+                a_frag[4 * s + i] = a_tile[cur, kk, s * qm + ty4 + i]
+        for i in range(4):
+            b_frag[i] = b_tile[cur, kk, tx4 + i]
+            b_frag[4 + i] = b_tile[cur, kk, hn + tx4 + i]
+        for i in range(rows):
+            for j in range(8):
+                acc[i, j] += a_frag[i] * b_frag[j]
+
+    @cuda.jit(device=True, inline=True)
+    def main_loop(a, b, a_tile, b_tile, acc, a_frag, b_frag, a_next, b_next, t, tx4, ty4, row0, col0, inside_mn,
+                  k_begin, k_end):
+        # The double-buffered k loop of `unrolled`. It is inlined twice, with inside_mn the constant True
+        # (interior blocks) or False (edge blocks), so each copy is compiled with only the loads it needs.
+        # Tiles [k0, k0 + bk) for k0 = k_begin, k_begin + bk, ... < k_end. A slice of K (split_k) is a whole number
+        # of tiles long, so a tile crosses k_end only at K itself, where the edge loads' guards stop it.
+        kdim = a.shape[1]
+        load_tile(a, b, a_next, b_next, k_begin, row0, col0, t, inside_mn and k_begin + bk <= kdim)
+        store_tile(a_tile, b_tile, a_next, b_next, 0, t)
+        cuda.syncthreads()
+        step = 0
+        for k0 in range(k_begin, k_end, bk):
+            cur = step & 1
+            k1 = k0 + bk
+            if k1 < k_end:
+                load_tile(a, b, a_next, b_next, k1, row0, col0, t, inside_mn and k1 + bk <= kdim)
+            outer_product(a_tile, b_tile, cur, 0, ty4, tx4, acc, a_frag, b_frag)  # the first 8 k steps
+            outer_product(a_tile, b_tile, cur, 1, ty4, tx4, acc, a_frag, b_frag)
+            outer_product(a_tile, b_tile, cur, 2, ty4, tx4, acc, a_frag, b_frag)
+            outer_product(a_tile, b_tile, cur, 3, ty4, tx4, acc, a_frag, b_frag)
+            outer_product(a_tile, b_tile, cur, 4, ty4, tx4, acc, a_frag, b_frag)
+            outer_product(a_tile, b_tile, cur, 5, ty4, tx4, acc, a_frag, b_frag)
+            outer_product(a_tile, b_tile, cur, 6, ty4, tx4, acc, a_frag, b_frag)
+            outer_product(a_tile, b_tile, cur, 7, ty4, tx4, acc, a_frag, b_frag)
+            if bk == 16:  # a closure constant: the branch is resolved at compile time
+                outer_product(a_tile, b_tile, cur, 8, ty4, tx4, acc, a_frag, b_frag)
+                outer_product(a_tile, b_tile, cur, 9, ty4, tx4, acc, a_frag, b_frag)
+                outer_product(a_tile, b_tile, cur, 10, ty4, tx4, acc, a_frag, b_frag)
+                outer_product(a_tile, b_tile, cur, 11, ty4, tx4, acc, a_frag, b_frag)
+                outer_product(a_tile, b_tile, cur, 12, ty4, tx4, acc, a_frag, b_frag)
+                outer_product(a_tile, b_tile, cur, 13, ty4, tx4, acc, a_frag, b_frag)
+                outer_product(a_tile, b_tile, cur, 14, ty4, tx4, acc, a_frag, b_frag)
+                outer_product(a_tile, b_tile, cur, 15, ty4, tx4, acc, a_frag, b_frag)
+            if k1 < k_end:
+                store_tile(a_tile, b_tile, a_next, b_next, cur ^ 1, t)
+            cuda.syncthreads()
+            step += 1
+
+    def interior_kernel(a, b, c):
+        # `unrolled` checks every global load against the matrix edges: in the SASS each load costs a compare,
+        # a select or branch and 64-bit index arithmetic, ~200 instructions per 8-deep tile against 512 FFMAs.
+        # Only the blocks on the right and bottom edges (and the last k tile) need those checks: a block whose
+        # whole tile is inside takes an unguarded copy of the loop (~50 instructions of loads per tile). The
+        # test is the same for every thread of a block, so no warp diverges and every thread reaches every
+        # barrier on either path.
+        a_tile = cuda.shared.array((2, bk, row_len), float32, alignment=16)
+        b_tile = cuda.shared.array((2, bk, bn), float32, alignment=16)
+        acc = cuda.local.array((rows, 8), float32)
+        a_frag = cuda.local.array(rows, float32)
+        b_frag = cuda.local.array(8, float32)
+        a_next = cuda.local.array(a_regs, float32)
+        b_next = cuda.local.array(b_regs, float32)
+        t = cuda.threadIdx.x
+        tx4, ty4 = (t & (tn - 1)) * 4, (t >> tn_shift) * 4
+        m, kdim = a.shape
+        n = b.shape[1]
+        if split_k:
+            # Block z of gridDim.z sums K's z-th slice, a whole number of bk-deep tiles long.
+            k_chunk = (kdim + cuda.gridDim.z * bk - 1) // (cuda.gridDim.z * bk) * bk
+            k_begin = cuda.blockIdx.z * k_chunk
+            k_end = min(k_begin + k_chunk, kdim)
+        else:
+            k_begin, k_end = 0, kdim
+        if group > 1:
+            # Blocks start roughly in blockIdx order, row by row of the grid: the ~132 running blocks would
+            # cover 4 tile rows of C but all 32 tile columns, i.e. all of B (64 MB at 4096^2, more than the
+            # 50 MB L2). Numbered down columns of `group` tile rows instead, the running blocks need 8 row
+            # panels of A and ~17 column panels of B, which stay in L2 while they are reused.
+            gx, gy = cuda.gridDim.x, cuda.gridDim.y
+            bid = cuda.blockIdx.y * gx + cuda.blockIdx.x
+            first = (bid // (group * gx)) * group
+            group_rows = min(gy - first, group)
+            within = bid % (group * gx)
+            row0 = (first + within % group_rows) * bm
+            col0 = (within // group_rows) * bn
+        else:
+            row0 = cuda.blockIdx.y * bm
+            col0 = cuda.blockIdx.x * bn
+        for i in range(rows):
+            for j in range(8):
+                acc[i, j] = 0.0
+        if row0 + bm <= m and col0 + bn <= n:
+            main_loop(a, b, a_tile, b_tile, acc, a_frag, b_frag, a_next, b_next, t, tx4, ty4, row0, col0, True,
+                      k_begin, k_end)
+            for i in range(rows):
+                for j in range(8):
+                    row, col = row0 + (i >> 2) * qm + ty4 + (i & 3), col0 + (j >> 2) * hn + tx4 + (j & 3)
+                    if split_k:  # another block adds its slice of K to the same element
+                        cuda.atomic.add(c, (row, col), acc[i, j])
+                    else:
+                        c[row, col] = acc[i, j]
+        else:
+            main_loop(a, b, a_tile, b_tile, acc, a_frag, b_frag, a_next, b_next, t, tx4, ty4, row0, col0, False,
+                      k_begin, k_end)
+            for i in range(rows):
+                row = row0 + (i >> 2) * qm + ty4 + (i & 3)
+                for j in range(8):
+                    col = col0 + (j >> 2) * hn + tx4 + (j & 3)
+                    if row < m and col < n:
+                        if split_k:
+                            cuda.atomic.add(c, (row, col), acc[i, j])
+                        else:
+                            c[row, col] = acc[i, j]
+
+    # Named after its parameters, so that profiles and `gpukernels resources` tell the variants apart.
+    name = (f"tile{bm}x{bn}x{bk}" + (f"_rows{rows}" if rows != 8 else "") + (f"_group{group}" if group > 1 else "")
+            + ("_vec" if vec else "") + ("_splitk" if split_k else ""))
+    interior_kernel.__name__ = interior_kernel.__qualname__ = name + "_kernel"
+    kernel = cuda.jit(**({"launch_bounds": launch_bounds} if launch_bounds else {}))(interior_kernel)
+    kernel.tile = (bm, bn)
+    kernel.threads = threads
+    kernel.bk = bk
+    kernel.split_k = split_k
+    return kernel
+

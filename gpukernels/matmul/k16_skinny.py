@@ -1,0 +1,134 @@
+"""Step 16 of the matmul ladder, ``skinny``: a matrix-vector kernel for C with few rows (M <= 16).
+
+At M = 1 (a matrix-vector product, the decoding step of a language model) C = a @ B does 2 FLOPs per element of B
+and reads every element of B once: 2*K*N FLOPs against 4*K*N bytes, 0.5 FLOP/byte, far below the H200's ridge of
+~12. No tile size fixes that -- a 64 x 64 tile would compute 63 rows of zeros -- so the yardstick is the copy
+bandwidth: the kernel is as fast as it streams B. ``thread_16x8`` at M = 1 runs 64 blocks of 256 x 128 for 132 SMs,
+each streaming its B panel through shared memory: 0.03x cuBLAS (issue 16).
+
+The kernel: each thread owns 4 consecutive columns of C (one 16-byte load of a row of B per k) and up to ``rows``
+rows, the 8 warps of a block take every 8th k of the block's slice of K, and blocks along the grid's y split K so
+that the grid fills the GPU (``SKINNY_BLOCKS_PER_SM`` blocks per SM). A lane's A values are the same for the whole
+warp (one broadcast load). At the end the 8 warps' partial sums meet in shared memory, and a block adds its slice's
+sum into C with atomics when K is split (C zeroed first). Each thread issues its loads two rows of B at a time, so
+that two 16-byte loads are in flight per thread.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from numba import cuda, float32
+
+from .._intrinsics import aligned16, load4
+from .._launch import Launch, ceil_div, version
+from . import _common
+from ._common import check, zero_launches
+
+SKINNY_MAX_M = 16  # rows of C one block keeps in registers (4 columns each); more rows re-read B per 16
+SKINNY_COLS = 4  # consecutive columns per thread: one 16-byte load of B
+SKINNY_WARPS = 8  # warps per block, interleaved along K
+SKINNY_TILE_N = 32 * SKINNY_COLS  # 128 columns of C per block
+SKINNY_BLOCKS_PER_SM = 8  # blocks per SM the K split aims at: enough loads in flight to stream B
+SKINNY_MIN_K = 2 * SKINNY_WARPS * 16  # a slice of K gives every warp at least 16 rows of B (32 loads in flight)
+
+
+@functools.cache
+def get_skinny_kernel(rows: int, vec: bool):
+    """The kernel for ``rows`` rows of C per block (a power of two <= 16), with 16-byte loads of B when ``vec``
+    (the launcher checked that B's rows are 16-byte aligned). Both size registers or pick code: compile-time."""
+
+    @cuda.jit(device=True, inline=True)
+    def load_b(b, k, col, ok):
+        # 4 consecutive elements of row k of B from column col, 0 past the edges.
+        n = b.shape[1]
+        if vec and ok and col + SKINNY_COLS <= n:
+            return load4(b, k, col)
+        z = float32(0.0)
+        if not ok:
+            return z, z, z, z
+        return (b[k, col] if col < n else z, b[k, col + 1] if col + 1 < n else z,
+                b[k, col + 2] if col + 2 < n else z, b[k, col + 3] if col + 3 < n else z)
+
+    @cuda.jit(device=True, inline=True)
+    def fma_rows(a, acc, row0, k, b0, b1, b2, b3):
+        m = a.shape[0]
+        for i in range(rows):
+            av = a[row0 + i, k] if row0 + i < m else float32(0.0)  # the same address for the whole warp
+            acc[i, 0] += av * b0
+            acc[i, 1] += av * b1
+            acc[i, 2] += av * b2
+            acc[i, 3] += av * b3
+
+    def skinny_kernel(a, b, c):
+        # grid (ceil(N / 128), splits of K, ceil(M / rows)), 256 threads
+        red = cuda.shared.array((SKINNY_WARPS, SKINNY_TILE_N), float32)
+        acc = cuda.local.array((rows, SKINNY_COLS), float32)
+        t = cuda.threadIdx.x
+        lane, w = t & 31, t >> 5
+        m, kdim = a.shape
+        n = b.shape[1]
+        col = cuda.blockIdx.x * SKINNY_TILE_N + lane * SKINNY_COLS
+        row0 = cuda.blockIdx.z * rows
+        k_chunk = (kdim + cuda.gridDim.y - 1) // cuda.gridDim.y
+        k_begin = cuda.blockIdx.y * k_chunk
+        k_end = min(k_begin + k_chunk, kdim)
+        for i in range(rows):
+            for q in range(SKINNY_COLS):
+                acc[i, q] = 0.0
+        for k in range(k_begin + w, k_end, 2 * SKINNY_WARPS):
+            k2 = k + SKINNY_WARPS
+            # both loads first, then the FMAs: two 16-byte loads in flight per thread
+            b0, b1, b2, b3 = load_b(b, k, col, True)
+            d0, d1, d2, d3 = load_b(b, k2, col, k2 < k_end)
+            fma_rows(a, acc, row0, k, b0, b1, b2, b3)
+            if k2 < k_end:
+                fma_rows(a, acc, row0, k2, d0, d1, d2, d3)
+        # The 8 warps' sums of each row meet in shared memory (column lane*4 + q stored at q*32 + lane: no bank
+        # conflicts), and the first 128 threads add them up and write (or, when K is split, add) the result.
+        for i in range(rows):
+            for q in range(SKINNY_COLS):
+                red[w, q * 32 + lane] = acc[i, q]
+            cuda.syncthreads()
+            if t < SKINNY_TILE_N:
+                s = float32(0.0)
+                for v in range(SKINNY_WARPS):
+                    s += red[v, t]
+                r, cc = row0 + i, cuda.blockIdx.x * SKINNY_TILE_N + (t & 31) * SKINNY_COLS + (t >> 5)
+                if r < m and cc < n:
+                    if cuda.gridDim.y > 1:
+                        cuda.atomic.add(c, (r, cc), s)
+                    else:
+                        c[r, cc] = s
+            cuda.syncthreads()  # before the next row overwrites `red`
+
+    skinny_kernel.__name__ = skinny_kernel.__qualname__ = f"skinny_rows{rows}" + ("_vec" if vec else "") + "_kernel"
+    return cuda.jit(skinny_kernel)
+
+
+def skinny_rows(m: int) -> int:
+    """Rows of C per block: the smallest power of two >= M, at most 16."""
+    return min(SKINNY_MAX_M, 1 << max(0, m - 1).bit_length())
+
+
+def skinny_splits(m: int, n: int, k: int, sms: int | None = None) -> int:
+    """How many slices of K: enough blocks for SKINNY_BLOCKS_PER_SM per SM, each slice >= SKINNY_MIN_K deep."""
+    sms = sms or _common.sm_count()
+    blocks = ceil_div(n, SKINNY_TILE_N) * ceil_div(m, skinny_rows(m))
+    return max(1, min(ceil_div(sms * SKINNY_BLOCKS_PER_SM, blocks), k // SKINNY_MIN_K))
+
+
+def skinny_launches(a, b, c, splits: int | None = None) -> list[Launch]:
+    m, n = c.shape
+    k = a.shape[1]
+    rows = skinny_rows(m)
+    splits = splits or skinny_splits(m, n, k)
+    kernel = get_skinny_kernel(rows, aligned16(b))
+    grid = (ceil_div(n, SKINNY_TILE_N), splits, ceil_div(m, rows))
+    return (zero_launches(c) if splits > 1 else []) + [Launch(kernel, grid, (32 * SKINNY_WARPS,), (a, b, c))]
+
+
+@version("matmul", check, kernels=[get_skinny_kernel(1, False), get_skinny_kernel(16, True)])
+def skinny(a, b, c):
+    """Matrix-vector kernel for few rows of C: B streamed once at copy bandwidth, K split to fill the GPU."""
+    return skinny_launches(a, b, c)

@@ -1,0 +1,158 @@
+"""Step 18 of the matmul ladder, ``optimized``: no single kernel is fastest on every shape, so choose one per shape.
+
+cuBLAS does the same (a heuristic over many kernels); Triton autotunes per shape key. Here the choice is a short
+rule a student can read and call -- ``matmul.optimized.choose(M, N, K)`` returns the step, its configuration and
+why:
+
+1. **Few rows of C** (M <= ``SKINNY_MAX_M``): a matrix-vector product is bound by reading B once, not by
+   arithmetic; ``skinny`` streams B at copy bandwidth.
+2. **Everything else is a tiled product**, and the question is which tile and how many slices of K. For each
+   candidate (tile, slices) the rule estimates the time of the busiest SM. It holds ``L = ceil(blocks / SMs)``
+   blocks and runs up to ``per_sm`` of them at once, so it works ``ceil(L / per_sm)`` rounds. In a round, each
+   k tile costs the larger of its FLOPs (for the resident blocks) at the tile's measured rate and ``LAT_US``, the
+   step a k tile takes when the SM waits on loads and barriers rather than on arithmetic; a block also pays
+   ``BLOCK_US`` for its first loads and its stores. A split adds a zero pass and M * N * slices atomic adds.
+   The smallest estimate wins; that one model covers the three regimes below:
+
+   * compute-bound squares (4096^3): the 256 x 128 tile fills the GPU many times over; it wins on its rate.
+   * wave quantisation (1536^3: 72 tiles of 256 x 128 -- half of 132 SMs idle; 144 of 128 x 128 -- two waves,
+     the second 9% full): smaller tiles balance the waves.
+   * too few tiles to fill the SMs (M = N = 256, K = 65536: 16 tiles of 64 x 64): slices of K (split-K).
+
+The rates (``TILES``) come from the committed H200 run (benchmarks/results/h200.json, 2026-12-01) and the register
+counts behind ``per_sm`` from ``gpukernels resources matmul``; nothing here names a shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .._intrinsics import aligned16
+from .._launch import ceil_div, version
+from . import _common
+from ._common import check, tiled_launch
+from .k13_wave_fit import small_tile_kernel
+from .k14_vector_loads import small_vec_kernel, vec_kernel
+from .k12_swizzled import swizzled_kernel
+from .k15_thread_16x8 import wide_kernel, wide_vec_kernel
+from .k16_skinny import SKINNY_MAX_M, get_skinny_kernel, skinny_launches, skinny_rows, skinny_splits
+from .k17_split_k import SPLIT_MAX, SPLIT_MIN_K, split_k_kernels
+
+
+@dataclass(frozen=True)
+class Tile:
+    """A tile the dispatcher may use: its kernels (16-byte loads, scalar loads; split-K ones when it has them),
+    its throughput per SM relative to the 256 x 128 tile, and the resident blocks per SM it needs to reach it."""
+
+    name: str
+    steps: tuple  # the steps whose kernels these are: (aligned, scalar)
+    kernels: tuple  # (aligned, scalar)
+    split_kernels: tuple | None  # (aligned, scalar) with split_k=True, or None
+    rate: float
+    per_sm: int
+
+
+# Fitted to the suite run of 2026-12-01 (benchmarks/results/h200-suite-partial-run1.json, benchmarks/NOTES.md):
+SM_GFLOPS = 324.0  # one SM running thread_16x8 at 4096^3: 42.8 TFLOP/s / 132 SMs (H200, 2026-12-01)
+LAT_US = 0.42  # a k tile's step when latency-bound: 64 x 64 tiles at 256^3 (16 blocks, 32 tiles) took 18.4 us
+BLOCK_US = 5.0  # a block's prologue (first tile) and epilogue (stores), from the same run's small shapes
+SPLIT_OVERHEAD_US = 3.0  # the zero pass's launch and the tail of the atomics, roughly
+ATOMIC_GBPS = 1500.0  # zeroing C and the atomic read-modify-writes of a split, at L2: 1.5 TB/s (a rough guess)
+
+#: Largest tile first. 128 x 128: vector_loads at 4096^3 ran at 0.97 of thread_16x8. 64 x 64: 1024^3 ran at 0.61 of
+#: it with ~2 blocks per SM; 64 threads of ~128 registers each fit 8 per SM, 4 are taken to reach that rate.
+TILES = (
+    Tile("256x128", ("thread_16x8", "thread_16x8"), (wide_vec_kernel, wide_kernel), None, 1.0, 1),
+    Tile("128x128", ("vector_loads", "swizzled"), (vec_kernel, swizzled_kernel), split_k_kernels(True)[:1] + split_k_kernels(False)[:1], 0.97, 1),
+    Tile("64x64", ("vector_loads", "wave_fit"), (small_vec_kernel, small_tile_kernel), split_k_kernels(True)[1:] + split_k_kernels(False)[1:],
+         0.61, 4),
+)
+
+
+@dataclass
+class Choice:
+    """What `choose` picked: the step, its configuration, the estimate and the reason, in words."""
+
+    step: str
+    config: dict
+    why: str
+    estimate_us: float | None = None
+    candidates: list = field(default_factory=list)  # (tile, slices, estimated us) for every tiled candidate
+
+    def __str__(self) -> str:
+        return f"{self.step} {self.config}: {self.why}"
+
+
+def estimate_us(m: int, n: int, k: int, tile: Tile, splits: int, sms: int) -> float:
+    """The busiest SM's time for this tile and number of K slices (see the module docstring)."""
+    kernel = tile.kernels[0]
+    bm, bn = kernel.tile
+    blocks = ceil_div(m, bm) * ceil_div(n, bn) * splits
+    on_sm = ceil_div(blocks, sms)  # L, the busiest SM's blocks
+    rounds, resident = ceil_div(on_sm, tile.per_sm), min(on_sm, tile.per_sm)
+    k_tiles = ceil_div(ceil_div(k, splits), kernel.bk)
+    tile_us = max(resident * 2 * bm * bn * kernel.bk / (tile.rate * SM_GFLOPS * 1e3), LAT_US)
+    t = rounds * (k_tiles * tile_us + BLOCK_US)
+    if splits > 1:
+        t += SPLIT_OVERHEAD_US + 4 * m * n * (1 + 2 * splits) / ATOMIC_GBPS / 1e3
+    return t
+
+
+def split_options(k: int) -> list[int]:
+    """The slice counts tried: 1, 2, 4, ... while every slice stays >= SPLIT_MIN_K deep."""
+    out, s = [1], 2
+    while s <= SPLIT_MAX and k // s >= SPLIT_MIN_K:
+        out.append(s)
+        s *= 2
+    return out
+
+
+def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None) -> Choice:
+    """The step and configuration for an (M, K) x (K, N) product; ``aligned``: rows 16-byte aligned (K and N
+    multiples of 4 and the data 16-byte aligned), so the kernels may use 16-byte loads."""
+    sms = sms or _common.sm_count()
+    if m <= SKINNY_MAX_M:
+        splits = skinny_splits(m, n, k, sms)
+        return Choice("skinny", {"rows": skinny_rows(m), "splits": splits, "vec": aligned},
+                      f"M = {m} <= {SKINNY_MAX_M}: each element of B serves only {m} row(s) of C, so the product "
+                      f"is bound by reading B ({4 * k * n / 1e6:.1f} MB) once; {splits} slice(s) of K make enough "
+                      "blocks to keep the loads in flight")
+    cands = []
+    for tile in TILES:
+        for splits in split_options(k) if tile.split_kernels else [1]:
+            cands.append((tile, splits, estimate_us(m, n, k, tile, splits, sms)))
+    tile, splits, est = min(cands, key=lambda c: c[2])  # ties: the larger tile, the fewer slices (listed first)
+    bm, bn = tile.kernels[0].tile
+    blocks = ceil_div(m, bm) * ceil_div(n, bn)
+    if splits > 1:
+        step = "split_k"
+        why = (f"{blocks} tiles of {tile.name} for {sms} SMs: {splits} slices of K (each "
+               f"{ceil_div(k, splits * tile.kernels[0].bk) * tile.kernels[0].bk} deep but the last) "
+               f"make {blocks * splits} blocks")
+    else:
+        step = tile.steps[0 if aligned else 1]
+        why = f"{blocks} tiles of {tile.name} = {blocks / (sms * tile.per_sm):.2f} waves of {sms} SMs x {tile.per_sm}"
+    why += f" (estimate {est:.1f} us, best of {len(cands)} tile/slice options)"
+    return Choice(step, {"tile": tile.name, "splits": splits, "vec": aligned}, why, est,
+                  [(t.name, s, round(e, 2)) for t, s, e in cands])
+
+
+def _kernel_for(choice: Choice):
+    tile = next(t for t in TILES if t.name == choice.config["tile"])
+    pair = tile.split_kernels if choice.config["splits"] > 1 else tile.kernels
+    return pair[0] if choice.config["vec"] else pair[1]
+
+
+@version("matmul", check, kernels=[wide_vec_kernel, get_skinny_kernel(1, True)] + list(split_k_kernels(True)))
+def optimized(a, b, c):
+    """The dispatcher: per shape, the step and configuration `choose` estimates fastest (skinny, tiles, split-K)."""
+    m, n = c.shape
+    choice = choose(m, n, a.shape[1], aligned16(a, b))
+    if choice.step == "skinny":
+        return skinny_launches(a, b, c, choice.config["splits"])
+    return tiled_launch(_kernel_for(choice), c, (a, b, c), choice.config["splits"])
+
+
+optimized.choose = choose
+optimized.steps = ("thread_16x8", "vector_loads", "skinny", "split_k")  # what it dispatches to, for the suite
+optimized.describe = lambda a, b: str(choose(a.shape[0], b.shape[1], a.shape[1], aligned16(a, b)))
