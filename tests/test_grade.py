@@ -261,7 +261,7 @@ def test_grade_a_class(tmp_path):
         assert doc["score"] == sum(t["score"] for t in doc["tests"]) == float(scores[student][2])
     page = (out / "report.html").read_text()
     assert "01_vector_add" in page and "histograms.png" in page and (out / "histograms.png").stat().st_size > 0
-    assert "not allowed" in (out / "report.md").read_text()  # cy's refusal is among the common failures
+    assert "refused before it ran" in (out / "report.md").read_text()  # cy's refusal is among the common failures
 
 
 # ----------------------------------------------------------------------------------------------------------
