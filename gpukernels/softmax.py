@@ -423,11 +423,11 @@ def _block_reduce(v, scratch, is_max):
 
 @cuda.jit
 def split_partial_kernel(x, part, chunk):
-    # Block (c, i) reads piece c of row i (values c*chunk ... (c+1)*chunk - 1) once, keeping a running max m and
+    # Block (i, c) reads piece c of row i (values c*chunk ... (c+1)*chunk - 1) once, keeping a running max m and
     # a running sum s of exp(x - m) per thread (online, as in `optimized`'s long rows); the block's (max, sum)
     # goes to part[i, c]. Traffic: one load per element, 8 bytes per piece stored.
     scratch = cuda.shared.array(WARP, float32)
-    c, i = cuda.blockIdx.x, cuda.blockIdx.y
+    i, c = cuda.blockIdx.x, cuda.blockIdx.y  # rows on x: grid.y stops at 65535, grid.x at 2^31 - 1
     n = x.shape[1]
     m = float32(-math.inf)
     s = float32(0.0)
@@ -442,11 +442,11 @@ def split_partial_kernel(x, part, chunk):
 
 @cuda.jit
 def split_normalize_kernel(x, part, y, chunk):
-    # Block (c, i) combines row i's pieces (at most SPLIT_THREADS of them, one per thread) into the row's max and
+    # Block (i, c) combines row i's pieces (at most SPLIT_THREADS of them, one per thread) into the row's max and
     # sum, then writes piece c of y. It reads the piece of x a second time: from L2 when x fits there (the suite's
     # few-long-rows shapes are 1 to 8 MB), so DRAM sees ~8 bytes per element.
     scratch = cuda.shared.array(WARP, float32)
-    c, i = cuda.blockIdx.x, cuda.blockIdx.y
+    i, c = cuda.blockIdx.x, cuda.blockIdx.y
     t = cuda.threadIdx.x
     n = x.shape[1]
     pieces = part.shape[1]
@@ -472,7 +472,7 @@ def split_row_launches(x, y, pieces: int | None = None) -> list[Launch]:
     # The workspace: (max, sum) per piece, 8 bytes each. A plan made for host arrays (`Version.launches` in a
     # process that only compiles or reports, with no GPU) gets a host array of the same shape.
     part = (cuda.device_array if is_device_array(x) else np.empty)((m, pieces, 2), np.float32)
-    grid = (pieces, m)
+    grid = (m, pieces)  # rows on x (up to 2^31 - 1 of them), at most SPLIT_THREADS pieces on y (65535 at most)
     return [Launch(split_partial_kernel, grid, (SPLIT_THREADS,), (x, part, chunk)),
             Launch(split_normalize_kernel, grid, (SPLIT_THREADS,), (x, part, y, chunk))]
 

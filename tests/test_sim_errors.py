@@ -298,3 +298,27 @@ def test_other_exceptions_keep_their_type_and_gain_thread_and_line():
 def test_every_error_is_a_simulator_error():
     for cls in (BarrierDivergenceError, KernelTimeoutError, OutOfBoundsError, WarpMaskError, KernelError):
         assert issubclass(cls, SimulatorError)
+
+
+def test_a_launch_beyond_the_gpus_limits_is_refused_as_the_driver_would():
+    """grid.y and grid.z stop at 65535 and a block at 1024 threads on every GPU: the simulator refuses what the
+    driver would (softmax's split_row once put 65536 rows on grid.y; it passed here and failed on the H200)."""
+    import numpy as np
+    import pytest
+    from numba import cuda
+
+    from gpukernels.sim.errors import LaunchConfigError
+
+    @cuda.jit
+    def touch(a):
+        a[0] = 1.0
+
+    a = np.zeros(1, np.float32)
+    with pytest.raises(LaunchConfigError, match="65536 blocks along y, more than the 65535"):
+        touch[(1, 65536), 1](a)
+    with pytest.raises(LaunchConfigError, match="1056 threads, more than the 1024"):
+        touch[1, (33, 32)](a)
+    with pytest.raises(LaunchConfigError, match="65 threads along z"):
+        touch[1, (1, 1, 65)](a)
+    touch[(70000, 1), 1](a)  # x may be large
+    assert a[0] == 1.0

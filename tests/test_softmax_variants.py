@@ -118,3 +118,16 @@ def test_optimized_splits_only_few_long_rows():
     assert softmax.use_split_row(1, 2**20) and softmax.use_split_row(64, 32000)
     assert not softmax.use_split_row(1024, 32768)  # enough rows to fill the SMs with a block each
     assert not softmax.use_split_row(8, 4096)  # too short to split in two pieces of SPLIT_MIN_CHUNK
+
+
+@pytest.mark.parametrize("rows, cols", [(65536, 128), (70001, 8192), (1, 2**20)])
+def test_split_row_plans_fit_the_gpus_grid_limits(rows, cols):
+    """Every launch of the plan is one a GPU accepts (rows on grid.x; grid.y stops at 65535): at 65536 rows the
+    first split_row put rows on y and failed on the H200 while the simulator, which then had no limits, ran it."""
+    from gpukernels.sim.install import check_launch_limits
+
+    x = np.empty((rows, cols), np.float32)
+    for launch in softmax.split_row_launches(x, np.empty_like(x)):
+        grid = tuple(launch.grid) + (1,) * (3 - len(launch.grid))
+        block = tuple(launch.block) + (1,) * (3 - len(launch.block))
+        check_launch_limits("split_row", grid, block)

@@ -61,6 +61,10 @@ class WarpMaskError(SimulatorError):
     not taking part)."""
 
 
+class LaunchConfigError(SimulatorError, ValueError):
+    """A grid or block beyond what a GPU accepts: the driver would refuse the launch."""
+
+
 class KernelError(SimulatorError):
     """Any other exception raised by kernel code; the original is ``__cause__`` (and ``original``)."""
 

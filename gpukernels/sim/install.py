@@ -38,6 +38,7 @@ def _sim_call(self, *args):
     from . import _state
 
     grid_dim, block_dim = _normalize(self.grid_dim, self.block_dim)
+    check_launch_limits(getattr(self.fn, "__name__", "kernel"), tuple(grid_dim), tuple(block_dim))
     launch = Launch(self, _state.CONFIG, grid_dim, block_dim, self.dynshared_size, tracer=_state.TRACER)
     try:
         launch.run(args)
@@ -46,6 +47,30 @@ def _sim_call(self, *args):
 
 
 _sim_call.__gpukernels_sim__ = True
+
+# What every GPU Numba targets (compute capability 3.0 and later) accepts; beyond it the driver refuses the
+# launch (CUDA_ERROR_INVALID_VALUE), so a launch the simulator ran would fail on the GPU.
+MAX_GRID = (2**31 - 1, 65535, 65535)
+MAX_BLOCK = (1024, 1024, 64)
+MAX_THREADS_PER_BLOCK = 1024
+
+
+def check_launch_limits(name: str, grid: tuple, block: tuple) -> None:
+    from .errors import LaunchConfigError
+
+    for axis, (g, limit) in enumerate(zip(grid, MAX_GRID)):
+        if g > limit:
+            raise LaunchConfigError(f"kernel {name!r}: grid {grid} has {g} blocks along {'xyz'[axis]}, more than the "
+                                    f"{limit} a GPU allows there -- the launch would fail on a GPU "
+                                    "(CUDA_ERROR_INVALID_VALUE); put the large dimension on x")
+    for axis, (b, limit) in enumerate(zip(block, MAX_BLOCK)):
+        if b > limit:
+            raise LaunchConfigError(f"kernel {name!r}: block {block} has {b} threads along {'xyz'[axis]}, more than "
+                                    f"the {limit} a GPU allows -- the launch would fail on a GPU")
+    threads = block[0] * block[1] * block[2]
+    if threads > MAX_THREADS_PER_BLOCK:
+        raise LaunchConfigError(f"kernel {name!r}: block {block} is {threads} threads, more than the "
+                                f"{MAX_THREADS_PER_BLOCK} a GPU allows per block -- the launch would fail on a GPU")
 
 
 def _tolerant_jit(stock_jit):
