@@ -453,7 +453,6 @@ def zygote(mode: str) -> int:
     return code, negative for a signal) when it has ended -- after its whole session is killed. No code of a
     submission ever runs in the zygote itself: only in the forks, each in a session of its own."""
     import select
-    import signal
 
     _preload(mode)
     replies = os.fdopen(os.dup(1), "w", buffering=1)
@@ -508,7 +507,6 @@ def zygote(mode: str) -> int:
             _killpg(pid)  # whatever the child left running in its session goes with it
             code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
             replies.write(json.dumps({"id": running.pop(pid, None), "exit": code}) + "\n")
-    del signal
     return 0
 
 

@@ -346,8 +346,6 @@ def _check_module_chain(mod: _Module, stmt, root: str, chain: list, in_kernel: b
     if root == "numba" and rest[:1] == ["cuda"]:
         root, rest = "numba.cuda", rest[1:]
     if not rest:
-        if not in_kernel:
-            return
         return  # the module itself, passed on (e.g. ``cuda`` as a value): nothing to read from it
     if root == "math":
         return

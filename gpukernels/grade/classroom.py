@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from .discovery import available, exercises_dir, find_submission, select
+from .discovery import exercises_dir, find_submission, select
 from .results import to_gradescope, write_json_atomically
 
 
@@ -174,4 +174,4 @@ def write_report(out: Path, exercises: list, by_student: dict, seconds: float, w
     (out / "report.html").write_text("\n".join(page) + "\n")
 
 
-__all__ = ["grade_class", "students", "summarise", "failure_key", "available"]
+__all__ = ["grade_class", "students", "summarise", "failure_key"]

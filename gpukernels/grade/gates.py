@@ -313,11 +313,7 @@ class Grading:
                        "gives 0 to a submission that prints)")
         if problem is not None:
             self.add("correctness", False, problem + printed)
-            if self.compiled is None:
-                self.add("compiles", None, self.no_compiler)
-            else:
-                self.add("compiles", False, f"{self.compiled}, but its points count once the kernel is correct",
-                         hint=False)
+            self.add_compiles(correct=False)
             self.add_later(GATES[2:], "the kernel must first be correct")
             return False
         sim_name = rep.simulator or "simulator"
@@ -326,11 +322,19 @@ class Grading:
         shuffled = " and in a shuffled thread order" if any("shuffled" in c.outputs for c in rep.cases) else ""
         self.add("correctness", True, f"correct on {len(self.cases)} shapes ({shapes}; the last {drawn} drawn "
                                       f"for this run) in thread order{shuffled} on {sim_name}; inputs unchanged")
+        self.add_compiles(correct=True)
+        return True
+
+    def add_compiles(self, correct: bool) -> None:
+        """The compiles gate, recorded once correctness is known: its points count only with a correct kernel,
+        and a machine without the compiler skips it."""
         if self.compiled is None:
             self.add("compiles", None, self.no_compiler)
-        else:
+        elif correct:
             self.add("compiles", True, self.compiled)
-        return True
+        else:
+            self.add("compiles", False, f"{self.compiled}, but its points count once the kernel is correct",
+                     hint=False)
 
     def _check_cases(self, child: Child) -> str | None:
         from gpukernels.check import compare
