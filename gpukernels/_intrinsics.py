@@ -1,4 +1,5 @@
-"""``load4``: one 128-bit global load of 4 consecutive float32 -- an instruction Numba does not emit by itself.
+"""``load4`` and ``store4``: one 128-bit global load (store) of 4 consecutive float32 -- instructions Numba does not
+emit by itself.
 
 Numba indexes arrays one element at a time, and the compiler may merge 4 neighbouring 4-byte loads into one
 16-byte load (``LDG.E.128``) only when it can prove the address is a multiple of 16. For shared memory the
@@ -32,6 +33,13 @@ if _simulated():
     def load4(x, i, j):
         return x[i, j], x[i, j + 1], x[i, j + 2], x[i, j + 3]
 
+    @cuda.jit(device=True, inline=True)
+    def store4(x, i, j, v0, v1, v2, v3):
+        x[i, j] = v0
+        x[i, j + 1] = v1
+        x[i, j + 2] = v2
+        x[i, j + 3] = v3
+
 else:
     from llvmlite import ir
     from numba import types
@@ -54,6 +62,29 @@ else:
             vec = builder.load(builder.bitcast(ptr, vec_t.as_pointer()), align=16)
             vals = [builder.extract_element(vec, ir.Constant(ir.IntType(32), q)) for q in range(4)]
             return context.make_tuple(builder, sig.return_type, vals)
+
+        return sig, codegen
+
+    @intrinsic
+    def store4(typingctx, x, i, j, v0, v1, v2, v3):
+        # x[i, j:j + 4] = (v0, v1, v2, v3) as one 16-byte store (``st.global.v4.f32``); the same promise as load4.
+        if not (isinstance(x, types.Array) and x.ndim == 2 and x.dtype == types.float32 and x.layout == "C"
+                and isinstance(i, types.Integer) and isinstance(j, types.Integer)
+                and all(v == types.float32 for v in (v0, v1, v2, v3))):
+            return None
+        sig = types.void(x, i, j, v0, v1, v2, v3)
+
+        def codegen(context, builder, sig, args):
+            x_t, i_t, j_t = sig.args[:3]
+            ary = context.make_array(x_t)(context, builder, value=args[0])
+            idx = [context.cast(builder, v, t, types.intp) for v, t in zip(args[1:3], (i_t, j_t))]
+            ptr = cgutils.get_item_pointer(context, builder, x_t, ary, idx, wraparound=False)
+            vec_t = ir.VectorType(ir.FloatType(), 4)
+            vec = ir.Constant(vec_t, ir.Undefined)
+            for q in range(4):
+                vec = builder.insert_element(vec, args[3 + q], ir.Constant(ir.IntType(32), q))
+            builder.store(vec, builder.bitcast(ptr, vec_t.as_pointer()), align=16)
+            return context.get_dummy_value()
 
         return sig, codegen
 

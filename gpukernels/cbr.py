@@ -19,7 +19,7 @@ What you will learn
                      and every input value 16. Bias and ReLU are applied in registers before the single store of
                      y. Global traffic drops from 29 GB to 184 MB (N32 C64 56x56 K64), but the inner loop does 64
                      FMAs per 20 scalar shared loads: on the H200 it runs at 0.77 ms, cuDNN at 0.27.
-3. ``optimized``     an implicit GEMM: the convolution *is* a matrix product, y^T[k, p] = sum_q W[k, q] X[q, p]
+3. ``implicit_gemm`` an implicit GEMM: the convolution *is* a matrix product, y^T[k, p] = sum_q W[k, q] X[q, p]
                      over output pixels p = (n, i, j) and filter taps q = (c, r, s), with W = w.reshape(K, Q)
                      and X[q, p] = x[n, c, i + r - p, j + s - p]. So it runs matmul's fastest kernel (64 x 256
                      output tile per block, 8 x 8 outputs per thread, 16-byte shared loads: 64 FMAs per 4 loads,
@@ -30,6 +30,17 @@ What you will learn
                      memory than fused_direct (x once per tap instead of once per halo tile: 370 MB at N32 C64
                      56x56 K64, nearly all of it L1/L2 hits), and is built to win on what bounds this shape:
                      FMAs per shared-memory load, 16 instead of 3 (benchmarks/cbr_variants.py measures it).
+4. ``split_c``       slices of the input channels over the grid's z. At batch 1 a deep layer is a short, deep GEMM
+                     ((1, 512, 7x7, 512): 49 pixels x 512 channels x 4608 taps -- 8 tiles for 132 SMs); S slices
+                     make S times the blocks. y starts at the bias, the slices add into it with atomics, and a
+                     last pass applies the ReLU: two small passes given back for a full GPU (matmul's split-K).
+5. ``optimized``     the dispatcher: ``optimized.choose(N, C, H, W, K)`` picks the pixels per block (256 or 128)
+                     and the number of slices -- the fewest that fill the SMs once -- and says why.
+
+Regimes: a convolution is a GEMM of P = N*Ho*Wo pixels by K channels by Q = C*R*S taps. Large batches (P in the
+tens of thousands) fill the GPU with 64 x 256 tiles and are bound by arithmetic; batch 1 and the deep, small
+images of late layers give a handful of tiles (P*K / 16384 blocks) however fast each is, and only slicing Q fills
+the SMs; few channels (C = 3) make Q tiny and y's store the cost.
 
 Global traffic, counted in elements (what ``gpukernels trace cbr`` measures; ``global_loads`` computes it):
   naive:         conv loads x and w once per in-bounds tap of every output (up to N*K*Ho*Wo*C*R*S each:
@@ -37,7 +48,7 @@ Global traffic, counted in elements (what ``gpukernels trace cbr`` measures; ``g
                  stores y.
   fused_direct:  each block loads its CB-chunks of input tile + halo (in-bounds elements only) and of weights,
                  loads one bias per output, and stores its outputs once.
-  optimized:     x once per in-bounds tap of every pixel per block of 64 output channels; all of W once per
+  implicit_gemm: x once per in-bounds tap of every pixel per block of 64 output channels; all of W once per
                  block of 256 pixels; each thread the bias of its 8 channels; y stored once.
 
 Count the work first: 2*N*K*C*R*S*Ho*Wo FLOPs. For N32 C64 56x56 K64 3x3 that is 7.4 GFLOP over at least
@@ -45,6 +56,8 @@ Count the work first: 2*N*K*C*R*S*Ho*Wo FLOPs. For N32 C64 56x56 K64 3x3 that is
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from numba import cuda, float32, types
@@ -220,6 +233,19 @@ def relu_kernel(y):
         y[nn, kk, i, j] = max(y[nn, kk, i, j], float32(0.0))
 
 
+@cuda.jit
+def bias_fill_kernel(y, b):
+    # y[n, k, i, j] = b[k]: the start of a sum that split_c's slices add into (1 load of b, 1 store per element).
+    idx = cuda.grid(1)
+    n, k, ho, wo = y.shape
+    if idx < n * k * ho * wo:
+        j = idx % wo
+        i = (idx // wo) % ho
+        kk = (idx // (wo * ho)) % k
+        nn = idx // (wo * ho * k)
+        y[nn, kk, i, j] = b[kk]
+
+
 # ----------------------------------------------------------------------------------------------------------
 # 2. fused_direct: one fused kernel, input tile + halo and weights staged in shared memory
 # ----------------------------------------------------------------------------------------------------------
@@ -309,7 +335,7 @@ def fused_kernel(r: int, s: int):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 3. optimized: implicit GEMM -- the convolution as matmul's fastest kernel, its B operand gathered from x
+# 3. implicit_gemm: implicit GEMM -- the convolution as matmul's fastest kernel, its B operand gathered from x
 # ----------------------------------------------------------------------------------------------------------
 # The GEMM view: y^T[k, p] = sum_q W[k, q] * X[q, p] with
 #   p = (n, i, j) an output pixel, P = N*Ho*Wo of them (the GEMM's columns),
@@ -329,6 +355,7 @@ IG_ROW = IG_BM + 4  # a_tile row (matmul's V_ROW): 272 bytes keeps rows 16-byte 
 # kernel needs 168 registers (3 blocks of 4 warps) and spills 56 bytes at 128: benchmarks/cbr_variants.py
 # times these alternatives.
 IG_MIN_BLOCKS = 2
+IG_BNS = (64, 128, 256)  # pixels per block the kernel is built for (threads = BN, 8 x 8 outputs each)
 
 
 def igemm_bk_max(bn: int = IG_BN) -> int:
@@ -378,9 +405,11 @@ def _unrolled(step, lo: int, hi: int):
     return steps
 
 
-def _make_igemm_kernel(r_: int, s_: int, cb: int, rb: int, bn: int, min_blocks: int | None):
+def _make_igemm_kernel(r_: int, s_: int, cb: int, rb: int, bn: int, min_blocks: int | None, sliced: bool = False):
     """The implicit-GEMM kernel for an R x S filter, CB channels and RB filter rows per k tile, BN pixels per
-    block; ``min_blocks`` adds launch bounds (BN threads, at least that many blocks per SM)."""
+    block; ``min_blocks`` adds launch bounds (BN threads, at least that many blocks per SM); ``sliced``: block z
+    sums one slice of the channels and adds it into y with atomics (split_c). A compile-time choice: with both
+    epilogues in one kernel, the unsplit one ran 1.7x slower at N32 C64 56^2 (H200, benchmarks/NOTES.md)."""
     bm = IG_BM
     bk = cb * rb * s_  # k-tile depth
     taps = rb * s_  # filter taps of one channel in a tile: bits of the tap mask
@@ -500,10 +529,20 @@ def _make_igemm_kernel(r_: int, s_: int, cb: int, rb: int, bn: int, min_blocks: 
             for jj in range(8):
                 acc[ii, jj] = 0.0
 
-        ntiles = ((c_ + cb - 1) // cb) * groups  # k tiles: (channel chunk, row group), channel-major like q
-        gather(x, x_next, xbase, tmask, c_, hw, wd)
+        # Slices of the reduction (split_c): block z sums channels [c_lo, c_hi), a whole number of k tiles; with
+        # one slice (gridDim.z = 1) that is every channel. From here on channels count from c_lo.
+        c_n = c_
+        if sliced:
+            nsplit = cuda.gridDim.z
+            c_chunk = ((c_ + cb - 1) // cb + nsplit - 1) // nsplit * cb
+            c_lo = cuda.blockIdx.z * c_chunk
+            c_n = max(0, min(c_chunk, c_ - c_lo))  # this slice's channels (0: an empty slice adds zeros)
+            xbase += c_lo * hw
+            wptr += c_lo * (r_ * s_)
+        ntiles = ((c_n + cb - 1) // cb) * groups  # k tiles: (channel chunk, row group), channel-major like q
+        gather(x, x_next, xbase, tmask, c_n, hw, wd)
         store_x(x_tile, x_next, 0, t)
-        load_w(w, w_next, wptr, q_, min(cb, c_) * min(rb, r_) * s_, krem, wm, wq)
+        load_w(w, w_next, wptr, q_, min(cb, c_n) * min(rb, r_) * s_, krem, wm, wq)
         store_w(a_tile, w_next, 0, wm, wq)
         cuda.syncthreads()
         for step in range(ntiles):
@@ -518,13 +557,13 @@ def _make_igemm_kernel(r_: int, s_: int, cb: int, rb: int, bn: int, min_blocks: 
                 tmask = tap_mask(colmask, i, r1, padding, h)
             # Issue the gather of the next X tile; it lands in registers while the first FMAs run. Buffer cur ^ 1
             # was last read before the previous barrier, so it can be refilled mid-tile.
-            gather(x, x_next, xbase + c1 * hw + r1 * wd, tmask, c_ - c1, hw, wd)
+            gather(x, x_next, xbase + c1 * hw + r1 * wd, tmask, c_n - c1, hw, wd)
             # A warp barrier (free: the warp is converged) pins the loads here; without it ptxas sank them to their
             # shared stores, after the FMAs, to save registers (seen in the SASS).
             cuda.syncwarp()
             mma_first(a_tile, x_tile, cur, acc, a_frag, b_frag, tx, ty)
             store_x(x_tile, x_next, cur ^ 1, t)
-            load_w(w, w_next, wptr + c1 * (r_ * s_) + r1 * s_, q_, max(0, min(cb, c_ - c1)) * min(rb, r_ - r1) * s_,
+            load_w(w, w_next, wptr + c1 * (r_ * s_) + r1 * s_, q_, max(0, min(cb, c_n - c1)) * min(rb, r_ - r1) * s_,
                    krem, wm, wq)
             cuda.syncwarp()
             mma_second(a_tile, x_tile, cur, acc, a_frag, b_frag, tx, ty)
@@ -546,10 +585,17 @@ def _make_igemm_kernel(r_: int, s_: int, cb: int, rb: int, bn: int, min_blocks: 
         for ii in range(8):
             ch = k0 + (ii >> 2) * 32 + ty * 4 + (ii & 3)
             if ch < k_:
-                bias = b[ch]  # one bias load per channel this thread owns, reused for its 8 pixels
-                for jj in range(8):
-                    if ybase[jj] >= 0:  # bias + ReLU in registers, then the only store of y
-                        y[types.uint64(ybase[jj] + ch * howo)] = max(acc[ii, jj] + bias, float32(0.0))
+                if sliced:
+                    # A slice holds part of the sum: add it to y (which starts at the bias); the ReLU comes after
+                    # the last slice, in its own pass (split_c).
+                    for jj in range(8):
+                        if ybase[jj] >= 0:
+                            cuda.atomic.add(y, types.uint64(ybase[jj] + ch * howo), acc[ii, jj])
+                else:
+                    bias = b[ch]  # one bias load per channel this thread owns, reused for its 8 pixels
+                    for jj in range(8):
+                        if ybase[jj] >= 0:  # bias + ReLU in registers, then the only store of y
+                            y[types.uint64(ybase[jj] + ch * howo)] = max(acc[ii, jj] + bias, float32(0.0))
 
     return igemm_kernel
 
@@ -557,30 +603,39 @@ def _make_igemm_kernel(r_: int, s_: int, cb: int, rb: int, bn: int, min_blocks: 
 _IGEMM: dict[tuple, object] = {}
 
 
-def igemm_kernel(r: int, s: int, cb: int | None = None, bn: int = IG_BN, min_blocks: int | None = IG_MIN_BLOCKS):
-    """The compiled-once implicit-GEMM kernel for an R x S filter (and a tiling; the defaults are `optimized`'s)."""
+def igemm_kernel(r: int, s: int, cb: int | None = None, bn: int = IG_BN, min_blocks: int | None = IG_MIN_BLOCKS,
+                 sliced: bool = False):
+    """The compiled-once implicit-GEMM kernel for an R x S filter (and a tiling; the defaults are `implicit_gemm`'s)."""
     cb, rb = igemm_tiling(r, s, cb, bn)
-    key = (r, s, cb, rb, bn, min_blocks)
+    key = (r, s, cb, rb, bn, min_blocks, sliced)
     if key not in _IGEMM:
-        _IGEMM[key] = _make_igemm_kernel(r, s, cb, rb, bn, min_blocks)
+        _IGEMM[key] = _make_igemm_kernel(r, s, cb, rb, bn, min_blocks, sliced)
     return _IGEMM[key]
 
 
-def igemm_launches(x, w, b, y, padding=1, cb=None, bn=IG_BN, min_blocks=IG_MIN_BLOCKS) -> list[Launch]:
-    """The launch of the implicit-GEMM kernel (``optimized`` uses the defaults; benchmarks/cbr_variants.py
-    sweeps the rest): a grid of P / BN pixel blocks by K / 64 channel blocks, BN threads each."""
-    if bn not in (128, 256):
-        raise LaunchError(f"bn must be 128 or 256 (one thread per pixel of a 64-channel tile); got {bn}")
+def igemm_launches(x, w, b, y, padding=1, cb=None, bn=IG_BN, min_blocks=IG_MIN_BLOCKS, splits=1) -> list[Launch]:
+    """The launches of the implicit-GEMM kernel (``implicit_gemm`` uses the defaults; benchmarks/cbr_variants.py
+    sweeps the rest): a grid of P / BN pixel blocks by K / 64 channel blocks (by ``splits`` slices of the
+    channels), BN threads each. With slices, y starts at the bias, each slice adds its part of the sum, and a
+    last pass applies the ReLU."""
+    if bn not in IG_BNS:
+        raise LaunchError(f"bn must be one of {IG_BNS} (one thread per pixel of a 64-channel tile); got {bn}")
     n, c, h, wd = x.shape
     k, _, r, s = w.shape
     _, _, ho, wo = y.shape
     if s > igemm_bk_max(bn):
         raise LaunchError(f"the implicit GEMM with {bn} pixels per block handles filters up to {igemm_bk_max(bn)} "
                           f"columns wide (one filter row must fit in a k tile); got S = {s}")
-    kernel = igemm_kernel(r, s, cb, bn, min_blocks)
-    grid = (ceil_div(n * ho * wo, bn), ceil_div(k, IG_BM))  # pixels on x: gridDim.y stops at 65535
+    splits = max(1, min(splits, ceil_div(c, igemm_tiling(r, s, cb, bn)[0])))  # no more slices than k-tile chunks
+    kernel = igemm_kernel(r, s, cb, bn, min_blocks, splits > 1)
+    grid = (ceil_div(n * ho * wo, bn), ceil_div(k, IG_BM), splits)  # pixels on x: gridDim.y stops at 65535
     flat = (x.reshape(x.size), w.reshape(w.size), b, y.reshape(y.size))
-    return [Launch(kernel, grid, (bn,), flat + (n, c, h, wd, k, ho, wo, padding))]
+    conv = Launch(kernel, grid, (bn,), flat + (n, c, h, wd, k, ho, wo, padding))
+    if splits == 1:
+        return [conv]
+    ew = (ceil_div(y.size, NAIVE_THREADS),)
+    return [Launch(bias_fill_kernel, ew, (NAIVE_THREADS,), (y, b)), conv,
+            Launch(relu_kernel, ew, (NAIVE_THREADS,), (y,))]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -611,13 +666,106 @@ def fused_direct(x, w, b, y, padding=1):
 
 
 @version("cbr", _check, empty=_empty)
-def optimized(x, w, b, y, padding=1):
+def implicit_gemm(x, w, b, y, padding=1):
     """Implicit GEMM: matmul's vectorized kernel, its B operand gathered from x; a 64 x 256 tile per block."""
     return igemm_launches(x, w, b, y, padding)
 
 
-#: Every version, naive first and fastest last.
-VERSIONS = {v.name: v for v in (naive, fused_direct, optimized)}
+# ----------------------------------------------------------------------------------------------------------
+# 4. split_c: slices of the channels over the grid's z, when the image gives too few tiles for the GPU
+# ----------------------------------------------------------------------------------------------------------
+# At batch 1 the GEMM is short and deep: ResNet's last stage (1, 512, 7x7, 512) has P = 49 pixels, K = 512 channels
+# and Q = 4608 taps -- 8 blocks of 64 x 256 for 132 SMs, each walking all 512 channels (0.26x cuDNN, issue 16).
+# Slicing the channels into S parts makes S times the blocks, each summing Q / S taps -- matmul's split-K. The ReLU
+# cannot come before the last slice has added its part, so the fusion gives a little back: y starts at the bias
+# (one pass), the slices add into it with atomics, and a last pass applies the ReLU. Those two passes cost
+# 12 bytes per output -- small exactly where splitting pays, since few pixels is what makes few tiles.
+SPLIT_C_MAX = 64  # at most this many partial sums per output
+
+
+@dataclass
+class Choice:
+    """What `choose` picked for a convolution: the step, pixels per block and slices of the channels, and why."""
+
+    step: str
+    config: dict
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.step} {self.config}: {self.why}"
+
+
+#: Pixels per block: 256, or 128 when 64 x 256 tiles would give fewer than one per CBR_SMALL_SMS SMs (batch 1).
+CBR_SMALL_SMS = 8
+
+
+def choose(n, c, h, wd, k, r=3, s=3, sms: int | None = None) -> Choice:
+    """Pixels per block and slices of the channels for x (N, C, H, W) convolved with w (K, C, R, S), padding 1.
+
+    1. **Tile**: 64 channels x 256 pixels, or x 128 pixels when the 256-pixel tiles would number fewer than one
+       per CBR_SMALL_SMS SMs -- there halving the tile doubles the tiles, and each block's k loop is no longer.
+    2. **Slices**: the fewest (a power of two) that make at least one block per SM, at most SPLIT_C_MAX and no
+       more than the channels' k tiles. One wave of blocks is the point: on the H200 every suite shape's fastest
+       measured slicing was the first to fill the 132 SMs (benchmarks/NOTES.md, "CBR on the suite").
+
+    Nothing here names a shape: both thresholds are counts of tiles against SMs."""
+    from ._launch import sm_count
+
+    sms = sms or sm_count()
+    ho, wo = h + 2 - r + 1, wd + 2 - s + 1
+    tiles256 = ceil_div(n * ho * wo, 256) * ceil_div(k, IG_BM)
+    bn = 128 if tiles256 * CBR_SMALL_SMS < sms or s > igemm_bk_max(256) else 256
+    tiles = ceil_div(n * ho * wo, bn) * ceil_div(k, IG_BM)
+    chunks = ceil_div(c, igemm_tiling(r, s, None, bn)[0])
+    splits = 1
+    while tiles * splits < sms and splits * 2 <= min(SPLIT_C_MAX, chunks):
+        splits *= 2
+    why = (f"{tiles} tiles of 64 channels x {bn} pixels for {sms} SMs"
+           + (f" (256-pixel tiles: {tiles256}, fewer than one per {CBR_SMALL_SMS} SMs)" if bn == 128 else "")
+           + (f": {splits} slices of the {c} channels make {tiles * splits} blocks, one wave" if splits > 1
+              else ": a full wave without slicing" if tiles >= sms else ": too few channels to slice"))
+    return Choice("split_c" if splits > 1 else "implicit_gemm", {"bn": bn, "splits": splits}, why)
+
+
+def _choice_launches(x, w, b, y, padding):
+    n, c, h, wd = x.shape
+    k, _, r, s = w.shape
+    if padding != 1:  # the model assumes padding 1; any other padding takes the same rule on its own output size
+        h, wd = h + 2 * padding - 2, wd + 2 * padding - 2
+    ch = choose(n, c, h, wd, k, r, s)
+    return ch, igemm_launches(x, w, b, y, padding, bn=ch.config["bn"],
+                              min_blocks=IG_MIN_BLOCKS if ch.config["bn"] == 256 else None,
+                              splits=ch.config["splits"])
+
+
+@version("cbr", _check, empty=_empty)
+def split_c(x, w, b, y, padding=1):
+    """Split-C: the channels sliced over the grid's z, summed into y (which starts at the bias) by atomics, then
+    a ReLU pass -- when the image alone gives too few tiles for the SMs (batch 1, deep layers)."""
+    n, c, h, wd = x.shape
+    k, _, r, s = w.shape
+    _, _, ho, wo = y.shape
+    tiles = ceil_div(n * ho * wo, 128) * ceil_div(k, IG_BM)
+    from ._launch import sm_count
+
+    splits = 2
+    while tiles * splits < sm_count() and splits < SPLIT_C_MAX:  # the fewest slices for a block per SM, at least 2
+        splits *= 2
+    return igemm_launches(x, w, b, y, padding, bn=128, min_blocks=None, splits=splits)
+
+
+@version("cbr", _check, empty=_empty)
+def optimized(x, w, b, y, padding=1):
+    """The dispatcher: per shape, the tile and slices of the channels that `choose` estimates fastest."""
+    return _choice_launches(x, w, b, y, padding)[1]
+
+
+optimized.choose = choose
+optimized.steps = ("implicit_gemm", "split_c")
+optimized.describe = lambda x, w, b, padding=1: str(choose(*x.shape, w.shape[0], w.shape[2], w.shape[3]))
+
+#: Every version, naive first and the dispatcher last.
+VERSIONS = {v.name: v for v in (naive, fused_direct, implicit_gemm, split_c, optimized)}
 
 
 def global_loads(version: str, x_shape, w_shape, padding: int = 1) -> dict:
@@ -627,7 +775,7 @@ def global_loads(version: str, x_shape, w_shape, padding: int = 1) -> dict:
                    loads y and b once per output; the ReLU pass loads y once; y is stored three times.
     fused_direct:  every block loads the in-bounds elements of its CB-channel input tiles (with halo) and the
                    in-range weights of its KB channels, then one bias per output it writes; y is stored once.
-    optimized:     every (pixel block, channel block) gathers each in-bounds tap of each of its pixels once
+    implicit_gemm: every (pixel block, channel block) gathers each in-bounds tap of each of its pixels once
                    (the k tiles partition the taps), so x is read once per block of 64 output channels; each
                    pixel block reads all of W once; each thread loads the bias of its 8 channels once (BN/8
                    threads share a channel); y is stored once.
@@ -650,8 +798,15 @@ def global_loads(version: str, x_shape, w_shape, padding: int = 1) -> dict:
         x_loads = n * kblocks * c * rows * cols  # each (tile, k-block) stages every channel once
         w_loads = n * tiles_h * tiles_w * k * c * r * s  # each (tile, image) stages every weight once
         return {"x": x_loads, "w": w_loads, "b": outputs, "y_loads": 0, "y_stores": outputs}
-    if version == "optimized":
-        pblocks, kblocks = ceil_div(n * ho * wo, IG_BN), ceil_div(k, IG_BM)
-        return {"x": kblocks * n * c * rows * cols, "w": pblocks * k * c * r * s, "b": pblocks * (IG_BN // 8) * k,
-                "y_loads": 0, "y_stores": outputs}
+    if version in ("implicit_gemm", "split_c", "optimized"):
+        launches = VERSIONS[version].launches(*(np.zeros(sh, np.float32) for sh in (x_shape, w_shape, (k,))),
+                                              padding=padding)
+        conv = next(la for la in launches if la.kernel not in (bias_fill_kernel, relu_kernel))
+        bn, splits = conv.block[0], conv.grid[2]
+        pblocks, kblocks = ceil_div(n * ho * wo, bn), ceil_div(k, IG_BM)
+        xw = {"x": kblocks * n * c * rows * cols, "w": pblocks * k * c * r * s}
+        if splits == 1:
+            return {**xw, "b": pblocks * (bn // 8) * k, "y_loads": 0, "y_stores": outputs}
+        # bias fill (b loaded, y stored once), an atomic add per slice (a load and a store), the ReLU pass
+        return {**xw, "b": outputs, "y_loads": splits * outputs + outputs, "y_stores": outputs + splits * outputs + outputs}
     raise ValueError(f"no traffic formula for version {version!r}")

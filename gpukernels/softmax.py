@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cuda, float32, uintp
 
+from ._intrinsics import aligned16, load4, store4
 from ._launch import Launch, ceil_div, check_array, is_device_array, sm_count, version
 
 # ----------------------------------------------------------------------------------------------------------
@@ -138,6 +139,7 @@ MAX_THREADS = 1024
 SUBWARP_ELEMS = 8  # values per lane for rows of <= 512 (fewer registers, more resident warps: measured)
 ELEMS = 16  # values per thread the row length aims for (benchmarks/NOTES.md: enough loads in flight per thread)
 WARPS_PER_BLOCK = 4  # short rows: warps per block
+VEC_MAX_N = 128  # rows up to this long use 16-byte loads and stores when aligned (warp_vec_kernel)
 # Long rows get a block of 512 threads. Caching 32 values each in registers alone takes 95 registers per thread
 # (ptxas, sm_90): one block (16 warps) per SM. Capped at 64 registers by launch_bounds(512, 2), so that two
 # blocks share an SM's 65536, a thread keeps HYBRID_ELEMS = 41 values (63 registers, no spills); the rest of the
@@ -194,6 +196,7 @@ class Config:
     warps_per_block: int = 1  # rows of at most a warp: how many warps share a block
     shared: int = 0  # values of the row cached in shared memory (a multiple of threads), before the registers'
     min_blocks: int = 0  # launch_bounds(block size, min_blocks): caps registers so min_blocks blocks fit per SM
+    vec: bool = False  # rows of a warp or less: 16-byte loads and stores (rows 16-byte aligned: the launcher checks)
 
     @property
     def block(self) -> tuple:
@@ -284,6 +287,41 @@ def _make_kernels(cfg: Config):
                 y[uintp(i), uintp(p + e * lanes)] = vals[e] * inv
 
     @jit
+    def warp_vec_kernel(x, y):
+        # warp_kernel with 16-byte accesses: lane p of a row owns the runs of 4 values at 4 * (p + g * L), so a
+        # warp's load g reads 4 * L consecutive floats of each of its rows -- whole 32-byte sectors even for rows
+        # of 16 (L = 2: 16 rows x 32 bytes), where warp_kernel's 4-byte loads read 8 bytes of a row each. A
+        # quarter of the load and store instructions, for the rows where they are most of the work.
+        vals = cuda.local.array(elems, float32)
+        t = cuda.threadIdx.x
+        i = (cuda.blockIdx.x * warps_per_block + cuda.threadIdx.y) * rows_per_warp + (t >> steps)
+        p = t & (lanes - 1)
+        m, n = x.shape
+        rest = n - 4 * p if i < m else 0  # run g of this lane is x[i, 4 * (p + g * L) ...]; it exists if 4*g*L < rest
+        row_max = float32(-math.inf)
+        for g in range(elems // 4):
+            if 4 * g * lanes < rest:
+                vals[4 * g], vals[4 * g + 1], vals[4 * g + 2], vals[4 * g + 3] = load4(
+                    x, uintp(i), uintp(4 * (p + g * lanes)))
+            else:
+                for q in range(4):
+                    vals[4 * g + q] = float32(-math.inf)
+            for q in range(4):
+                row_max = max(row_max, vals[4 * g + q])
+        row_max = lanes_reduce(row_max, True)
+        row_sum = float32(0.0)
+        for g in range(elems // 4):
+            for q in range(4):
+                vals[4 * g + q] = math.exp(vals[4 * g + q] - row_max) if 4 * g * lanes < rest else float32(0.0)
+                row_sum += vals[4 * g + q]
+        row_sum = lanes_reduce(row_sum, False)
+        inv = float32(1.0) / row_sum if i < m else float32(0.0)
+        for g in range(elems // 4):
+            if 4 * g * lanes < rest:
+                store4(y, uintp(i), uintp(4 * (p + g * lanes)), vals[4 * g] * inv, vals[4 * g + 1] * inv,
+                       vals[4 * g + 2] * inv, vals[4 * g + 3] * inv)
+
+    @jit
     def cached_kernel(x, y):
         # Block b owns row b. Each thread loads `elems` values, strided by the block size, so that each load
         # instruction of a warp reads 32 consecutive floats (one 128-byte line). Reads 1x, writes 1x.
@@ -350,7 +388,9 @@ def _make_kernels(cfg: Config):
 
     if not cfg.cached:
         return online_kernel
-    return warp_kernel if threads <= WARP else cached_kernel
+    if threads <= WARP:
+        return warp_vec_kernel if cfg.vec else warp_kernel
+    return cached_kernel
 
 
 _KERNELS: dict[Config, object] = {}
@@ -360,7 +400,7 @@ def _pow2(v: int) -> int:
     return 1 << (max(1, v) - 1).bit_length()  # the power of two >= v: few distinct compiled kernels
 
 
-def optimized_config(n: int) -> Config:
+def optimized_config(n: int, aligned: bool = False) -> Config:
     """How ``optimized`` runs rows of length n: threads per row, cached values per thread, cached or not, and
     the rest of `Config`. The one place where the configuration is chosen.
 
@@ -381,7 +421,11 @@ def optimized_config(n: int) -> Config:
         return Config(MAX_THREADS, 1, False)
     if n <= WARP * ELEMS:  # one warp or part of one per row
         lanes = min(WARP, _pow2(-(-n // SUBWARP_ELEMS)))
-        return Config(lanes, _pow2(-(-n // lanes)), True, warps_per_block=WARPS_PER_BLOCK)
+        elems = _pow2(-(-n // lanes))
+        # 16-byte accesses where the rows are aligned and a lane's values make whole runs of 4 (rows up to 128:
+        # beyond, a warp's 4-byte loads already read whole sectors)
+        vec = aligned and n <= VEC_MAX_N and elems % 4 == 0
+        return Config(lanes, elems, True, warps_per_block=WARPS_PER_BLOCK, vec=vec)
     threads = _pow2(-(-n // ELEMS))
     if n <= LONG_THREADS * ELEMS:
         threads = min(threads, LONG_THREADS)
@@ -507,7 +551,7 @@ def optimized(x, y):
     m, n = x.shape
     if use_split_row(m, n):
         return split_row_launches(x, y)
-    cfg = optimized_config(n)
+    cfg = optimized_config(n, aligned16(x, y))
     grid = -(-m // cfg.rows_per_block)  # a block per row, or 32 // threads rows for each of its warps
     return [Launch(optimized_kernel(cfg), (grid,), cfg.block, (x, y))]
 

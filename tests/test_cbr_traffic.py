@@ -26,7 +26,7 @@ def test_counted_traffic_matches_formula(version, shape, padding):
     assert counted == cbr.global_loads(version, x.shape, w.shape, padding)
 
 
-@pytest.mark.parametrize("fused_version", ["fused_direct", "optimized"])
+@pytest.mark.parametrize("fused_version", ["fused_direct", "implicit_gemm"])
 def test_fusion_saves_the_two_extra_passes(fused_version):
     shape = (2, 5, 9, 70, 17, 3, 3)  # formulas only, nothing is traced
     n, c, h, wd, k, r, s = shape

@@ -39,7 +39,9 @@ Each version below changes exactly one thing, and its docstring says what and wh
                    grid so that enough loads are in flight, B streamed once. Judged against the copy bandwidth.
 17. ``split_k``    slices of K over the grid's z, summed into C by atomics, when C has too few tiles to fill 132 SMs
                    (M = N = 256, K = 65536: 16 tiles of 64 x 64).
-18. ``optimized``  the dispatcher: ``optimized.choose(M, N, K)`` picks the step, tile and number of K slices from
+18. ``narrow``     tiles shaped like C when it has few rows or columns (64 x 256, 256 x 32, 128 x 32), with
+                   slices of K: a square tile at M = 64 or N = 32 computes half its FMAs on rows that do not exist.
+19. ``optimized``  the dispatcher: ``optimized.choose(M, N, K)`` picks the step, tile and number of K slices from
                    the shape by a rule a student can read, and says why.
 
 Steps 1-15 make one shape fast: 4096^3. On the H200 the ladder goes 274 ms -> 100 -> 17.5 -> 17.9 -> 19.7 -> 17.6 -> 8.4 -> 5.0 -> 4.9 -> 4.1 -> 3.64
@@ -73,7 +75,7 @@ Regimes: why one kernel is not enough
 * **Small K** (8192 x 8192 x 128): writing C costs as much as the product; the tiled kernels' prologue and
   epilogue are no longer hidden.
 
-`optimized` chooses among steps 13-17 by these rules; benchmarks/NOTES.md has each prediction beside its
+`optimized` chooses among steps 13-18 by these rules; benchmarks/NOTES.md has each prediction beside its
 measurement.
 """
 
@@ -162,9 +164,10 @@ from .k14_vector_loads import small_vec_kernel, vec_kernel, vector_loads  # noqa
 from .k15_thread_16x8 import thread_16x8, wide_kernel, wide_vec_kernel  # noqa: E402,F401
 from .k16_skinny import skinny  # noqa: E402,F401
 from .k17_split_k import split_k  # noqa: E402,F401
-from .k18_optimized import choose, optimized  # noqa: E402,F401
+from .k18_narrow import narrow  # noqa: E402,F401
+from .k19_optimized import choose, optimized  # noqa: E402,F401
 
 #: Every version, naive first and the dispatcher last. Tests, benchmarks, plots and docs iterate over this.
 VERSIONS = {v.name: v for v in (naive, coalesced, tiled, regblock_1d, regblock_2d, conflict_free, double_buffered,
                                 vectorized, unrolled, interior, deep_k, swizzled, wave_fit, vector_loads,
-                                thread_16x8, skinny, split_k, optimized)}
+                                thread_16x8, skinny, split_k, narrow, optimized)}

@@ -40,17 +40,22 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
     assert bk in (8, 16) and rows in (8, 16)
 
     @cuda.jit(device=True, inline=True)
-    def load_tile(a, b, a_next, b_next, k, row0, col0, t, inside):
+    def load_tile(a, b, a_next, b_next, k, row0, col0, t, inside, clamp):
         # Global -> registers: the A tile as runs of 4 consecutive k in a row, the B tile as runs of 4
         # consecutive columns (a warp reads contiguous bytes). `inside` (the same for the whole block) means the
-        # tile lies wholly inside A and B: no comparisons, no selects -- 8 plain loads. Edge tiles load 0 for
-        # elements outside (0 * x adds nothing).
+        # k tile lies wholly inside K and, unless `clamp`, the tile wholly inside A and B: no comparisons, no
+        # selects -- 8 plain loads. `clamp` (a block on the right or bottom edge) moves a row of A past M back
+        # to row M - 1 and a run of B past N back to the last one: what they load lands only in rows and columns
+        # of C that are never stored, so the loads need no selects, and 16-byte ones still work. Tiles that cross
+        # K (the last one) load 0 for elements outside (0 * x adds nothing).
         m, kdim = a.shape
         n = b.shape[1]
         if inside:
             for l in range(a_runs):
                 run = t + l * threads
                 gr, gk = uint64(row0 + (run >> k_shift)), uint64(k + (run & (k_runs - 1)) * 4)
+                if clamp:
+                    gr = min(gr, uint64(m - 1))
                 if vec:  # one 16-byte load (the launcher checked the alignment)
                     a_next[l * 4], a_next[l * 4 + 1], a_next[l * 4 + 2], a_next[l * 4 + 3] = load4(a, gr, gk)
                 else:
@@ -60,10 +65,12 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
                 run = t + l * threads
                 gk, gc = uint64(k + (run >> b_shift)), uint64(col0 + (run & (b_row_runs - 1)) * 4)
                 if vec:
+                    if clamp:  # N is a multiple of 4 here (aligned rows), so is every run's start
+                        gc = min(gc, uint64(n - 4))
                     b_next[l * 4], b_next[l * 4 + 1], b_next[l * 4 + 2], b_next[l * 4 + 3] = load4(b, gk, gc)
                 else:
                     for q in range(4):
-                        b_next[l * 4 + q] = b[gk, gc + uint64(q)]
+                        b_next[l * 4 + q] = b[gk, min(gc + uint64(q), uint64(n - 1)) if clamp else gc + uint64(q)]
         else:
             for l in range(a_runs):
                 run = t + l * threads
@@ -103,11 +110,13 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
     def main_loop(a, b, a_tile, b_tile, acc, a_frag, b_frag, a_next, b_next, t, tx4, ty4, row0, col0, inside_mn,
                   k_begin, k_end):
         # The double-buffered k loop of `unrolled`. It is inlined twice, with inside_mn the constant True
-        # (interior blocks) or False (edge blocks), so each copy is compiled with only the loads it needs.
-        # Tiles [k0, k0 + bk) for k0 = k_begin, k_begin + bk, ... < k_end. A slice of K (split_k) is a whole number
-        # of tiles long, so a tile crosses k_end only at K itself, where the edge loads' guards stop it.
+        # (interior blocks) or False (edge blocks, which clamp their rows and columns), so each copy is compiled
+        # with only the loads it needs. Tiles [k0, k0 + bk) for k0 = k_begin, k_begin + bk, ... < k_end. A slice of
+        # K (split_k) is a whole number of tiles long, so a tile crosses k_end only at K itself, where the edge
+        # loads' guards stop it.
         kdim = a.shape[1]
-        load_tile(a, b, a_next, b_next, k_begin, row0, col0, t, inside_mn and k_begin + bk <= kdim)
+        clamp = not inside_mn
+        load_tile(a, b, a_next, b_next, k_begin, row0, col0, t, k_begin + bk <= kdim, clamp)
         store_tile(a_tile, b_tile, a_next, b_next, 0, t)
         cuda.syncthreads()
         step = 0
@@ -115,7 +124,7 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
             cur = step & 1
             k1 = k0 + bk
             if k1 < k_end:
-                load_tile(a, b, a_next, b_next, k1, row0, col0, t, inside_mn and k1 + bk <= kdim)
+                load_tile(a, b, a_next, b_next, k1, row0, col0, t, k1 + bk <= kdim, clamp)
             outer_product(a_tile, b_tile, cur, 0, ty4, tx4, acc, a_frag, b_frag)  # the first 8 k steps
             outer_product(a_tile, b_tile, cur, 1, ty4, tx4, acc, a_frag, b_frag)
             outer_product(a_tile, b_tile, cur, 2, ty4, tx4, acc, a_frag, b_frag)
@@ -144,7 +153,9 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
         # Only the blocks on the right and bottom edges (and the last k tile) need those checks: a block whose
         # whole tile is inside takes an unguarded copy of the loop (~50 instructions of loads per tile). The
         # test is the same for every thread of a block, so no warp diverges and every thread reaches every
-        # barrier on either path.
+        # barrier on either path. Edge blocks clamp their indices instead of guarding each load (`load_tile`), so
+        # only their stores and the last k tile are checked: at 1000^3, where 15 of 64 tiles are edge tiles and
+        # the slowest block sets the time, guarded edge loads cost about a third of the run (issue 16).
         a_tile = cuda.shared.array((2, bk, row_len), float32, alignment=16)
         b_tile = cuda.shared.array((2, bk, bn), float32, alignment=16)
         acc = cuda.local.array((rows, 8), float32)

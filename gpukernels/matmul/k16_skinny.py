@@ -30,6 +30,9 @@ SKINNY_COLS = 4  # consecutive columns per thread: one 16-byte load of B
 SKINNY_WARPS = 8  # warps per block, interleaved along K
 SKINNY_TILE_N = 32 * SKINNY_COLS  # 128 columns of C per block
 SKINNY_BLOCKS_PER_SM = 8  # blocks per SM the K split aims at: enough loads in flight to stream B
+# With A in shared memory (4 rows or more) a block keeps its loads of B in flight on its own; 4 blocks per SM ran
+# M = 16, N = K = 8192 in 0.129 ms (1.12x cuBLAS), 8 in 0.155 (H200, benchmarks/NOTES.md).
+SKINNY_SHARED_BLOCKS_PER_SM = 4
 SKINNY_MIN_K = 2 * SKINNY_WARPS * 16  # a slice of K gives every warp at least 16 rows of B (32 loads in flight)
 
 
@@ -106,29 +109,135 @@ def get_skinny_kernel(rows: int, vec: bool):
     return cuda.jit(skinny_kernel)
 
 
+SKINNY_CHUNK = 256  # k values of A's rows staged in shared memory per pass (16 rows: 16 KB)
+
+
+@functools.cache
+def get_skinny_shared_kernel(rows: int, vec: bool):
+    """``skinny`` with the block's rows of A staged in shared memory, k-major (``a_sh[k, i]``), for 4 <= rows <= 32:
+    at one k the warp needs A[0..rows, k], the same for every lane, and reads it as rows / 4 sixteen-byte
+    broadcasts from shared memory instead of ``rows`` separate loads through L1 -- at M = 16 those 16 loads per 64
+    FMAs, not DRAM, were the limit (0.36x cuBLAS, benchmarks/NOTES.md)."""
+    assert rows % 4 == 0 and 4 <= rows <= 32
+    stage = rows * SKINNY_CHUNK // (32 * SKINNY_WARPS)  # A elements each thread stages per chunk
+    r_shift = rows.bit_length() - 1
+
+    @cuda.jit(device=True, inline=True)
+    def load_b(b, k, col, ok):
+        n = b.shape[1]
+        if vec and ok and col + SKINNY_COLS <= n:
+            return load4(b, k, col)
+        z = float32(0.0)
+        if not ok:
+            return z, z, z, z
+        return (b[k, col] if col < n else z, b[k, col + 1] if col + 1 < n else z,
+                b[k, col + 2] if col + 2 < n else z, b[k, col + 3] if col + 3 < n else z)
+
+    @cuda.jit(device=True, inline=True)
+    def fma_rows(a_sh, acc, kk, b0, b1, b2, b3):
+        for i4 in range(rows // 4):
+            a0, a1, a2, a3 = load4(a_sh, kk, i4 * 4)  # one 16-byte broadcast: the whole warp reads one address
+            acc[i4 * 4, 0] += a0 * b0
+            acc[i4 * 4, 1] += a0 * b1
+            acc[i4 * 4, 2] += a0 * b2
+            acc[i4 * 4, 3] += a0 * b3
+            acc[i4 * 4 + 1, 0] += a1 * b0
+            acc[i4 * 4 + 1, 1] += a1 * b1
+            acc[i4 * 4 + 1, 2] += a1 * b2
+            acc[i4 * 4 + 1, 3] += a1 * b3
+            acc[i4 * 4 + 2, 0] += a2 * b0
+            acc[i4 * 4 + 2, 1] += a2 * b1
+            acc[i4 * 4 + 2, 2] += a2 * b2
+            acc[i4 * 4 + 2, 3] += a2 * b3
+            acc[i4 * 4 + 3, 0] += a3 * b0
+            acc[i4 * 4 + 3, 1] += a3 * b1
+            acc[i4 * 4 + 3, 2] += a3 * b2
+            acc[i4 * 4 + 3, 3] += a3 * b3
+
+    def skinny_shared_kernel(a, b, c):
+        # grid (ceil(N / 128), splits of K, ceil(M / rows)), 256 threads
+        a_sh = cuda.shared.array((SKINNY_CHUNK, rows), float32, alignment=16)
+        red = cuda.shared.array((SKINNY_WARPS, SKINNY_TILE_N), float32)
+        acc = cuda.local.array((rows, SKINNY_COLS), float32)
+        t = cuda.threadIdx.x
+        lane, w = t & 31, t >> 5
+        m, kdim = a.shape
+        n = b.shape[1]
+        col = cuda.blockIdx.x * SKINNY_TILE_N + lane * SKINNY_COLS
+        row0 = cuda.blockIdx.z * rows
+        k_chunk = (kdim + cuda.gridDim.y - 1) // cuda.gridDim.y
+        k_begin = cuda.blockIdx.y * k_chunk
+        k_end = min(k_begin + k_chunk, kdim)
+        for i in range(rows):
+            for q in range(SKINNY_COLS):
+                acc[i, q] = 0.0
+        for kc in range(k_begin, k_end, SKINNY_CHUNK):
+            kn = min(SKINNY_CHUNK, k_end - kc)
+            # Stage A[row0 .. row0 + rows, kc .. kc + kn): consecutive threads take consecutive rows of one k, so
+            # the shared stores are conflict-free; the loads are `rows` rows apart, but A is small (it stays in L2).
+            for l in range(stage):
+                e = t + l * (32 * SKINNY_WARPS)
+                i, kk = e & (rows - 1), e >> r_shift
+                a_sh[kk, i] = a[row0 + i, kc + kk] if row0 + i < m and kk < kn else float32(0.0)
+            cuda.syncthreads()
+            for kk in range(w, kn, 2 * SKINNY_WARPS):
+                k2 = kk + SKINNY_WARPS
+                b0, b1, b2, b3 = load_b(b, kc + kk, col, True)
+                d0, d1, d2, d3 = load_b(b, kc + k2, col, k2 < kn)
+                fma_rows(a_sh, acc, kk, b0, b1, b2, b3)
+                if k2 < kn:
+                    fma_rows(a_sh, acc, k2, d0, d1, d2, d3)
+            cuda.syncthreads()  # every warp done with this chunk of A before the next one overwrites it
+        for i in range(rows):
+            for q in range(SKINNY_COLS):
+                red[w, q * 32 + lane] = acc[i, q]
+            cuda.syncthreads()
+            if t < SKINNY_TILE_N:
+                s = float32(0.0)
+                for v in range(SKINNY_WARPS):
+                    s += red[v, t]
+                r, cc = row0 + i, cuda.blockIdx.x * SKINNY_TILE_N + (t & 31) * SKINNY_COLS + (t >> 5)
+                if r < m and cc < n:
+                    if cuda.gridDim.y > 1:
+                        cuda.atomic.add(c, (r, cc), s)
+                    else:
+                        c[r, cc] = s
+            cuda.syncthreads()
+
+    skinny_shared_kernel.__name__ = skinny_shared_kernel.__qualname__ = (
+        f"skinny_shared_rows{rows}" + ("_vec" if vec else "") + "_kernel")
+    return cuda.jit(skinny_shared_kernel)
+
+
 def skinny_rows(m: int) -> int:
     """Rows of C per block: the smallest power of two >= M, at most 16."""
     return min(SKINNY_MAX_M, 1 << max(0, m - 1).bit_length())
 
 
-def skinny_splits(m: int, n: int, k: int, sms: int | None = None) -> int:
+def skinny_splits(m: int, n: int, k: int, sms: int | None = None, rows: int | None = None) -> int:
     """How many slices of K: enough blocks for SKINNY_BLOCKS_PER_SM per SM, each slice >= SKINNY_MIN_K deep."""
     sms = sms or _common.sm_count()
-    blocks = ceil_div(n, SKINNY_TILE_N) * ceil_div(m, skinny_rows(m))
-    return max(1, min(ceil_div(sms * SKINNY_BLOCKS_PER_SM, blocks), k // SKINNY_MIN_K))
+    rows = rows or skinny_rows(m)
+    blocks = ceil_div(n, SKINNY_TILE_N) * ceil_div(m, rows)
+    per_sm = SKINNY_SHARED_BLOCKS_PER_SM if rows >= 4 else SKINNY_BLOCKS_PER_SM
+    return max(1, min(ceil_div(sms * per_sm, blocks), k // SKINNY_MIN_K))
 
 
-def skinny_launches(a, b, c, splits: int | None = None) -> list[Launch]:
+def skinny_launches(a, b, c, splits: int | None = None, rows: int | None = None, shared: bool | None = None
+                    ) -> list[Launch]:
+    """The skinny launches: ``rows`` rows of C per block (default `skinny_rows`), A staged in shared memory when
+    ``shared`` (default: when a block has 4 rows or more)."""
     m, n = c.shape
     k = a.shape[1]
-    rows = skinny_rows(m)
-    splits = splits or skinny_splits(m, n, k)
-    kernel = get_skinny_kernel(rows, aligned16(b))
+    rows = rows or skinny_rows(m)
+    shared = rows >= 4 if shared is None else shared
+    splits = splits or skinny_splits(m, n, k, rows=rows)
+    kernel = (get_skinny_shared_kernel if shared else get_skinny_kernel)(rows, aligned16(b))
     grid = (ceil_div(n, SKINNY_TILE_N), splits, ceil_div(m, rows))
     return (zero_launches(c) if splits > 1 else []) + [Launch(kernel, grid, (32 * SKINNY_WARPS,), (a, b, c))]
 
 
-@version("matmul", check, kernels=[get_skinny_kernel(1, False), get_skinny_kernel(16, True)])
+@version("matmul", check, kernels=[get_skinny_kernel(1, False), get_skinny_shared_kernel(16, True)])
 def skinny(a, b, c):
     """Matrix-vector kernel for few rows of C: B streamed once at copy bandwidth, K split to fill the GPU."""
     return skinny_launches(a, b, c)

@@ -1,4 +1,4 @@
-"""Step 18 of the matmul ladder, ``optimized``: no single kernel is fastest on every shape, so choose one per shape.
+"""Step 19 of the matmul ladder, ``optimized``: no single kernel is fastest on every shape, so choose one per shape.
 
 cuBLAS does the same (a heuristic over many kernels); Triton autotunes per shape key. Here the choice is a short
 rule a student can read and call -- ``matmul.optimized.choose(M, N, K)`` returns the step, its configuration and
@@ -6,7 +6,9 @@ why:
 
 1. **Few rows of C** (M <= ``SKINNY_MAX_M``): a matrix-vector product is bound by reading B once, not by
    arithmetic; ``skinny`` streams B at copy bandwidth.
-2. **Everything else is a tiled product**, and the question is which tile and how many slices of K. For each
+2. **Few rows or few columns** (M <= 64 with N >= 256, or N <= 32 with M >= 128): ``narrow``'s tile along the
+   short side (64 x 256 or 128 x 32), with the slices of K that put NARROW_WARPS_PER_SM warps on every SM.
+3. **Everything else is a tiled product**, and the question is which tile and how many slices of K. For each
    candidate (tile, slices) the rule estimates the time of the busiest SM. It holds ``L = ceil(blocks / SMs)``
    blocks and runs up to ``per_sm`` of them at once, so it works ``ceil(L / per_sm)`` rounds. In a round, each
    k tile costs the larger of its FLOPs (for the resident blocks) at the tile's measured rate and ``LAT_US``, the
@@ -35,8 +37,13 @@ from .k13_wave_fit import small_tile_kernel
 from .k14_vector_loads import small_vec_kernel, vec_kernel
 from .k12_swizzled import swizzled_kernel
 from .k15_thread_16x8 import wide_kernel, wide_vec_kernel
-from .k16_skinny import SKINNY_MAX_M, get_skinny_kernel, skinny_launches, skinny_rows, skinny_splits
+from .k16_skinny import (SKINNY_MAX_M, get_skinny_kernel, get_skinny_shared_kernel, skinny_launches, skinny_rows,
+                         skinny_splits)
 from .k17_split_k import SPLIT_MAX, SPLIT_MIN_K, split_k_kernels
+from .k18_narrow import cols_small_vec_kernel, narrow_kernel, narrow_splits, rows_vec_kernel
+
+NARROW_SIDE = 64  # C with at most this many rows (half as many columns) and a long other side takes a narrow tile
+NARROW_LONG = 256
 
 
 @dataclass(frozen=True)
@@ -117,6 +124,15 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
                       f"M = {m} <= {SKINNY_MAX_M}: each element of B serves only {m} row(s) of C, so the product "
                       f"is bound by reading B ({4 * k * n / 1e6:.1f} MB) once; {splits} slice(s) of K make enough "
                       "blocks to keep the loads in flight")
+    if (m <= NARROW_SIDE and n >= NARROW_LONG) or (n <= NARROW_SIDE // 2 and m >= NARROW_LONG // 2):
+        kernel = narrow_kernel(m, n, aligned)
+        splits = narrow_splits(m, n, k, kernel, sms)
+        bm, bn = kernel.tile
+        tiles = ceil_div(m, bm) * ceil_div(n, bn)
+        return Choice("narrow", {"tile": f"{bm}x{bn}", "splits": splits, "vec": aligned},
+                      f"C is {m} x {n}: a square tile would compute mostly rows or columns that do not exist; "
+                      f"{tiles} tiles of {bm} x {bn} x {splits} slice(s) of K put "
+                      f"{tiles * splits * kernel.threads // 32 / sms:.1f} warps on each of {sms} SMs")
     cands = []
     for tile in TILES:
         for splits in split_options(k) if tile.split_kernels else [1]:
@@ -143,16 +159,19 @@ def _kernel_for(choice: Choice):
     return pair[0] if choice.config["vec"] else pair[1]
 
 
-@version("matmul", check, kernels=[wide_vec_kernel, get_skinny_kernel(1, True)] + list(split_k_kernels(True)))
+@version("matmul", check, kernels=[wide_vec_kernel, get_skinny_kernel(1, True), get_skinny_shared_kernel(16, True),
+                                   rows_vec_kernel, cols_small_vec_kernel] + list(split_k_kernels(True)))
 def optimized(a, b, c):
     """The dispatcher: per shape, the step and configuration `choose` estimates fastest (skinny, tiles, split-K)."""
     m, n = c.shape
     choice = choose(m, n, a.shape[1], aligned16(a, b))
     if choice.step == "skinny":
         return skinny_launches(a, b, c, choice.config["splits"])
+    if choice.step == "narrow":
+        return tiled_launch(narrow_kernel(m, n, choice.config["vec"]), c, (a, b, c), choice.config["splits"])
     return tiled_launch(_kernel_for(choice), c, (a, b, c), choice.config["splits"])
 
 
 optimized.choose = choose
-optimized.steps = ("thread_16x8", "vector_loads", "skinny", "split_k")  # what it dispatches to, for the suite
+optimized.steps = ("thread_16x8", "vector_loads", "skinny", "split_k", "narrow")  # what it dispatches to, for the suite
 optimized.describe = lambda a, b: str(choose(a.shape[0], b.shape[1], a.shape[1], aligned16(a, b)))

@@ -1,0 +1,135 @@
+"""Experiments behind the dispatchers (issue 16, benchmarks/NOTES.md): time candidate configurations of matmul and
+CBR on the suite's hardest shapes, each checked on a NaN-poisoned output against a float64 reference first, the
+library peer in the same run (`gpukernels.bench.bench_shape`: CUDA-graph replays, inputs rotated past L2).
+
+    GPUKERNELS_DEVICE=gpu python benchmarks/suite_sweep.py [matmul] [cbr] [--json out.json]
+
+The dispatchers' constants (``matmul.k19_optimized.TILES``, ``cbr.CBR_*``) are fitted to what this prints.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from gpukernels import bench, cbr, matmul
+from gpukernels._launch import Version, ceil_div
+from gpukernels.matmul import _common
+from gpukernels.matmul.k16_skinny import skinny_launches, skinny_splits
+
+
+def matmul_candidates(shape):
+    from gpukernels.matmul import k18_narrow as nt
+    from gpukernels.matmul.k17_split_k import small_split_vec_kernel, split_vec_kernel
+
+    m, n, k = shape
+    out = [("optimized", matmul.optimized.plan)]
+
+    def tiles(kernel, label, splits):
+        for s in splits:
+            if k // s >= 64:
+                out.append((f"{label} x{s}", lambda a, b, c, kernel=kernel, s=s: _common.tiled_launch(kernel, c, (a, b, c), s)))
+
+    if m <= 64:
+        for rows in (16, 32):
+            if rows <= 2 * m or m <= 16:
+                for f in (0.5, 1, 2):
+                    splits = max(1, int(f * skinny_splits(m, n, k, rows=rows)))
+                    out.append((f"skinny_shared rows{rows} x{splits}", lambda a, b, c, rows=rows, s=splits:
+                                skinny_launches(a, b, c, rows=rows, shared=True, splits=s)))
+        tiles(nt.rows_vec_kernel, "64x256", (1, 2, 4, 8))
+    if n <= 64:
+        tiles(nt.cols_vec_kernel, "256x32", (1, 2, 4, 8, 16))
+        tiles(nt.cols_small_vec_kernel, "128x32", (2, 4, 8, 16, 32))
+    if m > 64 and n > 64 and m * n <= 1024 * 1024:
+        tiles(split_vec_kernel, "128x128 split", (1, 2, 4, 8, 16, 32, 64))
+        tiles(small_split_vec_kernel, "64x64 split", (1, 2, 4, 8, 16, 32, 64))
+    return out
+
+
+MATMUL_SHAPES = [(16, 8192, 8192), (64, 8192, 8192), (8192, 32, 4096), (1000, 1000, 1000), (768, 768, 768),
+                 (256, 256, 256), (1536, 1536, 1536), (128, 128, 32768), (4096, 4096, 64)]
+
+
+def cbr_candidates(shape):
+    n, c, h, wd, k, r, s = shape
+    out = [("optimized", cbr.optimized.plan)]
+    for bn in cbr.IG_BNS:
+        tiles = ceil_div(n * h * wd, bn) * ceil_div(k, cbr.IG_BM)
+        sp = 1
+        while sp <= min(cbr.SPLIT_C_MAX, c):
+            if tiles * sp <= 8 * 132 or sp == 1:
+                out.append((f"bn{bn} x{sp}", lambda x, w, b, y, padding=1, bn=bn, sp=sp: cbr.igemm_launches(
+                    x, w, b, y, padding, bn=bn, min_blocks=cbr.IG_MIN_BLOCKS if bn == 256 else None, splits=sp)))
+            sp *= 2
+    return out
+
+
+def softmax_candidates(shape):
+    from dataclasses import replace
+
+    from gpukernels import softmax
+    from gpukernels._launch import Launch
+
+    m, n = shape
+    base = softmax.optimized_config(n, True)
+    out = [("optimized", softmax.optimized.plan)]
+    cfgs = {"scalar (before)": replace(base, vec=False)}
+    for lanes in (1, 2, 4, 8, 16, 32):
+        for wpb in (4, 8):
+            elems = softmax._pow2(-(-n // lanes))
+            if lanes * elems >= n and elems % 4 == 0 and elems <= 32:
+                cfgs[f"vec lanes{lanes} x{elems} wpb{wpb}"] = replace(base, threads=lanes, elems=elems,
+                                                                       warps_per_block=wpb, vec=True)
+    for name, cfg in cfgs.items():
+        out.append((name, lambda x, y, cfg=cfg: [Launch(softmax.optimized_kernel(cfg),
+                                                        (-(-x.shape[0] // cfg.rows_per_block),), cfg.block, (x, y))]))
+    return out
+
+
+def sweep(lesson, shapes, candidates, timer, torch, rows):
+    mod = bench.LESSONS[lesson]
+    saved = mod.VERSIONS
+    check = next(iter(saved.values())).check
+    try:
+        for shape in shapes:
+            mod.VERSIONS = {name: Version(name, lesson, plan, check) for name, plan in candidates(shape)}
+            for r in bench.bench_shape(lesson, shape, timer, torch, None, print, budget_ms=150.0):
+                rows.append({"lesson": lesson, "shape": list(shape), "name": r.name, "kind": r.kind,
+                             "ms": r.median_ms, "ok": r.ok})
+    finally:
+        mod.VERSIONS = saved
+
+
+def main(argv):
+    import torch
+
+    bench._configure_torch(torch)
+    timer = bench.Timer(torch)
+    out = argv[argv.index("--json") + 1] if "--json" in argv else None
+    lessons = [a for a in argv if a in ("matmul", "cbr", "softmax")] or ["softmax", "cbr", "matmul"]
+    rows = []
+    for lesson in lessons:
+        if lesson == "softmax":
+            sweep("softmax", [(2**20, 16), (65536, 128), (262144, 32)], softmax_candidates, timer, torch, rows)
+        elif lesson == "matmul":
+            sweep("matmul", MATMUL_SHAPES, matmul_candidates, timer, torch, rows)
+        else:
+            shapes = [tuple(s) for group in cbr.SHAPES["suite"].values() for s in group]
+            sweep("cbr", shapes, cbr_candidates, timer, torch, rows)
+        if out:
+            json.dump(rows, open(out, "w"), indent=1)
+    # per shape: the peer and the best candidate
+    for key in dict.fromkeys((r["lesson"], tuple(r["shape"])) for r in rows):
+        rs = [r for r in rows if (r["lesson"], tuple(r["shape"])) == key]
+        peer = next((r["ms"] for r in rs if r["kind"] == "peer"), float("nan"))
+        best = min((r for r in rs if r["kind"] != "peer" and r["ok"]), key=lambda r: r["ms"], default=None)
+        opt = next((r["ms"] for r in rs if r["name"] == "optimized"), float("nan"))
+        if best:
+            print(f"{key}: peer {peer:.4f}  optimized {opt:.4f} ({peer / opt:.2f})  best {best['name']} "
+                  f"{best['ms']:.4f} ({peer / best['ms']:.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
