@@ -10,6 +10,7 @@ The dispatchers' constants (``matmul.k19_optimized.TILES``, ``cbr.CBR_*``) are f
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from gpukernels import bench, cbr, matmul
@@ -41,6 +42,21 @@ def matmul_candidates(shape):
     if n <= 64:
         tiles(nt.cols_vec_kernel, "256x32", (1, 2, 4, 8, 16))
         tiles(nt.cols_small_vec_kernel, "128x32", (2, 4, 8, 16, 32))
+    if (m, n, k) == (4096, 4096, 4096) and os.path.exists(os.path.join(os.path.dirname(__file__), "_interior_noclamp.py")):
+        # one-off: the factory before edge clamping (the previous commit's), to see whether clamping cost 4096^3
+        sys.path.insert(0, os.path.dirname(__file__))
+        import _interior_noclamp
+        from gpukernels.matmul.k15_thread_16x8 import wide_vec_kernel
+
+        old = _interior_noclamp.make_interior_kernel(256, 128, bk=8, group=8, rows=16, vec=True)
+        out.append(("256x128 clamped (now)", lambda a, b, c: _common.tiled_launch(wide_vec_kernel, c, (a, b, c))))
+        out.append(("256x128 guarded (before)", lambda a, b, c: _common.tiled_launch(old, c, (a, b, c))))
+    if k <= 256 and m * n >= 4096 * 4096:  # small K: which tile hides the prologue and the stores best
+        from gpukernels.matmul.k14_vector_loads import small_vec_kernel, vec_kernel
+        from gpukernels.matmul.k15_thread_16x8 import wide_vec_kernel
+
+        for kernel, label in ((wide_vec_kernel, "256x128"), (vec_kernel, "128x128"), (small_vec_kernel, "64x64")):
+            out.append((label, lambda a, b, c, kernel=kernel: _common.tiled_launch(kernel, c, (a, b, c))))
     if m > 64 and n > 64 and m * n <= 1024 * 1024:
         tiles(split_vec_kernel, "128x128 split", (1, 2, 4, 8, 16, 32, 64))
         tiles(small_split_vec_kernel, "64x64 split", (1, 2, 4, 8, 16, 32, 64))
@@ -102,6 +118,12 @@ def sweep(lesson, shapes, candidates, timer, torch, rows):
 
 
 def main(argv):
+    global MATMUL_SHAPES
+    if "--shapes" in argv:  # e.g. --shapes 4096,4096,64 8192,8192,128
+        i = argv.index("--shapes")
+        texts = [a for a in argv[i + 1:] if "," in a]
+        MATMUL_SHAPES = [tuple(int(v) for v in t.split(",")) for t in texts]
+        argv = argv[:i] + argv[i + 1 + len(texts):]
     import torch
 
     bench._configure_torch(torch)

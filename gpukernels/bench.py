@@ -385,8 +385,9 @@ def run(lessons, sizes=None, versions=None, log=print, save=None, suite: bool = 
     for lesson in lessons:
         if suite and not sizes:
             shapes = suite_shapes(lesson)
-        else:
-            shapes = [("", tuple(s)) for s in sizes or LESSONS[lesson].SHAPES["bench"]]
+        else:  # a suite shape given by --sizes keeps its regime (a re-measured shape merges into a suite report)
+            regimes = {s: r for r, s in suite_shapes(lesson)} if suite else {}
+            shapes = [(regimes.get(tuple(s), ""), tuple(s)) for s in sizes or LESSONS[lesson].SHAPES["bench"]]
         names = versions or (suite_versions(lesson) if suite else None)
         for regime, shape in shapes:
             # The suite has 40 shapes: 0.3 s of timed replays per version is plenty for a median of >= 25 runs.
@@ -429,8 +430,12 @@ def merge(reports: list[dict]) -> dict:
             taken.setdefault((r["lesson"], tuple(r["shape"])), []).append(dict(r, note=r.get("note") or earlier))
         groups.update(taken)
     last = reports[-1]
-    return {**last, "complete": all(rep.get("complete", True) for rep in reports),
-            "results": [r for rs in groups.values() for r in rs]}
+    merged = {**last, "complete": all(rep.get("complete", True) for rep in reports),
+              "results": [r for rs in groups.values() for r in rs]}
+    if any(rep.get("suite") for rep in reports):
+        merged["suite"] = True
+        merged["summary"] = suite_summary(merged)
+    return merged
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -520,6 +525,49 @@ def markdown_table(report: dict) -> str:
     if noted:
         lines += ["", "† measured in a follow-up run with the same harness; the row's `note` in the JSON says which "
                       "run, and the peer's time in that run where it differs from this table's (benchmarks/NOTES.md)."]
+    return "\n".join(lines)
+
+
+def suite_markdown(report: dict) -> str:
+    """The suite's figures for the README: per lesson and regime the geometric mean and the minimum of the
+    library's time over ``optimized``'s, then every shape with what the dispatcher chose."""
+    env = report["environment"]
+    lines = [
+        f"Measured on {env.get('device')} ({env.get('date', '')[:10]}; {report['method']}; kernel time, the "
+        "library peer in the same run). \"x peer\" is the library's time over `optimized`'s (above 1 = faster).",
+        "",
+        "| lesson | regime | shapes | geomean x peer | min x peer |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
+    for key, sm in suite_summary(report).items():
+        lesson, _, regime = key.partition("/")
+        lines.append(f"| {lesson} | {regime or '**all**'} | {sm['shapes']} | {_fmt(sm['geomean'], '.2f')} | "
+                     f"{sm['min']:.2f} |")
+    lines += ["", "| lesson | regime | shape | `optimized` chose | ms | peer ms | x peer | x baseline |",
+              "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |"]
+    groups: dict = {}
+    noted = False
+    for r in report["results"]:
+        groups.setdefault((r["lesson"], tuple(r["shape"])), []).append(r)
+    for (lesson, shape), rs in groups.items():
+        opt = next((r for r in rs if r["name"] == "optimized"), None)
+        peer = next((r for r in rs if r["kind"] == "peer"), None)
+        base = next((r for r in rs if r["name"] == SUITE_BASELINE.get(lesson) and r["ok"]), None)
+        if opt is None:
+            continue
+        choice = opt.get("extra", {}).get("choice", "")
+        chose = (choice.split("}:")[0] + "}" if "}:" in choice else choice.split(":")[0]) if choice else "-"
+        ok = opt["ok"]
+        mark = " †" if opt.get("extra", {}).get("superseded") else ""
+        noted = noted or bool(mark)
+        lines.append(
+            f"| {lesson} | {opt.get('extra', {}).get('regime', '')} | {'x'.join(map(str, shape))}{mark} | {chose} | "
+            f"{_fmt(opt['median_ms'], '.4f') if ok else 'WRONG'} | {_fmt(peer and peer['median_ms'], '.4f')} | "
+            f"{_fmt(peer['median_ms'] / opt['median_ms'] if peer and ok else None, '.2f')} | "
+            f"{_fmt(base['median_ms'] / opt['median_ms'] if base and ok else None, '.1f')} |")
+    if noted:
+        lines += ["", "† measured with code changed since (the row's `extra.superseded` in the JSON says how, and "
+                      "where the final code's choice was measured)."]
     return "\n".join(lines)
 
 

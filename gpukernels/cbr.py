@@ -697,6 +697,10 @@ class Choice:
 
 #: Pixels per block: 256, or 128 when 64 x 256 tiles would give fewer than one per CBR_SMALL_SMS SMs (batch 1).
 CBR_SMALL_SMS = 8
+#: Slice the channels only when the tiles leave more than half the SMs idle (fewer than SMs / CBR_SPLIT_IDLE tiles):
+#: at (16, 128, 28^2, 128), 98 tiles of 64 x 256 for 132 SMs, unsliced ran 0.179 ms and 2 slices 0.224 ms (the bias
+#: and ReLU passes, the atomics and twice the reads of w cost more than the idle quarter of the GPU).
+CBR_SPLIT_IDLE = 2
 
 
 def choose(n, c, h, wd, k, r=3, s=3, sms: int | None = None) -> Choice:
@@ -704,9 +708,10 @@ def choose(n, c, h, wd, k, r=3, s=3, sms: int | None = None) -> Choice:
 
     1. **Tile**: 64 channels x 256 pixels, or x 128 pixels when the 256-pixel tiles would number fewer than one
        per CBR_SMALL_SMS SMs -- there halving the tile doubles the tiles, and each block's k loop is no longer.
-    2. **Slices**: the fewest (a power of two) that make at least one block per SM, at most SPLIT_C_MAX and no
-       more than the channels' k tiles. One wave of blocks is the point: on the H200 every suite shape's fastest
-       measured slicing was the first to fill the 132 SMs (benchmarks/NOTES.md, "CBR on the suite").
+    2. **Slices**, only when the tiles would leave more than half the SMs idle: the fewest (a power of two) that
+       make at least one block per SM, at most SPLIT_C_MAX and no more than the channels' k tiles. On the H200
+       each such suite shape's fastest measured slicing was the first to fill the 132 SMs (benchmarks/NOTES.md,
+       "CBR on the suite").
 
     Nothing here names a shape: both thresholds are counts of tiles against SMs."""
     from ._launch import sm_count
@@ -718,12 +723,15 @@ def choose(n, c, h, wd, k, r=3, s=3, sms: int | None = None) -> Choice:
     tiles = ceil_div(n * ho * wo, bn) * ceil_div(k, IG_BM)
     chunks = ceil_div(c, igemm_tiling(r, s, None, bn)[0])
     splits = 1
-    while tiles * splits < sms and splits * 2 <= min(SPLIT_C_MAX, chunks):
-        splits *= 2
+    if tiles * CBR_SPLIT_IDLE < sms:  # more than half the SMs would idle: slice until every SM has a block
+        while tiles * splits < sms and splits * 2 <= min(SPLIT_C_MAX, chunks):
+            splits *= 2
     why = (f"{tiles} tiles of 64 channels x {bn} pixels for {sms} SMs"
            + (f" (256-pixel tiles: {tiles256}, fewer than one per {CBR_SMALL_SMS} SMs)" if bn == 128 else "")
            + (f": {splits} slices of the {c} channels make {tiles * splits} blocks, one wave" if splits > 1
-              else ": a full wave without slicing" if tiles >= sms else ": too few channels to slice"))
+              else ": a full wave without slicing" if tiles >= sms
+              else ": more than half the SMs busy, slicing would cost more" if tiles * CBR_SPLIT_IDLE >= sms
+              else ": too few channels to slice"))
     return Choice("split_c" if splits > 1 else "implicit_gemm", {"bn": bn, "splits": splits}, why)
 
 

@@ -3,7 +3,9 @@
 * between ``<!-- versions:begin -->`` and ``<!-- versions:end -->``: every lesson's ``VERSIONS``, with the
   one idea each adds (the first line of its docstring);
 * between ``<!-- bench:begin -->`` and ``<!-- bench:end -->``: the performance table from the committed GPU
-  results (``benchmarks/results/h200.json``).
+  results (``benchmarks/results/h200.json``);
+* between ``<!-- suite:begin -->`` and ``<!-- suite:end -->``: the suite of real shapes, per regime and per shape
+  with the dispatchers' choices (``benchmarks/results/h200-suite.json``, ``gpukernels bench --suite``).
 
     python -m gpukernels.readme            # rewrite README.md in place
     python -m gpukernels.readme --check    # exit 1 if README.md is out of date (used by the tests)
@@ -18,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 RESULTS = ROOT / "benchmarks" / "results" / "h200.json"
+SUITE = ROOT / "benchmarks" / "results" / "h200-suite.json"
 
 
 def versions_markdown() -> str:
@@ -38,6 +41,14 @@ def bench_markdown() -> str:
     return markdown_table(json.loads(RESULTS.read_text()))
 
 
+def suite_markdown() -> str:
+    from gpukernels.bench import suite_markdown as table
+
+    if not SUITE.exists():
+        return "No suite results committed yet."
+    return table(json.loads(SUITE.read_text()))
+
+
 def _replace(text: str, name: str, body: str) -> str:
     begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
     if begin not in text or end not in text:
@@ -49,6 +60,7 @@ def _replace(text: str, name: str, body: str) -> str:
 
 def render(text: str) -> str:
     text = _replace(text, "versions", versions_markdown())
+    text = _replace(text, "suite", suite_markdown())
     return _replace(text, "bench", bench_markdown())
 
 

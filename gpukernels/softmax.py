@@ -556,5 +556,18 @@ def optimized(x, y):
     return [Launch(optimized_kernel(cfg), (grid,), cfg.block, (x, y))]
 
 
+def describe(x) -> str:
+    """What ``optimized`` runs for x, in words (the suite's JSON records it)."""
+    m, n = x.shape
+    if use_split_row(m, n):
+        return f"split_row {{'pieces': {split_pieces(m, n)}}}: {m} row(s) for {sm_count()} SMs, rows of {n} values"
+    cfg = optimized_config(n, aligned16(x))
+    kind = ("warp_vec" if cfg.vec else "warp") if cfg.threads <= WARP else ("cached" if cfg.cached else "online")
+    return (f"{kind} {{'threads': {cfg.threads}, 'elems': {cfg.elems}}}: "
+            f"{cfg.threads} thread(s) per row of {n}, {cfg.elems} values each")
+
+
+optimized.describe = describe
+
 #: Every version, naive first and the per-shape choice last.
 VERSIONS = {v.name: v for v in (naive, split_row, optimized)}

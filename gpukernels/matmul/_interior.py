@@ -14,13 +14,14 @@ from .._intrinsics import load4
 
 
 def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_bounds=None, rows: int = 8,
-                         vec: bool = False, split_k: bool = False):
+                         vec: bool = False, split_k: bool = False, clamp: bool = True):
     """The ``unrolled`` kernel, generalised: a bm x bn block tile (multiples of 64), ``rows`` x 8 outputs per
     thread (8 or 16 rows, as rows/4 x 2 sub-blocks of 4 x 4), bk-deep k tiles (8 or 16), an unguarded path for
     interior tiles, an optional grouped block order (``group`` tile rows per group) and optional 16-byte global
     loads on the interior path (``vec``; the launcher must have checked the alignment), and an optional split of
     K over the grid's z (``split_k``: block z sums its slice of K and adds it to C with atomics, so C must start
-    at zero). All of them size shared
+    at zero), and whether edge blocks clamp their indices (``clamp``, see `load_tile`) or guard every load as
+    ``interior`` first did. All of them size shared
     tiles, register arrays or the thread layout, or pick code, so they are compile-time constants: one kernel is
     compiled per combination."""
     tn, tm = bn // 8, bm // rows  # threads along the columns and along the rows of the tile
@@ -115,8 +116,9 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
         # K (split_k) is a whole number of tiles long, so a tile crosses k_end only at K itself, where the edge
         # loads' guards stop it.
         kdim = a.shape[1]
-        clamp = not inside_mn
-        load_tile(a, b, a_next, b_next, k_begin, row0, col0, t, k_begin + bk <= kdim, clamp)
+        clamped = clamp and not inside_mn  # edge blocks: clamped indices (or, without clamp, guarded loads)
+        guarded = not clamp and not inside_mn
+        load_tile(a, b, a_next, b_next, k_begin, row0, col0, t, k_begin + bk <= kdim and not guarded, clamped)
         store_tile(a_tile, b_tile, a_next, b_next, 0, t)
         cuda.syncthreads()
         step = 0
@@ -124,7 +126,7 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
             cur = step & 1
             k1 = k0 + bk
             if k1 < k_end:
-                load_tile(a, b, a_next, b_next, k1, row0, col0, t, k1 + bk <= kdim, clamp)
+                load_tile(a, b, a_next, b_next, k1, row0, col0, t, k1 + bk <= kdim and not guarded, clamped)
             outer_product(a_tile, b_tile, cur, 0, ty4, tx4, acc, a_frag, b_frag)  # the first 8 k steps
             outer_product(a_tile, b_tile, cur, 1, ty4, tx4, acc, a_frag, b_frag)
             outer_product(a_tile, b_tile, cur, 2, ty4, tx4, acc, a_frag, b_frag)
@@ -217,7 +219,7 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
 
     # Named after its parameters, so that profiles and `gpukernels resources` tell the variants apart.
     name = (f"tile{bm}x{bn}x{bk}" + (f"_rows{rows}" if rows != 8 else "") + (f"_group{group}" if group > 1 else "")
-            + ("_vec" if vec else "") + ("_splitk" if split_k else ""))
+            + ("_vec" if vec else "") + ("_splitk" if split_k else "") + ("" if clamp else "_guarded"))
     interior_kernel.__name__ = interior_kernel.__qualname__ = name + "_kernel"
     kernel = cuda.jit(**({"launch_bounds": launch_bounds} if launch_bounds else {}))(interior_kernel)
     kernel.tile = (bm, bn)

@@ -215,12 +215,15 @@ def skinny_rows(m: int) -> int:
 
 
 def skinny_splits(m: int, n: int, k: int, sms: int | None = None, rows: int | None = None) -> int:
-    """How many slices of K: enough blocks for SKINNY_BLOCKS_PER_SM per SM, each slice >= SKINNY_MIN_K deep."""
+    """How many slices of K: as many blocks as SKINNY_BLOCKS_PER_SM per SM hold (SKINNY_SHARED_BLOCKS_PER_SM with A
+    in shared memory) and no more, each slice >= SKINNY_MIN_K deep."""
     sms = sms or _common.sm_count()
     rows = rows or skinny_rows(m)
     blocks = ceil_div(n, SKINNY_TILE_N) * ceil_div(m, rows)
     per_sm = SKINNY_SHARED_BLOCKS_PER_SM if rows >= 4 else SKINNY_BLOCKS_PER_SM
-    return max(1, min(ceil_div(sms * per_sm, blocks), k // SKINNY_MIN_K))
+    # Rounded down: one block more than the SMs hold starts a second round (M = 16: 9 slices, 576 blocks, ran
+    # 0.166 ms; 8 slices, 512 blocks, 0.129 ms -- H200, benchmarks/NOTES.md).
+    return max(1, min(sms * per_sm // blocks, k // SKINNY_MIN_K))
 
 
 def skinny_launches(a, b, c, splits: int | None = None, rows: int | None = None, shared: bool | None = None

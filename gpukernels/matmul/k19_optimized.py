@@ -8,7 +8,8 @@ why:
    arithmetic; ``skinny`` streams B at copy bandwidth.
 2. **Few rows or few columns** (M <= 64 with N >= 256, or N <= 32 with M >= 128): ``narrow``'s tile along the
    short side (64 x 256 or 128 x 32), with the slices of K that put NARROW_WARPS_PER_SM warps on every SM.
-3. **Everything else is a tiled product**, and the question is which tile and how many slices of K. For each
+3. **Small K** (K <= SMALL_K): 64 x 64 tiles, several per SM, so that one block's stores overlap another's loads.
+4. **Everything else is a tiled product**, and the question is which tile and how many slices of K. For each
    candidate (tile, slices) the rule estimates the time of the busiest SM. It holds ``L = ceil(blocks / SMs)``
    blocks and runs up to ``per_sm`` of them at once, so it works ``ceil(L / per_sm)`` rounds. In a round, each
    k tile costs the larger of its FLOPs (for the resident blocks) at the tile's measured rate and ``LAT_US``, the
@@ -42,6 +43,7 @@ from .k16_skinny import (SKINNY_MAX_M, get_skinny_kernel, get_skinny_shared_kern
 from .k17_split_k import SPLIT_MAX, SPLIT_MIN_K, split_k_kernels
 from .k18_narrow import cols_small_vec_kernel, narrow_kernel, narrow_splits, rows_vec_kernel
 
+SMALL_K = 128  # K at most this deep takes the 64 x 64 tile (measured at K = 64 and 128)
 NARROW_SIDE = 64  # C with at most this many rows (half as many columns) and a long other side takes a narrow tile
 NARROW_LONG = 256
 
@@ -133,6 +135,15 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
                       f"C is {m} x {n}: a square tile would compute mostly rows or columns that do not exist; "
                       f"{tiles} tiles of {bm} x {bn} x {splits} slice(s) of K put "
                       f"{tiles * splits * kernel.threads // 32 / sms:.1f} warps on each of {sms} SMs")
+    if k <= SMALL_K:
+        # Small K: each block's prologue (first tile) and epilogue (its stores) are most of its time, and small
+        # tiles, several resident per SM, overlap one block's stores with another's loads. Measured (H200): 64 x 64
+        # 4096 x 4096 x 64 0.077 ms vs 256 x 128 0.102; 8192 x 8192 x 128 0.489 vs 0.523.
+        tile = TILES[-1]
+        blocks = ceil_div(m, 64) * ceil_div(n, 64)
+        return Choice(tile.steps[0 if aligned else 1], {"tile": tile.name, "splits": 1, "vec": aligned},
+                      f"K = {k} <= {SMALL_K}: {blocks} tiles of 64 x 64, {tile.per_sm} per SM, hide one another's "
+                      "prologue and stores")
     cands = []
     for tile in TILES:
         for splits in split_options(k) if tile.split_kernels else [1]:
