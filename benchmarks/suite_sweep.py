@@ -88,7 +88,7 @@ def softmax_candidates(shape):
     from gpukernels._launch import Launch
 
     m, n = shape
-    base = softmax.optimized_config(n, True)
+    base = softmax.with_vector_access(softmax.optimized_config(n), n, True)
     out = [("optimized", softmax.optimized.plan)]
     cfgs = {"scalar (before)": replace(base, vec=False)}
     for lanes in (1, 2, 4, 8, 16, 32):

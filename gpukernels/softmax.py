@@ -38,6 +38,7 @@ the floor on an H200 (~4.2 TB/s measured copy) is 134 MB / 4.2 TB/s = 32 us.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -400,7 +401,7 @@ def _pow2(v: int) -> int:
     return 1 << (max(1, v) - 1).bit_length()  # the power of two >= v: few distinct compiled kernels
 
 
-def optimized_config(n: int, aligned: bool = False) -> Config:
+def optimized_config(n: int) -> Config:
     """How ``optimized`` runs rows of length n: threads per row, cached values per thread, cached or not, and
     the rest of `Config`. The one place where the configuration is chosen.
 
@@ -421,17 +422,22 @@ def optimized_config(n: int, aligned: bool = False) -> Config:
         return Config(MAX_THREADS, 1, False)
     if n <= WARP * ELEMS:  # one warp or part of one per row
         lanes = min(WARP, _pow2(-(-n // SUBWARP_ELEMS)))
-        elems = _pow2(-(-n // lanes))
-        # 16-byte accesses where the rows are aligned and a lane's values make whole runs of 4 (rows up to 128:
-        # beyond, a warp's 4-byte loads already read whole sectors)
-        vec = aligned and n <= VEC_MAX_N and elems % 4 == 0
-        return Config(lanes, elems, True, warps_per_block=WARPS_PER_BLOCK, vec=vec)
+        return Config(lanes, _pow2(-(-n // lanes)), True, warps_per_block=WARPS_PER_BLOCK)
     threads = _pow2(-(-n // ELEMS))
     if n <= LONG_THREADS * ELEMS:
         threads = min(threads, LONG_THREADS)
         return Config(threads, _pow2(-(-n // threads)), True)
     shared = -(-max(0, n - LONG_THREADS * HYBRID_ELEMS) // LONG_THREADS) * LONG_THREADS
     return Config(LONG_THREADS, HYBRID_ELEMS, True, shared=shared, min_blocks=2)
+
+
+def with_vector_access(cfg: Config, n: int, aligned: bool) -> Config:
+    """``cfg`` with 16-byte loads and stores (`warp_vec_kernel`) where they pay and are safe: rows of a warp or
+    less, at most VEC_MAX_N long (beyond, a warp's 4-byte loads already read whole sectors), 16-byte aligned
+    (``aligned``: the launcher checked x and y), and values per lane in whole runs of 4."""
+    if aligned and n % 4 == 0 and cfg.cached and cfg.threads <= WARP and n <= VEC_MAX_N and cfg.elems % 4 == 0:
+        return dataclasses.replace(cfg, vec=True)
+    return cfg
 
 
 def optimized_kernel(cfg: Config):
@@ -551,7 +557,7 @@ def optimized(x, y):
     m, n = x.shape
     if use_split_row(m, n):
         return split_row_launches(x, y)
-    cfg = optimized_config(n, aligned16(x, y))
+    cfg = with_vector_access(optimized_config(n), n, aligned16(x, y))
     grid = -(-m // cfg.rows_per_block)  # a block per row, or 32 // threads rows for each of its warps
     return [Launch(optimized_kernel(cfg), (grid,), cfg.block, (x, y))]
 
@@ -561,7 +567,7 @@ def describe(x) -> str:
     m, n = x.shape
     if use_split_row(m, n):
         return f"split_row {{'pieces': {split_pieces(m, n)}}}: {m} row(s) for {sm_count()} SMs, rows of {n} values"
-    cfg = optimized_config(n, aligned16(x))
+    cfg = with_vector_access(optimized_config(n), n, aligned16(x))
     kind = ("warp_vec" if cfg.vec else "warp") if cfg.threads <= WARP else ("cached" if cfg.cached else "online")
     return (f"{kind} {{'threads': {cfg.threads}, 'elems': {cfg.elems}}}: "
             f"{cfg.threads} thread(s) per row of {n}, {cfg.elems} values each")

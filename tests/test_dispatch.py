@@ -1,0 +1,138 @@
+"""The per-shape choices (issue 16): what each dispatcher picks follows its documented rule, and every path it can
+pick is correct on ragged shapes in the simulator (the suite's real shapes run in the GPU suite: test_lessons)."""
+
+import numpy as np
+import pytest
+
+from gpukernels import cbr, matmul, softmax
+from gpukernels.check import TOLERANCE, compare
+from gpukernels.matmul import k16_skinny, k18_narrow, k19_optimized
+
+from .test_lessons import run_checked
+
+# ----------------------------------------------------------------------------------------------------------
+# matmul
+# ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape,step", [
+    ((1, 8192, 8192), "skinny"), ((16, 4096, 4096), "skinny"),  # few rows: B streamed once
+    ((64, 8192, 8192), "narrow"), ((17, 300, 1000), "narrow"),  # a few more rows: the 64 x 256 tile
+    ((8192, 32, 4096), "narrow"), ((200, 20, 600), "narrow"),  # few columns: 128 x 32
+    ((4096, 4096, 64), "vector_loads"),  # small K: the 64 x 64 tile
+    ((256, 256, 65536), "split_k"), ((4096, 4096, 4096), "thread_16x8"),
+])
+def test_matmul_choose_follows_its_rules(shape, step):
+    choice = matmul.optimized.choose(*shape)
+    assert choice.step == step, str(choice)
+    assert choice.why  # says why, in words
+    if step == "vector_loads":
+        assert choice.config["tile"] == "64x64"
+
+
+def test_skinny_slices_never_start_a_second_round():
+    # 4 blocks of the shared-A kernel per SM hold 528 blocks: M = 16 and N = 8192 is 64 column blocks x 8 slices.
+    for m, n, k in [(16, 8192, 8192), (8, 4096, 65536), (1, 8192, 8192), (3, 1000, 9000)]:
+        rows = k16_skinny.skinny_rows(m)
+        per_sm = k16_skinny.SKINNY_SHARED_BLOCKS_PER_SM if rows >= 4 else k16_skinny.SKINNY_BLOCKS_PER_SM
+        splits = k16_skinny.skinny_splits(m, n, k, sms=132)
+        blocks = -(-n // k16_skinny.SKINNY_TILE_N) * -(-m // rows) * splits
+        assert blocks <= 132 * per_sm or splits == 1
+        assert k // splits >= k16_skinny.SKINNY_MIN_K or splits == 1
+    assert k16_skinny.skinny_splits(16, 8192, 8192, sms=132) == 8
+
+
+def test_narrow_slices_fill_the_sms_with_warps():
+    kernel = k18_narrow.narrow_kernel(64, 8192, True)
+    assert kernel.tile == (64, 256)
+    assert k18_narrow.narrow_splits(64, 8192, 8192, kernel, sms=132) == 4  # 32 tiles x 8 warps x 4 >= 7 x 132
+    kernel = k18_narrow.narrow_kernel(8192, 32, True)
+    assert kernel.tile == (128, 32)
+    assert k18_narrow.narrow_splits(8192, 32, 4096, kernel, sms=132) == 8
+    # a shallow K is never sliced thinner than NARROW_MIN_K
+    assert k18_narrow.narrow_splits(64, 256, 300, k18_narrow.narrow_kernel(64, 256, True), sms=132) == 1
+
+
+@pytest.mark.parametrize("shape", [(16, 130, 300), (5, 260, 600), (40, 300, 520), (300, 20, 520), (130, 72, 40),
+                                   (70, 200, 48), (64, 256, 64)])
+def test_matmul_dispatched_paths_are_correct(shape, seed):
+    # skinny with A in shared memory (rows 8 and 16), the narrow tiles (ragged along both sides), clamped edge
+    # blocks with 16-byte loads (K and N multiples of 4), the small-K tile
+    run_checked("matmul", "optimized", shape, seed)
+
+
+def test_skinny_shared_rows_32_is_correct(seed):
+    from numba import cuda
+
+    a, b = matmul.make_inputs((40, 132, 600), seed)
+    c = cuda.to_device(np.full((40, 132), np.nan, np.float32))
+    for launch in k16_skinny.skinny_launches(cuda.to_device(a), cuda.to_device(b), c, rows=32, splits=2):
+        launch()
+    assert compare(c.copy_to_host(), matmul.reference(a, b), TOLERANCE["matmul"]).ok
+
+
+# ----------------------------------------------------------------------------------------------------------
+# CBR
+# ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape,bn,sliced", [
+    ((1, 512, 7, 7, 512, 3, 3), 128, True),  # batch 1, deep: 8 tiles for 132 SMs
+    ((1, 64, 56, 56, 64, 3, 3), 128, True),
+    ((16, 512, 7, 7, 512, 3, 3), 256, True),  # 32 tiles: three quarters of the SMs would idle
+    ((16, 128, 28, 28, 128, 3, 3), 256, False),  # 98 tiles: more than half busy, slicing costs more
+    ((32, 64, 56, 56, 64, 3, 3), 256, False),
+])
+def test_cbr_choose_follows_its_rule(shape, bn, sliced):
+    choice = cbr.optimized.choose(*shape[:5], shape[5], shape[6], sms=132)
+    assert choice.config["bn"] == bn and (choice.config["splits"] > 1) == sliced, str(choice)
+    n, c, h, w, k, r, s = shape
+    tiles = -(-n * h * w // bn) * -(-k // cbr.IG_BM)
+    if sliced:  # the fewest slices that fill one wave
+        assert tiles * choice.config["splits"] >= 132 > tiles * choice.config["splits"] // 2
+
+
+@pytest.mark.parametrize("shape", [(1, 20, 7, 9, 70, 3, 3), (2, 9, 5, 6, 3, 3, 3), (1, 5, 6, 4, 9, 1, 1),
+                                   (1, 3, 6, 4, 2, 5, 5)])
+def test_split_c_is_correct_on_ragged_slices(shape, seed):
+    # more slices than channels, empty last slices, 1x1 and 5x5 filters, K past one 64-channel block
+    run_checked("cbr", "split_c", shape, seed)
+    run_checked("cbr", "optimized", shape, seed)
+
+
+def test_split_c_with_more_slices_than_channel_tiles(seed):
+    x, w, b = cbr.make_inputs((1, 3, 5, 7, 4, 3, 3), seed)
+    y = np.full((1, 4, 5, 7), np.nan, np.float32)
+    from numba import cuda
+
+    dy = cuda.to_device(y)
+    launches = cbr.igemm_launches(cuda.to_device(x), cuda.to_device(w), cuda.to_device(b), dy, 1, bn=64,
+                                  min_blocks=None, splits=16)
+    assert launches[1].grid[2] == 3  # capped at the channels' k tiles
+    for launch in launches:
+        launch()
+    assert compare(dy.copy_to_host(), cbr.reference(x, w, b), TOLERANCE["cbr"]).ok
+
+
+# ----------------------------------------------------------------------------------------------------------
+# softmax
+# ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(37, 16), (5, 12), (9, 4), (33, 8), (70, 128), (3, 100), (20, 64)])
+def test_softmax_vector_rows(shape, seed):
+    (x,) = softmax.make_inputs(shape, seed)
+    cfg = softmax.with_vector_access(softmax.optimized_config(shape[1]), shape[1], True)
+    assert cfg.vec
+    out = np.full(shape, np.nan, np.float32)
+    softmax.optimized(x, out=out)
+    assert compare(out, softmax.reference(x), TOLERANCE["softmax"]).ok
+
+
+def test_softmax_vector_access_only_where_it_is_safe():
+    v = softmax.with_vector_access
+    assert not v(softmax.optimized_config(16), 16, False).vec  # not aligned
+    assert not v(softmax.optimized_config(13), 13, True).vec  # runs of 4 need n % 4 == 0
+    assert not v(softmax.optimized_config(256), 256, True).vec  # past VEC_MAX_N
+    assert not v(softmax.optimized_config(4096), 4096, True).vec  # a block per row
+    assert "warp_vec" in softmax.describe(np.zeros((4, 16), np.float32))
