@@ -61,7 +61,7 @@ class Tile:
     per_sm: int
 
 
-# Fitted to the suite run of 2026-12-01 (benchmarks/results/h200-suite-partial-run1.json, benchmarks/NOTES.md):
+# Fitted to the first suite run of 2026-12-01 (h200-suite-partial-run1.json, in git history; benchmarks/NOTES.md):
 SM_GFLOPS = 324.0  # one SM running thread_16x8 at 4096^3: 42.8 TFLOP/s / 132 SMs (H200, 2026-12-01)
 LAT_US = 0.42  # a k tile's step when latency-bound: 64 x 64 tiles at 256^3 (16 blocks, 32 tiles) took 18.4 us
 BLOCK_US = 5.0  # a block's prologue (first tile) and epilogue (stores), from the same run's small shapes
