@@ -124,7 +124,9 @@ def test_shapes_must_agree_and_empty_and_zero_references():
     big = z.copy()
     big[0] = 1e-3
     r = compare(big, z, 1e-5)
-    assert not r.ok and r.rel_error == pytest.approx(1e-3)
+    assert not r.ok and r.rel_error == pytest.approx(1e-3) and r.mismatches == 0  # 1e-3 = 100 x tol: allowed
+    big[0] = 1.5e-3
+    assert compare(big, z, 1e-5).mismatches == 1  # measured against 1 (no RMS to scale by), past 100 x tol
 
 
 def test_relative_error_is_the_norm_ratio(seed):
@@ -143,3 +145,77 @@ def test_float32_outputs_are_compared_in_float64(seed):
     result = compare(out, ref, 1e-6)
     assert result.ok, f"seed={seed}: {result}"
     assert 0 < result.rel_error < 2e-7
+
+
+def test_matched_infinities_and_all_non_finite_references_raise_no_warning():
+    """A reference of -inf where the output has -inf (masked attention), or one with no finite value at all, is
+    compared without a RuntimeWarning: inf - inf is never computed where it would be discarded."""
+    import warnings
+
+    ref = np.array([[-np.inf, 1.0, np.inf, 2.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert compare(ref.copy(), ref, 1e-6).ok
+        none_finite = np.array([np.inf, -np.inf, np.nan])
+        r = compare(none_finite.copy(), none_finite, 1e-6)
+        assert r.ok and r.rel_error == 0.0 and r.mismatches == 0
+
+
+def test_the_element_bound_is_strict_at_100_tolerances():
+    """An element exactly 100 x tolerance (times the reference's RMS, here 1) from its reference is allowed, one a
+    little further is not -- with the norm well inside the tolerance both times. Powers of two keep it exact."""
+    tol = 2.0**-10
+    ref = np.ones(2**16)
+    for off, bad in ((100 * tol, 0), (100.5 * tol, 1)):
+        out = ref.copy()
+        out[7] += off
+        r = compare(out, ref, tol)
+        assert r.rel_error < tol and r.mismatches == bad and r.ok is (bad == 0), (off, r)
+
+
+def test_the_norm_bound_is_inclusive():
+    ref = _ref(3)
+    out = _scaled_error(ref, 2e-5, 3)
+    rel = compare(out, ref, math.inf).rel_error
+    assert compare(out, ref, rel).ok and not compare(out, ref, rel * (1 - 1e-9)).ok
+
+
+def test_small_references_are_measured_relatively(seed):
+    """Softmax outputs are far below 1: the error is relative to ||ref|| however small it is (an absolute error of
+    1e-7 on values of 1e-3 is 1e-4 relative, which fails a 1e-5 tolerance)."""
+    ref = np.abs(_ref(seed, (4, 8))) * 1e-5  # ||ref|| well below 1
+    assert np.linalg.norm(ref) < 0.1
+    out = _scaled_error(ref, 3e-5, seed)
+    r = compare(out, ref, 1e-5)
+    assert not r.ok and r.rel_error == pytest.approx(3e-5, rel=1e-9)
+
+
+def test_large_float32_values_do_not_overflow_the_check():
+    """float32 inputs are compared in float64: squares of 1e25 overflow float32 but not float64, so a 10% error on
+    values of 1e25 is found."""
+    ref = np.full(64, 1e25, np.float32)
+    out = ref.copy()
+    out[5] *= np.float32(1.1)
+    r = compare(out, ref, 1e-5)
+    assert not r.ok and r.mismatches == 1 and r.rel_error == pytest.approx(0.1 / 8, rel=1e-3)
+
+
+def test_at_most_show_entries_default_five_ties_in_index_order():
+    """The message lists at most ``show`` (default 5) of the worst elements; among equally bad ones (NaN outputs)
+    the lowest indices first, whatever sort the array size makes numpy choose; a non-finite reference value that
+    is not matched is worse than any finite error."""
+    ref = np.arange(1.0, 2001.0)
+    out = ref.copy()
+    nan_at = [1500, 17, 900, 3, 1999, 640, 1200]
+    out[nan_at] = np.nan
+    r = compare(out, ref, 1e-5)
+    assert [f[0] for f in r.first] == [(i,) for i in sorted(nan_at)[:5]] and r.mismatches == 7
+    assert len(compare(out, ref, 1e-5, show=2).first) == 2
+    ref2 = np.array([1.0, -np.inf, 3.0])
+    out2 = np.array([1.0 + 1e3, 0.0, 3.0])
+    assert compare(out2, ref2, 1e-5).first[0][0] == (1,)
+
+
+def test_the_message_separates_its_entries():
+    r = compare(np.array([0.0, 0.0, 3.0]), np.array([1.0, 2.0, 3.0]), 1e-5)
+    assert str(r).endswith("at (1,): expected 2, got 0; at (0,): expected 1, got 0; at (2,): expected 3, got 3")
