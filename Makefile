@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 EXTRAS ?= cu13,dev
 
-.PHONY: test test-nocuda demo install notebooks plots bench clean
+.PHONY: test test-nocuda demo install notebooks plots bench clean mutate
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,13 @@ plots: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(PY) -m gpukernels bench --json benchmarks/results/latest.json
+
+# Mutation testing (mutmut; setup.cfg's [mutmut] section, tools/mutate.py): a seeded sample of MUTATE_SAMPLE mutants
+# per module, scored per module; MUTATE_SAMPLE=all runs every mutant (an hour or more on 2 cores). tests/MUTATION.md.
+MUTATE_SAMPLE ?= 40
+
+mutate: $(VENV)/.installed
+	$(PY) tools/mutate.py $(if $(filter all,$(MUTATE_SAMPLE)),--all,--sample $(MUTATE_SAMPLE))
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -81,3 +81,116 @@ def test_suite_runs_each_lessons_suite_and_summarises(monkeypatch):
     assert s["softmax/few_long_rows"]["geomean"] == 0.5 and s["softmax/square"]["geomean"] == 2.0
     assert s["softmax"]["min"] == 0.5 and s["softmax"]["shapes"] == len(seen)
     assert bench.suite_versions("matmul")[0] == "tiled" and bench.suite_versions("matmul")[-1] == "optimized"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The measuring path itself: checked before timing, then timed (GPU: end to end, nothing replaced)
+# ----------------------------------------------------------------------------------------------------------
+
+import math  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from numba import cuda  # noqa: E402
+
+import gpukernels  # noqa: E402
+from gpukernels import softmax  # noqa: E402
+from gpukernels._launch import Launch, Version  # noqa: E402
+from gpukernels.check import TOLERANCE  # noqa: E402
+
+GPU = gpukernels.MODE == "gpu"
+
+
+@cuda.jit
+def _bump_first(y):
+    # makes a right softmax slightly wrong: one element off by 1e-3 (a row sums to 1)
+    if cuda.grid(1) == 0:
+        y[0, 0] += 1e-3
+
+
+def _wrong_versions():
+    """Two versions a benchmark must refuse: one that writes nothing (the poisoned output stays NaN), one that is
+    right but for one element, off by a little."""
+    right = softmax.VERSIONS["optimized"]
+    silent = Version("writes_nothing", "softmax", lambda x, y: [], right.check, "writes nothing")
+    slightly = Version("one_element_off", "softmax",
+                       lambda x, y: right.plan(x, y) + [Launch(_bump_first, (1,), (32,), (y,))], right.check,
+                       "one element off by 1e-3")
+    return silent, slightly
+
+
+class _CountingTimer(bench.Timer):
+    """The benchmark's timer, counting what it is asked to time (on the simulator it times nothing: a fixed list)."""
+
+    def __init__(self, torch_mod=None):
+        super().__init__(torch_mod)
+        self.timed = 0
+
+    def time(self, enqueue, sets, min_runs=25, budget_ms=1500.0):
+        self.timed += 1
+        return super().time(enqueue, sets, min_runs, budget_ms) if GPU else [1.0] * min_runs
+
+
+def test_a_wrong_version_is_refused_before_timing(monkeypatch):
+    """bench_shape checks each version's output (poisoned with NaN first) against the float64 reference and never
+    times a wrong one: its row says WRONG with the check's message, no time, no runs."""
+    silent, slightly = _wrong_versions()
+    monkeypatch.setitem(softmax.VERSIONS, silent.name, silent)
+    monkeypatch.setitem(softmax.VERSIONS, slightly.name, slightly)
+    torch = None
+    if GPU:
+        try:
+            import torch  # noqa: F811
+        except ImportError:
+            torch = None
+    timer = _CountingTimer(torch)
+    logged = []
+    results = bench.bench_shape("softmax", (37, 300), timer, torch, versions=["optimized", silent.name,
+                                                                             slightly.name], log=logged.append)
+    by_name = {r.name: r for r in results}
+    assert by_name["optimized"].ok and by_name["optimized"].runs >= 25
+    for name, fragment in ((silent.name, "nan"), (slightly.name, "expected")):
+        r = by_name[name]
+        assert not r.ok and r.runs == 0 and math.isnan(r.median_ms), r
+        assert fragment in r.note and r.rel_error > TOLERANCE["softmax"], r.note
+        assert any(f"{name}: WRONG RESULT, not timed" in line for line in logged)
+    # timed: optimized, and the peer when there is one -- never the two wrong versions
+    assert timer.timed == 1 + (torch is not None)
+
+
+@pytest.mark.gpu
+def test_bench_measures_a_small_shape_end_to_end(tmp_path):
+    """`gpukernels bench softmax --sizes 257,1000 --json FILE` as a user runs it: ceilings measured, every version
+    checked on poisoned output and timed with events (CUDA-graph replay when PyTorch is there), a JSON report whose
+    figures hang together. Nothing is replaced."""
+    out = tmp_path / "bench.json"
+    assert bench.bench_main(["softmax", "--sizes", "257,1000", "--json", str(out)]) == 0
+    rep = json.loads(out.read_text())
+    assert rep["complete"] and rep["environment"]["device"]
+    try:
+        import torch  # noqa: F401
+
+        have_torch = True
+    except ImportError:
+        have_torch = False
+    kernels = [r for r in rep["results"] if r["kind"] == "kernel"]
+    assert [r["name"] for r in kernels] == list(softmax.VERSIONS)
+    for r in rep["results"]:
+        assert r["ok"] and r["shape"] == [257, 1000], r
+        assert r["rel_error"] <= TOLERANCE["softmax"] * (10 if r["kind"] == "peer" else 1), r
+        assert r["runs"] >= 25 and 0 < r["min_ms"] <= r["median_ms"] <= r["max_ms"] < 50, r
+        assert r["gbps"] == pytest.approx(r["bytes"] / (r["median_ms"] * 1e-3) / 1e9)
+        assert r["bytes"] == 8 * 257 * 1000 and r["flops"] == 5 * 257 * 1000
+    if have_torch:
+        assert rep["method"] == "cuda-graph replay, torch events", rep["method"]  # capture did not fall back
+        assert [r["kind"] for r in rep["results"]].count("peer") == 1
+        c = rep["ceilings"]
+        assert 500 < c["copy_GBps"] < 20000 and 5 < c["sgemm_TFLOPs"] < 500, c  # an H200: ~4000 GB/s, ~50 TFLOP/s
+        for row in bench.rows(rep):
+            # the roofline floor is a lower bound on the time: no row beats it
+            assert row["of_ceiling"] is not None and 0 < row["of_ceiling"] <= 1.05, row
+    else:
+        assert rep["method"].startswith("numba events") and rep["ceilings"] == {}
+    # the naive version is the slowest kernel: one thread per row against a warp or block per row
+    naive = next(r for r in kernels if r["name"] == "naive")
+    assert all(r["median_ms"] <= naive["median_ms"] for r in kernels)

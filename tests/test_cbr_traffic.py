@@ -1,5 +1,6 @@
 """The CBR docstring's traffic formulas (cbr.global_loads) equal what the tracer counts, exactly."""
 
+import numpy as np
 import pytest
 
 import gpukernels
@@ -26,12 +27,58 @@ def test_counted_traffic_matches_formula(version, shape, padding):
     assert counted == cbr.global_loads(version, x.shape, w.shape, padding)
 
 
-@pytest.mark.parametrize("fused_version", ["fused_direct", "implicit_gemm"])
-def test_fusion_saves_the_two_extra_passes(fused_version):
-    shape = (2, 5, 9, 70, 17, 3, 3)  # formulas only, nothing is traced
+def _in_bounds_taps(h, wd, r, s, padding):
+    """Taps (r, s) of every output pixel that land inside the image, counted one by one."""
+    ho, wo = h + 2 * padding - r + 1, wd + 2 * padding - s + 1
+    i, j, rr, ss = np.meshgrid(np.arange(ho), np.arange(wo), np.arange(r), np.arange(s), indexing="ij")
+    hi, wi = i + rr - padding, j + ss - padding
+    return int(((0 <= hi) & (hi < h) & (0 <= wi) & (wi < wd)).sum()), ho * wo
+
+
+def _staged_halo(h, wd, r, s, padding, th, tw):
+    """In-bounds elements of every (th + r - 1) x (tw + s - 1) input tile with halo, counted element by element."""
+    ho, wo = h + 2 * padding - r + 1, wd + 2 * padding - s + 1
+    total = 0
+    for ti in range(-(-ho // th)):
+        for tj in range(-(-wo // tw)):
+            rows = np.arange(th + r - 1) + ti * th - padding
+            cols = np.arange(tw + s - 1) + tj * tw - padding
+            total += int(((rows >= 0) & (rows < h)).sum()) * int(((cols >= 0) & (cols < wd)).sum())
+    return total
+
+
+@pytest.mark.parametrize("shape,padding", [((2, 5, 9, 70, 17, 3, 3), 1), ((1, 3, 20, 13, 70, 5, 5), 2),
+                                           ((3, 2, 6, 6, 4, 1, 1), 0)])
+def test_formulas_against_a_count_made_here(shape, padding):
+    """cbr.global_loads against counts made element by element here, from each version's description, at shapes
+    too large to trace (so this runs on a GPU machine too): the naive conv reads x and w once per in-bounds tap,
+    the bias and ReLU passes add 2 loads and 2 stores of y per output; fused_direct stages each tile with its halo
+    once per block of KB output channels and stores y once; implicit_gemm gathers each tap once per block of IG_BM
+    output channels and reads all of W once per block of IG_BN pixels; split_c adds its three passes over y."""
     n, c, h, wd, k, r, s = shape
-    naive = cbr.global_loads("naive", (n, c, h, wd), (k, c, r, s))
-    fused = cbr.global_loads(fused_version, (n, c, h, wd), (k, c, r, s))
-    outputs = n * k * h * wd
-    assert naive["y_loads"] + naive["y_stores"] - fused["y_stores"] == 4 * outputs  # 2 reads + 2 extra writes
-    assert fused["x"] < naive["x"] and fused["w"] < naive["w"]
+    taps, pixels = _in_bounds_taps(h, wd, r, s, padding)
+    outputs = n * k * pixels
+    got = {v: cbr.global_loads(v, (n, c, h, wd), (k, c, r, s), padding) for v in cbr.VERSIONS}
+    assert got["naive"] == {"x": n * k * c * taps, "w": n * k * c * taps, "b": outputs,
+                            "y_loads": 2 * outputs, "y_stores": 3 * outputs}
+    ho, wo = h + 2 * padding - r + 1, wd + 2 * padding - s + 1
+    tiles = -(-ho // cbr.TH) * -(-wo // cbr.TW)
+    kblocks = -(-k // cbr.KB)
+    assert got["fused_direct"] == {"x": n * kblocks * c * _staged_halo(h, wd, r, s, padding, cbr.TH, cbr.TW),
+                                   "w": n * tiles * k * c * r * s, "b": outputs, "y_loads": 0, "y_stores": outputs}
+    pblocks = -(-n * pixels // cbr.IG_BN)
+    assert got["implicit_gemm"] == {"x": -(-k // cbr.IG_BM) * n * c * taps, "w": pblocks * k * c * r * s,
+                                    "b": pblocks * (cbr.IG_BN // 8) * k, "y_loads": 0, "y_stores": outputs}
+    # split_c: the same gathers and W reads for its tile (the slices partition the channels), then y starts at the
+    # bias (b loaded and y stored once per output), every slice adds with an atomic (a load and a store), and the
+    # ReLU pass loads and stores y once more
+    zeros = [np.zeros(sh, np.float32) for sh in ((n, c, h, wd), (k, c, r, s), (k,))]
+    conv = cbr.VERSIONS["split_c"].launches(*zeros, padding=padding)[1]
+    bn, slices = conv.block[0], conv.grid[2]
+    assert slices >= 2
+    assert got["split_c"] == {"x": -(-k // cbr.IG_BM) * n * c * taps, "w": -(-n * pixels // bn) * k * c * r * s,
+                              "b": outputs, "y_loads": slices * outputs + outputs,
+                              "y_stores": outputs + slices * outputs + outputs}
+    # fusion saves the bias and ReLU passes: 2 reads and 2 extra writes of y per output
+    for fused in ("fused_direct", "implicit_gemm"):
+        assert (got["naive"]["y_loads"] + got["naive"]["y_stores"]) - got[fused]["y_stores"] == 4 * outputs

@@ -1,9 +1,10 @@
 """The grader: solutions score full marks, stubs 0, and every fixture submission the score it says it deserves.
 
 Each fixture in ``tests/fixtures/submissions/NN_name/`` states, in its docstring's last line, what it deserves:
-``Expected: pass compiles, correctness; fail technique ("loads per element")``. The expected points are computed
-here from that statement and the spec's own ``points`` -- never from what the grader reports as a maximum -- and
-every fixture is graded with five seeds (fresh shapes and inputs each), which must all give that score.
+``Expected: pass compiles, correctness; fail technique ("loads per element")``. Each gate's expected status, score
+and maximum are computed here from that statement and the spec's own ``points`` (`expected_tests`) -- never from
+what the grader reports -- and so are the Gradescope entries and totals; every fixture is graded with five seeds
+(fresh shapes and inputs each), which must all give that result.
 
 Each group is graded in one call of the grader (child processes in parallel) inside one test, so that
 pytest-xdist never grades a group twice; a failing test lists every submission that scored wrong.
@@ -66,12 +67,28 @@ def spec_points(ex, speed: bool) -> dict:
     return pts
 
 
-def expected_score(ex, stated: dict, speed: bool) -> float:
-    """Points count in GATES order up to the first failing gate (compiles' points need a correct kernel)."""
+def expected_tests(ex, stated: dict, speed: bool) -> dict:
+    """Per gate, (status, score, max_score) as the fixture's statement and the spec's points say, by the rule the
+    grader documents (spec.GATES): a gate's points count only when it and every gate before it in GATES order
+    passed -- so "pass compiles; fail correctness" scores 0 of compiles' points. A refusal at admission is the
+    correctness test's failure. Speed (only where the spec has it) is skipped with nothing at stake unless it is
+    graded (a GPU and speed=True). Assumes the machine has the CUDA compiler, as CI's does."""
     pts = spec_points(ex, speed)
-    fail = stated["gate"]
-    stop = len(GATES) if fail is None else 0 if fail in ("admission", "compiles") else GATES.index(fail)
-    return float(sum(pts[g] for g in GATES[:stop] if g in stated["passed"]))
+    fail = "correctness" if stated["gate"] == "admission" else stated["gate"]
+    out, ok = {}, True
+    for gate in GATES:
+        if gate == "technique" and not ex.technique or gate == "speed" and ex.speed is None:
+            continue  # no such test
+        if gate == "speed" and not (speed and GPU):
+            out[gate] = ("skipped", 0.0, 0.0)
+            continue
+        ok = ok and gate in stated["passed"] and gate != fail
+        out[gate] = ("passed", float(pts[gate]), float(pts[gate])) if ok else ("failed", 0.0, float(pts[gate]))
+    return out
+
+
+def expected_score(ex, stated: dict, speed: bool) -> float:
+    return sum(score for _, score, _ in expected_tests(ex, stated, speed).values())
 
 
 def _key(path: Path) -> str:
@@ -82,24 +99,41 @@ FIXTURE_FILES = sorted(FIXTURES.glob("*/*.py"))
 
 
 def _mismatches(files, results, speed: bool) -> list:
+    """Every way a graded fixture differs from its statement: a gate's status, score or maximum, the failing
+    gate's message, the exercise's total, and the Gradescope entries and totals (recomputed here from the
+    statement, not summed from the grader's own results)."""
     problems = []
     for path, r in zip(files, results):
         stated = statement(path)
         ex = load(EXERCISES / path.parent.name)
-        want = expected_score(ex, stated, speed)
-        text = ""
+        want = expected_tests(ex, stated, speed)
+        got = {t.name.split(": ", 1)[1]: t for t in r.tests}
+        first = next((t for t in r.tests if t.status == "failed"), None)
+        why = f"first failure: {(first.name + ': ' + first.output[:300]) if first else 'none'!r}"
+        if list(got) != list(want):
+            problems.append(f"{_key(path)}: tests {list(got)}, want {list(want)}")
+            continue
+        for gate, (status, score, maximum) in want.items():
+            t = got[gate]
+            if (t.status, t.score, t.max_score) != (status, score, maximum):
+                problems.append(f"{_key(path)}: {gate} {t.status} {t.score:g}/{t.max_score:g}, want {status} "
+                                f"{score:g}/{maximum:g}; {why}")
         if stated["gate"]:
             gate = "correctness" if stated["gate"] == "admission" else stated["gate"]
-            test = next((t for t in r.tests if t.name.endswith(f": {gate}")), None)
-            text = test.output if test is not None else ""
-            if test is None or test.status != "failed" or stated["fragment"] not in text:
+            if stated["fragment"] not in got[gate].output:
                 problems.append(f"{_key(path)}: {gate} should fail with {stated['fragment']!r}; got "
-                                f"{test.status if test else 'no such test'}: {text[:300]!r}")
-                continue
-        if r.score != want:
-            first = next((t for t in r.tests if t.status == "failed"), None)
-            problems.append(f"{_key(path)}: scored {r.score:g} (want {want:g}); first failure: "
-                            f"{(first.name + ': ' + first.output[:300]) if first else 'none'!r}")
+                                f"{got[gate].output[:300]!r}")
+        total = sum(score for _, score, _ in want.values())
+        if r.score != total:
+            problems.append(f"{_key(path)}: scored {r.score:g} (want {total:g}); {why}")
+        doc = json.loads(json.dumps(to_gradescope([r])))
+        entries = {t["name"].split(": ", 1)[1]: t for t in doc["tests"]}
+        for gate, (status, score, maximum) in want.items():
+            e = entries.get(gate, {})
+            if (e.get("score"), e.get("max_score"), e.get("status", "skipped")) != (score, maximum, status):
+                problems.append(f"{_key(path)}: Gradescope entry {gate} {e}, want {status} {score:g}/{maximum:g}")
+        if (doc["score"], doc["max_score"]) != (total, sum(m for _, _, m in want.values())):
+            problems.append(f"{_key(path)}: Gradescope total {doc['score']:g}/{doc['max_score']:g}")
     return problems
 
 
@@ -142,27 +176,34 @@ def test_solutions_score_full_marks_and_stubs_zero():
     seeds = [int(rng.integers(0, 2**31 - 1)) for _ in pairs]
     results = grade(pairs, root=EXERCISES, timeout=TIMEOUT, seeds=seeds, jobs=os.cpu_count())
     problems = []
+    full_marks = {"passed": set(GATES), "gate": None, "fragment": None}
+    nothing = {"passed": set(), "gate": "correctness", "fragment": None}
     for (name, path), r, s in zip(pairs, results, seeds):
         ex = load(EXERCISES / name)
-        full = sum(spec_points(ex, speed=GPU).values())
-        want = full if path.parent == SOLUTIONS else 0
-        if r.score != want or r.max_score != full:
+        want = expected_tests(ex, full_marks if path.parent == SOLUTIONS else nothing, speed=True)
+        got = {t.name.split(": ", 1)[1]: (t.status, t.score, t.max_score) for t in r.tests}
+        if got != want:
             bad = [f"{t.name}: {t.output[:300]}" for t in r.tests if t.status == "failed"]
-            problems.append(f"{path.parent.name}/{path.name} seed {s}: {r.score:g}/{r.max_score:g}, want {want}/{full}"
-                            f" {bad}")
-        elif want == 0 and "never written" not in r.tests[0].output:  # a stub writes nothing: the poison says so
+            problems.append(f"{path.parent.name}/{path.name} seed {s}: {got}, want {want} {bad}")
+        elif path.parent != SOLUTIONS and "never written" not in r.tests[0].output:  # a stub writes nothing
             problems.append(f"stub {name}: unexpected message {r.tests[0].output[:200]!r}")
     assert not problems, "\n".join(problems)
-    # Gradescope's results.json, as a teacher uploads it: totals recomputed from the tests and the specs
+    # Gradescope's results.json, as a teacher uploads it: every entry and both totals recomputed from the specs'
+    # points (a solution passes every gate; speed counts on a GPU only), not summed from the grader's results
     solutions = results[: len(NAMES) * SEEDS: SEEDS]
     doc = json.loads(json.dumps(to_gradescope(solutions)))
-    assert doc["score"] == sum(t["score"] for t in doc["tests"])
-    assert doc["score"] == sum(sum(spec_points(load(EXERCISES / n), GPU).values()) for n in NAMES)
+    want = {f"{n}: {g}": v for n in NAMES for g, v in expected_tests(load(EXERCISES / n), full_marks, True).items()}
+    assert [t["name"] for t in doc["tests"]] == list(want)
     for t in doc["tests"]:
+        status, score, maximum = want[t["name"]]
+        assert (t["score"], t["max_score"], t.get("status", "skipped")) == (score, maximum, status), t
         assert set(t) >= {"name", "score", "max_score", "output"}
         assert isinstance(t["score"], float) and isinstance(t["max_score"], float) and isinstance(t["output"], str)
         assert t.get("status", "passed") in ("passed", "failed")  # the only statuses Gradescope documents
-        assert 0 <= t["score"] <= t["max_score"]
+    assert doc["score"] == sum(v[1] for v in want.values()) == sum(sum(spec_points(load(EXERCISES / n), GPU).values())
+                                                                    for n in NAMES)
+    assert doc["max_score"] == sum(v[2] for v in want.values())
+    assert doc["output"].endswith(f"total: {doc['score']:g} / {doc['max_score']:g}")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -388,6 +429,11 @@ def test_fixtures_state_what_they_expect():
         stated = statement(path)  # raises on a malformed statement
         if stated["gate"] is None:
             assert {"compiles", "correctness"} <= stated["passed"], path
+    stated = [statement(p) for p in FIXTURE_FILES]
+    # the two kinds that only the race checks can decide: correct but racy (NoRaces fails the technique), and
+    # right only in thread order (the shuffled run fails correctness)
+    assert any(s["gate"] == "technique" and s["fragment"] == "race" and "correctness" in s["passed"] for s in stated)
+    assert any(s["fragment"] == "wrong when threads run in another order" for s in stated)
     per_exercise = {p.parent.name for p in FIXTURE_FILES}
     assert per_exercise == set(NAMES), f"exercises without fixtures: {sorted(set(NAMES) - per_exercise)}"
 

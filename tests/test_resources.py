@@ -131,7 +131,17 @@ def test_compile_tiled_matmul(tmp_path, monkeypatch):
     assert row.resources.local_bytes == 0 and row.resources.spill_stores == 0
     assert row.resources.barriers == 1  # both syncthreads use barrier 0
     assert 16 <= row.resources.registers <= 64
-    assert row.occupancy == R.occupancy("sm_90", 256, row.resources.registers, 2048, 1)
+    # The occupancy from the sm_90 limits, by hand: 8 warps per block; registers per warp rounded up to 256, a
+    # sub-partition's 16384 of them hold whole warps, 4 sub-partitions; 2048 + 1024 B of shared memory per block
+    # out of 233472; 64 warps, 32 blocks, 64 barrier slots for one barrier per block.
+    regs = row.resources.registers
+    per_warp = -(-regs * 32 // 256) * 256
+    by_regs = 4 * (16384 // per_warp) // 8
+    blocks = min(64 // 8, 32, by_regs, 233472 // (2048 + 1024), 64 // 1)
+    occ = row.occupancy
+    assert occ.regs_per_warp == per_warp and occ.limits["registers"] == by_regs
+    assert (occ.blocks_per_sm, occ.warps_per_sm) == (blocks, 8 * blocks)
+    assert occ.occupancy == pytest.approx(8 * blocks / 64)
     # cached: a second report reads the file instead of compiling
     assert list(tmp_path.rglob("*.json"))
     again = R.report(["matmul"], "sm_90", versions={"matmul": ["tiled"]})

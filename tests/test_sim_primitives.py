@@ -311,3 +311,22 @@ def test_math_overflow_gives_inf_and_nan_as_on_a_gpu():
     overflow[1, 1](np.array([1e4, 0.0, -1.0, 1.0], np.float32), out)
     assert out[0] == np.inf and out[1] == -np.inf and np.isnan(out[2]) and out[3] == np.float32(math.e)
     assert math.exp is not None and type(math).__name__ == "module"  # put back after the launch
+
+
+def test_match_all_returns_the_mask_and_a_flag():
+    """match_all_sync(mask, v): (mask, True) when every lane of the mask has the same v, else (0, False)."""
+    from numba import cuda as cu
+
+    @cu.jit
+    def k(vals, out_mask, out_flag):
+        i = cu.threadIdx.x
+        m, flag = cu.match_all_sync(0xFFFF, vals[i]) if i < 16 else cu.match_all_sync(0xFFFF0000, vals[i])
+        out_mask[i] = m
+        out_flag[i] = flag
+
+    vals = np.zeros(32, np.int64)
+    vals[16:] = np.arange(16)  # the upper half differs
+    m, f = np.zeros(32, np.int64), np.zeros(32, np.int64)
+    k[1, 32](vals, m, f)
+    assert (m[:16] == 0xFFFF).all() and (f[:16] == 1).all()
+    assert (m[16:] == 0).all() and (f[16:] == 0).all()

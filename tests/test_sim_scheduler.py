@@ -59,15 +59,19 @@ def test_shuffle_mode_is_seeded_and_differs():
 
 
 def test_shuffle_without_seed_draws_and_reports_one():
-    with sim.configure(shuffle=True, seed=None):
-        run_order()
-        first = sim.last_launch().seed
-        run_order()
-        second = sim.last_launch().seed
-    assert first != second  # 1 chance in 2**32 of a false failure
-    with sim.configure(shuffle=True, seed=first):
-        replay, info = run_order()
-    assert info.seed == first
+    """An unseeded shuffle draws a fresh seed per launch and reports the one it used: replaying with the reported
+    seed gives the same interleaving (order of arrival, full schedule) as the first run."""
+    with sim.configure(shuffle=True, seed=None, record_schedule=True):
+        first, l1 = run_order()
+        second, l2 = run_order()
+    assert l1.seed != l2.seed  # 1 chance in 2**32 of a false failure
+    assert l1.schedule != l2.schedule
+    for order, info in ((first, l1), (second, l2)):
+        with sim.configure(shuffle=True, seed=info.seed, record_schedule=True):
+            replay, again = run_order()
+        assert again.seed == info.seed
+        assert (replay == order).all(), "the reported seed does not replay the run"
+        assert again.schedule == info.schedule and again.schedule_digest == info.schedule_digest
 
 
 @cuda.jit
@@ -91,6 +95,25 @@ def test_shuffle_mode_flushes_out_a_missing_barrier():
         patterns.add(tuple(np.isnan(out).tolist()))
         assert 0 < np.isnan(out).sum() < 64  # some reads raced ahead of the writes, some did not
     assert len(patterns) == 4
+
+
+def test_seeded_shuffle_replays_schedule_and_output_and_seeds_differ():
+    """The same seed gives the same schedule (every switch, preemptions included) and the same output of a
+    racy kernel, bit for bit; different seeds give different schedules and outputs."""
+    runs = {}
+    for seed in (11, 11, 12, 13):
+        out = np.zeros(64, np.float32)
+        with sim.configure(shuffle=True, seed=seed, preempt=0.2, record_schedule=True):
+            racy_neighbour[1, 64](out)
+        info = sim.last_launch()
+        assert info.seed == seed and info.shuffle
+        runs.setdefault(seed, []).append((info.schedule, out.tobytes(), info.switches))
+    (s1, o1, n1), (s2, o2, n2) = runs[11]
+    assert s1 == s2 and o1 == o2 and n1 == n2
+    assert n1 > 64  # preemptions happened: more switches than one start per thread
+    schedules = {tuple(r[0][0]) for r in runs.values()}
+    outputs = {r[0][1] for r in runs.values()}
+    assert len(schedules) == 3 and len(outputs) == 3
 
 
 @cuda.jit

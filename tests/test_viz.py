@@ -102,10 +102,29 @@ def test_roofline_measured_points():
 
 
 def test_load_bench_picks_newest(tmp_path, monkeypatch):
+    """Of several reports, the one modified last (not the last by name, not the first written); a newer file that
+    is not a report, or is a suite report, is passed over unless a suite is asked for."""
+    import os
+
     monkeypatch.setattr(viz, "RESULTS_DIR", tmp_path)
     assert viz.load_bench() is None
-    (tmp_path / "a.json").write_text(json.dumps(_report()))
-    assert viz.load_bench()["environment"]["device"] == "Test GPU"
+    files = {"z_oldest.json": ("oldest", False, 100), "b_newest.json": ("newest", False, 300),
+             "a_middle.json": ("middle", False, 200), "c_suite.json": ("suite", True, 400)}
+    for name, (device, suite, mtime) in files.items():
+        rep = _report()
+        rep["environment"]["device"] = device
+        rep["suite"] = suite
+        (tmp_path / name).write_text(json.dumps(rep))
+        os.utime(tmp_path / name, (mtime, mtime))
+    (tmp_path / "d_broken.json").write_text("{not json")
+    (tmp_path / "e_empty.json").write_text(json.dumps({"results": []}))
+    for name in ("d_broken.json", "e_empty.json"):
+        os.utime(tmp_path / name, (500, 500))
+    got = viz.load_bench()
+    assert got["environment"]["device"] == "newest" and got["_path"].endswith("b_newest.json")
+    assert viz.load_bench(suite=True)["environment"]["device"] == "suite"
+    os.utime(tmp_path / "a_middle.json", (350, 350))  # touched last: now the newest
+    assert viz.load_bench()["environment"]["device"] == "middle"
 
 
 def test_plots_main_writes_gallery(fake_compiles, tmp_path, monkeypatch):

@@ -1,0 +1,375 @@
+"""The grader's gates and checks as plain functions, with no child process: the spec's technique checks against
+observations made up here, the scoring of a child's report (arrays written where the child would write them),
+and the points of each gate. Fast enough to run for every mutant of gates.py and spec.py (`make mutate`);
+test_grade.py grades real submissions end to end."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpukernels.grade import spec as S
+from gpukernels.grade.gates import POISON, Grading, _nan_note, child_problem, make_case, poisoned, student_error
+from gpukernels.grade.pool import Child
+from gpukernels.grade.protocol import CaseReport, Job, Report, output_path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXERCISES = ROOT / "exercises"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Technique checks
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_max_loads_per_element():
+    c = S.MaxLoadsPerElement("a", lambda shape: shape[0] / 4, why="stage tiles")
+    obs = lambda loads, covered=100: {"arrays": {"a": {"loads": loads, "size": 100, "elements_loaded": covered}}}
+    ok, text = c.evaluate(obs(200), (8,))
+    assert ok and text == "a: 2 global loads per element (limit 2)"
+    ok, text = c.evaluate(obs(201), (8,))
+    assert not ok and text == "a: 2.01 global loads per element, more than 2 -- stage tiles"
+    ok, text = c.evaluate(obs(100, covered=99), (8,))
+    assert not ok and "only 99 of its 100 elements were loaded" in text
+    assert c.evaluate(obs(100, covered=None), (8,))[0]  # an older tracer without the coverage count
+    assert c.evaluate({"arrays": {}}, (8,)) == (False, "the tracer saw no loads of 'a'")
+    assert not c.evaluate({"arrays": {"a": {"loads": 5, "size": 0}}}, (8,))[0]
+    assert S.MaxLoadsPerElement("a", lambda s: 1).evaluate(obs(101), ())[1].endswith("more than 1")
+    assert c.describe() == "global loads per element of a within the limit"
+
+
+def test_max_stores_per_element():
+    c = S.MaxStoresPerElement("y", max_loads=0, why="fuse")
+    info = lambda **kw: {"arrays": {"y": {"size": 10, **kw}}}
+    ok, text = c.evaluate(info(stores=10, loads=0), ())
+    assert ok and text == "y: stored 1 times and loaded 0 times per element"
+    ok, text = c.evaluate(info(stores=11, loads=0), ())
+    assert not ok and text.endswith("(allowed: stored at most 1 time(s), never loaded) -- fuse")
+    ok, text = c.evaluate(info(stores=10, loads=1, atomics=1), ())
+    assert not ok and "(1 atomics among them, each a load and a store)" in text
+    c2 = S.MaxStoresPerElement("y", limit=3.0, max_loads=2.0)
+    assert c2.evaluate(info(stores=30, loads=20), ())[0]
+    ok, text = c2.evaluate(info(stores=30, loads=21), ())
+    assert not ok and "loaded at most 2 time(s)" in text
+    assert S.MaxStoresPerElement("y").evaluate(info(stores=10, loads=50), ())[0]  # loads unlimited by default
+    assert S.MaxStoresPerElement("y").evaluate(info(stores=11, loads=0), ())[1].endswith("stored at most 1 time(s))")
+    assert c.evaluate({"arrays": {}}, ()) == (False, "the tracer saw no stores to 'y'")
+    assert c.describe() == "y written once per element"
+
+
+def test_coalesced():
+    c = S.Coalesced(("a", "out"))
+    both = {"arrays": {"a": {"load_efficiency": 0.75}, "out": {"store_efficiency": 1.0}}}
+    ok, text = c.evaluate(both, ())
+    assert ok and text == "coalescing efficiency: a loads 75%, out stores 100%"
+    worse = {"arrays": {"a": {"load_efficiency": 0.74}, "out": {"store_efficiency": 1.0}}}
+    ok, text = c.evaluate(worse, ())
+    assert not ok and "(need 75%)" in text and "consecutive threadIdx.x" in text
+    ok, text = c.evaluate({"arrays": {"a": {"load_efficiency": 1.0}}}, ())
+    assert not ok and "the tracer saw no load/store of out" in text
+    only_loads = S.Coalesced(("a",), min_efficiency=0.5, kinds=("load",))
+    assert only_loads.evaluate({"arrays": {"a": {"load_efficiency": 0.5, "store_efficiency": 0.0}}}, ())[0]
+    assert c.describe() == "coalesced accesses to a, out"
+
+
+def test_shared_memory_checks():
+    nb = S.NoBankConflicts()
+    assert nb.evaluate({"shared": {"accesses": 5, "max_ways": 1}}, ()) == (True, "shared memory: no bank conflicts")
+    ok, text = nb.evaluate({"shared": {"accesses": 5, "max_ways": 2, "conflict_text": "line 9"}}, ())
+    assert not ok and text.startswith("shared memory: up to 2-way bank conflicts (line 9)")
+    assert S.NoBankConflicts(max_ways=2).evaluate({"shared": {"accesses": 5, "max_ways": 2}}, ())[0]
+    assert not nb.evaluate({"shared": {"accesses": 0}}, ())[0] and not nb.evaluate({}, ())[0]
+    assert S.UsesShared().evaluate({"shared": {"accesses": 3}}, ()) == (True, "3 shared-memory accesses")
+    assert not S.UsesShared().evaluate({"shared": {"accesses": 0}}, ())[0]
+    assert not S.UsesShared().evaluate({}, ())[0]
+    ns = S.NoSharedMemory()
+    clean = {"shared": {"accesses": 0, "arrays": []}, "sync": {"syncthreads": 0}}
+    assert ns.evaluate(clean, ())[0]
+    ok, text = ns.evaluate({"shared": {"accesses": 4, "arrays": ["s"]}, "sync": {"syncthreads": 2}}, ())
+    assert not ok and "4 shared-memory accesses and cuda.syncthreads() (2 barriers over all blocks)" in text
+    assert not ns.evaluate({"shared": {"accesses": 0, "arrays": ["s"]}, "sync": {"syncthreads": 0}}, ())[0]
+    assert not ns.evaluate({"shared": {}, "sync": {"syncthreads": 1}}, ())[0]
+    assert ns.evaluate({"shared": {}}, ()) == (False, "the tracer did not report on barriers")
+    for check, words in ((nb, "bank"), (S.UsesShared(), "shared"), (ns, "syncthreads")):
+        assert words in check.describe()
+
+
+def test_no_races():
+    c = S.NoRaces()
+    assert c.evaluate({"races": []}, ()) == (True, "no races")
+    assert c.evaluate({}, ()) == (False, "the tracer did not report on races")
+    ok, text = c.evaluate({"races": ["r1", "r2", "r3", "r4"]}, ())
+    assert not ok and text == "race: r1; r2; r3"
+    assert c.describe() == "no data races"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The exercise: points, shapes
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _exercise(**kw):
+    base = dict(kernel="k", args=("x", "y"), out="y", make_inputs=S.vector_with_outliers,
+                out_shape=lambda s: s, reference=lambda x: x, launch=lambda s: (1, 32), shapes=[(5,)],
+                tolerance=1e-5)
+    return S.Exercise(**{**base, **kw})
+
+
+def test_points_per_gate():
+    ex = _exercise()
+    assert [ex.max_points(g) for g in S.GATES] == [5, 2, 0, 0]  # no technique checks, no speed gate
+    ex = _exercise(technique=[S.NoRaces()], speed=S.Speed((8,), None), points={"correctness": 4, "compiles": 1,
+                                                                               "technique": 6, "speed": 3})
+    assert [ex.max_points(g) for g in S.GATES] == [4, 1, 6, 3]
+    assert S.DEFAULT_POINTS == {"correctness": 5, "compiles": 2, "technique": 3, "speed": 2}
+    assert _exercise(points={"correctness": 5}).max_points("compiles") == 0
+
+
+def test_drawn_shapes():
+    ex = _exercise(ranges=[(1, 100), (10, 20)], extra_shapes=3)
+    for seed in range(20):
+        shapes = ex.draw_shapes(seed)
+        assert shapes[:1] == [(5,)] and len(shapes) == 4
+        first = shapes[1]  # large in every dimension: the top quarter of each range
+        assert 76 <= first[0] <= 100 and 18 <= first[1] <= 20, first
+        for d0, d1 in shapes[1:]:
+            assert 1 <= d0 <= 100 and 10 <= d1 <= 20
+            assert not (d0 > 8 and d0 % 8 == 0) and not (d1 > 8 and d1 % 8 == 0)  # off the block's multiples
+        assert ex.draw_shapes(seed) == shapes  # the seed decides
+    assert len({tuple(ex.draw_shapes(s)) for s in range(20)}) > 10
+    assert _exercise().draw_shapes(1) == [(5,)]  # no ranges: the listed shapes only
+    ex = _exercise(ranges=[(8, 8)])
+    assert ex.draw_shapes(0)[1:] == [(8,), (8,)]  # 8 is not > 8: kept (and nothing else is in range)
+    ex = _exercise(ranges=[(15, 24)], extra_shapes=1)  # the first draw is from (22, 24); 24 moves down to 23
+    assert {ex.draw_shapes(s)[1] for s in range(30)} == {(22,), (23,)}
+
+
+def test_trace_shape():
+    ex = _exercise(ranges=[(1, 100)], trace_ranges=[(40, 80), (3, 9)], trace_multiples=(8,))
+    for seed in range(20):
+        a, b = ex.draw_trace_shape(seed)
+        assert 40 <= a <= 80 and a % 8 == 0 and 3 <= b <= 9
+    assert _exercise(ranges=[(20, 30)]).draw_trace_shape(1)[0] in range(20, 31)
+    assert _exercise(shapes=[(5,), (9,)]).draw_trace_shape(1) == (9,)  # no ranges: the last listed shape
+    ex = _exercise(ranges=[(2, 40)], constrain=lambda s: (s[0] * 2,))
+    assert ex.draw_trace_shape(3)[0] % 2 == 0
+
+
+def test_helpers():
+    x = np.arange(1, 8, dtype=np.float32)
+    assert S.grouped_sum(x, 3).tolist() == [6.0, 15.0, 7.0] and S.grouped_sum(x, 3).dtype == np.float32
+    assert S.ceil_div(7, 3) == 3 and S.ceil_div(6, 3) == 2 and S.ceil_div(0, 3) == 0
+    v = S.vector_with_outliers((500,), 4)["x"]
+    assert v.dtype == np.float32 and v.shape == (500,) and np.abs(v).max() > 50
+    assert np.array_equal(v, S.vector_with_outliers((500,), 4)["x"])
+    ex = S.load(EXERCISES / "09_warp_sum")
+    assert ex.name == "09_warp_sum" and ex.hint("correctness", 1) == ex.hints["correctness"][:1]
+    assert ex.hint("correctness", 0) == [] and len(ex.hint("correctness", 99)) == len(ex.hints["correctness"])
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Gates: scoring a child's report
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _grading(tmp_path, name="03_block_sum", gpu=False, speed=False, hints=1, seed=5):
+    ex = S.load(EXERCISES / name)
+    sub = tmp_path / "kernel.py"
+    sub.write_text((EXERCISES / "solutions" / f"{name}.py").read_text())
+    return Grading(ex, sub, "", tmp_path, 60.0, gpu, speed, hints, seed=seed)
+
+
+def _sim_child(g, tmp_path, outputs):
+    """A finished simulator child whose report says every case ran, with ``outputs(i, case) -> {run: y}``."""
+    out_dir = tmp_path / "sim"
+    out_dir.mkdir(exist_ok=True)
+    job = Job("sim", g.ex.name, g.ex.kernel, "kernel.py", "", str(out_dir))
+    cases = []
+    for i, case in enumerate(g.cases):
+        runs = outputs(i, case)
+        for run, y in runs.items():
+            for name, arr in case.inputs.items():
+                np.save(output_path(str(out_dir), i, run, name), arr)
+            np.save(output_path(str(out_dir), i, run, g.ex.out), y)
+        cases.append(CaseReport(status="ok", seeds={"shuffled": 40 + i}, outputs=list(runs)))
+    child = Child(("sim", 0), job, {}, 60.0)
+    child.report = Report(stage="done", simulator="gpukernels.sim", cases=cases)
+    child.returncode = 0
+    return child
+
+
+def _cases(g, n=2):
+    g.cases = [make_case(g.ex, s, g.seed + i) for i, s in enumerate(g.ex.shapes[1:n + 1])]
+
+
+def test_correct_outputs_score_correctness_and_compiles(tmp_path):
+    g = _grading(tmp_path)
+    _cases(g)
+    g.compiled = "compiles for sm_90 (sig)"
+    child = _sim_child(g, tmp_path, lambda i, c: {"out": c.ref, "shuffled": c.ref})
+    assert g.score_sim(child)
+    t = g.result.test("correctness")
+    assert (t.status, t.score, t.max_score) == ("passed", 5.0, 5.0)
+    assert "in thread order and in a shuffled thread order on gpukernels.sim" in t.output
+    assert f"correct on {len(g.cases)} shapes" in t.output
+    c = g.result.test("compiles")
+    assert (c.status, c.score, c.max_score, c.output) == ("passed", 2.0, 2.0, "compiles for sm_90 (sig)")
+
+
+def test_wrong_only_when_shuffled_names_the_race(tmp_path):
+    g = _grading(tmp_path)
+    _cases(g)
+    g.compiled = "compiles"
+    wrong = lambda c: c.ref + 1.0
+    child = _sim_child(g, tmp_path, lambda i, c: {"out": c.ref, "shuffled": wrong(c) if i == 1 else c.ref})
+    assert not g.score_sim(child)
+    t = g.result.test("correctness")
+    assert t.status == "failed" and t.score == 0 and t.max_score == 5
+    assert "correct in thread order, but wrong when threads run in another order (shuffle seed 41)" in t.output
+    assert "case 2 of 2" in t.output
+    assert [x.name.split(": ")[1] for x in g.result.tests] == ["correctness", "compiles", "technique"]
+    c = g.result.test("compiles")
+    assert (c.status, c.score, c.max_score) == ("failed", 0.0, 2.0) and "once the kernel is correct" in c.output
+    tech = g.result.test("technique")
+    assert (tech.status, tech.score, tech.max_score) == ("failed", 0.0, 3.0) and "must first be correct" in tech.output
+
+
+def test_wrong_in_thread_order_unwritten_and_modified_inputs(tmp_path):
+    g = _grading(tmp_path, hints=2)
+    _cases(g, 1)
+    g.compiled = "compiles"
+
+    def unwritten(i, c):
+        y = c.ref.copy()
+        y[0] = POISON
+        return {"out": y}
+
+    assert not g.score_sim(_sim_child(g, tmp_path, unwritten))
+    t = g.result.test("correctness")
+    assert "1 outputs were never written (e.g. at (0,)" in t.output and "hint 1:" in t.output
+    assert "hint 2:" in t.output  # two hints asked for
+    g = _grading(tmp_path)
+    _cases(g, 1)
+    g.compiled = "compiles"
+    out_dir = tmp_path / "sim"
+    child = _sim_child(g, tmp_path, lambda i, c: {"out": c.ref})
+    np.save(output_path(str(out_dir), 0, "out", "x"), g.cases[0].inputs["x"] + 1)
+    assert not g.score_sim(child)
+    assert "modified its input 'x'" in g.result.test("correctness").output
+
+
+def test_poison_and_nan_notes():
+    ref = np.ones(4, np.float32)
+    out = poisoned((4,))
+    assert np.isnan(out).all() and out.dtype == np.float32
+    out[1] = 1.0
+    with np.errstate(invalid="ignore"):
+        out[2] = np.float32(0.0) / np.float32(0.0)
+    note = _nan_note(out, ref)
+    assert "2 outputs were never written (e.g. at (0,)" in note and "1 outputs are a computed NaN (e.g. at (2,)" in note
+    assert _nan_note(ref, ref) == ""
+
+
+def test_add_points_hints_and_skips(tmp_path):
+    g = _grading(tmp_path, name="07_softmax_rows", hints=1)
+    g.add("technique", False, "bad")
+    t = g.result.tests[-1]
+    assert (t.name, t.score, t.max_score, t.status) == ("07_softmax_rows: technique", 0.0, 3.0, "failed")
+    assert t.output == "bad\nhint 1: " + g.ex.hints["technique"][0]  # its only hint: no "ask for more"
+    g.add("correctness", False, "wrong")  # 3 hints, 1 shown: says how to see the next
+    assert g.result.tests[-1].output.endswith("(run `gpukernels grade 07 --hints 2` for more help)")
+    g.add("technique", False, "bad", hint=False)
+    assert g.result.tests[-1].output == "bad"
+    g.add("correctness", True, "fine")
+    assert (g.result.tests[-1].score, g.result.tests[-1].status) == (5.0, "passed")
+    g.add("speed", None, "skipped: x")
+    assert (g.result.tests[-1].score, g.result.tests[-1].max_score, g.result.tests[-1].status) == (0, 0, "skipped")
+    assert g.skip_reason("speed").startswith("skipped: simulator mode") and g.skip_reason("technique") is None
+    assert not g.wants_speed()
+    gpu = _grading(tmp_path, name="07_softmax_rows", gpu=True, speed=False)
+    assert gpu.skip_reason("speed") == "skipped: --no-speed" and not gpu.wants_speed()
+    assert _grading(tmp_path, name="07_softmax_rows", gpu=True, speed=True).wants_speed()
+    assert _grading(tmp_path, name="09_warp_sum", gpu=True, speed=True).skip_reason("speed") is None  # no gate
+
+
+def test_fail_all_records_every_gate_once(tmp_path):
+    g = _grading(tmp_path, name="07_softmax_rows")
+    g.fail_all("correctness", "refused", hint=False, later="the file was not run")
+    got = [(t.name.split(": ")[1], t.status, t.score, t.max_score) for t in g.result.tests]
+    assert got == [("correctness", "failed", 0, 5), ("compiles", "failed", 0, 2), ("technique", "failed", 0, 3),
+                   ("speed", "skipped", 0, 0)]
+    assert g.result.tests[1].output == "not graded: the file was not run"
+    g = _grading(tmp_path, name="09_warp_sum", gpu=True, speed=True)  # no speed gate at all
+    g.fail_all("correctness", "nothing")
+    assert [t.name.split(": ")[1] for t in g.result.tests] == ["correctness", "compiles", "technique"]
+    assert g.result.tests[1].output == "not graded: the kernel must first be correct"
+    g = _grading(tmp_path, name="01_vector_add")
+    g.add_later(["technique"], "why")
+    assert g.result.tests[-1].output == "not graded: why"
+
+
+def test_technique_scores_every_check(tmp_path):
+    g = _grading(tmp_path, name="09_warp_sum")
+    g.trace_shape = (300,)
+    child = Child(("sim", 0), Job("sim", "09", "warp_sum", "k.py", "", str(tmp_path)), {}, 60.0)
+    obs = {"arrays": {"x": {"loads": 300, "size": 300, "elements_loaded": 300}},
+           "shared": {"accesses": 0, "arrays": []}, "sync": {"syncthreads": 0}, "races": []}
+    child.report = Report(stage="done", trace={"status": "ok", "observations": obs})
+    g.score_technique(child)
+    t = g.result.test("technique")
+    assert (t.status, t.score) == ("passed", 3.0) and t.output.startswith("traced at shape (300,)")
+    assert t.output.count("ok: ") == 3
+    obs["races"] = ["write-after-write on out"]
+    g.result.tests.clear()
+    g.score_technique(child)
+    t = g.result.test("technique")
+    assert (t.status, t.score) == ("failed", 0.0) and "FAILED: race: write-after-write on out" in t.output
+    obs["arrays"] = None  # malformed: the check fails, the grader does not crash
+    g.result.tests.clear()
+    g.score_technique(child)
+    assert "unreadable observation" in g.result.test("technique").output
+    child.report = Report(stage="done", trace={"status": "error", "error": "boom"})
+    g.result.tests.clear()
+    g.score_technique(child)
+    assert g.result.test("technique").output.startswith("the traced run failed: boom\nhint 1: ")
+
+
+def test_child_problems_and_student_errors(tmp_path):
+    job = Job("sim", "01", "k", "k.py", "", str(tmp_path))
+    c = Child(("sim", 0), job, {}, 10.0)
+    c.timed_out = True
+    assert child_problem(c, "simulator", 10.0).startswith("time limit: your kernel did not finish within the "
+                                                          "grader's 10 s before it started")
+    c = Child(("sim", 0), job, {}, 10.0)
+    c.report, c.returncode = Report(stage="run"), -11
+    assert "was killed by SIGSEGV (a segmentation fault" in child_problem(c, "simulator", 10.0)
+    c.report, c.returncode, c.stderr = Report(stage="import"), 3, "line\nTraceback: oops\n"
+    text = child_problem(c, "simulator", 10.0)
+    assert "exited with code 3 before reporting (a crash?) while loading the submission" in text
+    assert text.endswith("stderr:\nline\nTraceback: oops")
+    c.report, c.returncode = Report(stage="done"), 0
+    assert child_problem(c, "simulator", 10.0) is None
+    c.report = Report(stage="import", error="ImportError: x")
+    assert child_problem(c, "simulator", 10.0) is None  # reported properly: the error is the message
+    g = _grading(tmp_path)
+    msg = student_error("kernel 'k' did not finish within the time limit: no progress. Raise the limit with "
+                        "gpukernels.sim.configure(timeout_s=...).", "KernelTimeoutError", g)
+    assert "configure(timeout_s" not in msg and "The grader allows 30 s per launch" in msg
+    assert student_error("IndexError: x", "IndexError", g) == "IndexError: x"
+
+
+@pytest.mark.parametrize("name", ["01_vector_add", "05_matmul_naive", "08_conv_bias_relu"])
+def test_make_case_follows_the_spec(name):
+    ex = S.load(EXERCISES / name)
+    shape = ex.shapes[-1]
+    case = make_case(ex, shape, 3)
+    assert case.shape == tuple(shape) and case.seed == 3
+    assert case.ref.shape == tuple(ex.out_shape(shape))
+    grid, block = ex.launch(shape)
+    assert case.grid == tuple(np.atleast_1d(grid).tolist()) and case.block == tuple(np.atleast_1d(block).tolist())
+    assert all(v.flags.c_contiguous for v in case.inputs.values())
+    assert make_case(ex, shape, 3, reference=False).ref is None
+    assert math.isnan(poisoned(case.ref.shape).ravel()[0])

@@ -1,0 +1,72 @@
+"""The launchers' argument checks (gpukernels._launch.check_array and the out= check), message by message:
+what a student sees for each wrong argument, and what passes through unchanged."""
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from gpukernels import softmax
+from gpukernels._launch import LaunchError, _check_out, check_array
+
+
+def test_check_array_messages():
+    with pytest.raises(LaunchError) as e:
+        check_array("a", [[1.0]], 2, "(M, K)")
+    assert str(e.value) == ("a must be a float32 array (M, K); got list. Convert it with np.asarray(a, "
+                            "dtype=np.float32).")
+    with pytest.raises(LaunchError, match=r"got float\. Convert"):
+        check_array("a", 3.0, 2, "(M, K)")
+    with pytest.raises(LaunchError) as e:
+        check_array("a", {"x": 1}, 2, "(M, K)")
+    assert str(e.value) == "a must be a NumPy or CUDA float32 array (M, K); got dict"
+    with pytest.raises(LaunchError) as e:
+        check_array("x", np.zeros((2, 2)), 2, "(M, N)")
+    assert str(e.value) == "x must have dtype float32; got float64. Convert it with x.astype(np.float32)"
+    with pytest.raises(LaunchError) as e:
+        check_array("x", np.zeros(3, np.float32), 2, "(M, N)")
+    assert str(e.value) == "x must be 2-D (M, N); got 1-D with shape (3,)"
+    d = cuda.to_device(np.zeros((2, 3)))
+    with pytest.raises(LaunchError, match=r"^x must have dtype float32; got float64\. Convert it with "
+                                          r"x\.astype\(np\.float32\)$"):
+        check_array("x", d, 2, "(M, N)")
+
+
+def test_check_array_passes_arrays_through():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert check_array("x", x, 2, "(M, N)") is x  # already C-contiguous: no copy
+    f = np.asfortranarray(x)
+    got = check_array("x", f, 2, "(M, N)")
+    assert got.flags.c_contiguous and np.array_equal(got, x) and not f.flags.c_contiguous
+    d = cuda.to_device(x)
+    assert check_array("x", d, 2, "(M, N)") is d
+
+
+def test_out_checks():
+    shape = (2, 3)
+    good = np.zeros(shape, np.float32)
+    assert _check_out(good, shape) is good
+    d = cuda.to_device(good)
+    assert _check_out(d, shape) is d
+    with pytest.raises(LaunchError) as e:
+        _check_out([0.0], shape)
+    assert str(e.value) == "out must be a float32 array of shape (2, 3); got list"
+    with pytest.raises(LaunchError) as e:
+        _check_out(np.zeros(shape), shape)
+    assert str(e.value) == "out must have dtype float32; got float64"
+    with pytest.raises(LaunchError) as e:
+        _check_out(np.zeros((3, 2), np.float32), shape)
+    assert str(e.value) == "out must have shape (2, 3); got (3, 2)"
+    for bad in (np.zeros((3, 2), np.float32).T, np.zeros(shape, np.float32)):
+        if bad.flags.c_contiguous:
+            bad.flags.writeable = False
+        with pytest.raises(LaunchError) as e:
+            _check_out(bad, shape)
+        assert str(e.value) == "out must be a writeable C-contiguous array"
+    with pytest.raises(LaunchError, match="out must have shape"):
+        _check_out(cuda.to_device(np.zeros((3, 2), np.float32)), shape)
+
+
+def test_a_launcher_reports_the_first_bad_argument():
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(LaunchError, match="out must have shape"):
+        softmax.optimized(x, out=np.zeros((3, 3), np.float32))

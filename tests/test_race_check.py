@@ -1,0 +1,249 @@
+"""Every version of every lesson, traced on the simulator: no races, no uninitialised shared reads, no barrier
+divergence -- so a lost ``cuda.syncthreads()`` fails CI even when the answer happens to come out right.
+
+The lesson tests (test_lessons.py) compare answers. A missing barrier often leaves the answer right: the simulator
+runs one thread at a time between barriers, and even its shuffled orders may not hit the window. The tracer
+(``gpukernels.trace``) does not depend on the order: two accesses to one element from two threads in one barrier
+interval, one of them a write, are a race whatever order they ran in.
+
+The shapes are small (tracing is slow) but odd, and deep enough that every multi-phase kernel goes through several
+barrier intervals: matmul's K is three tiles of 16 (five of 8), softmax's rows are longer than one pass of the
+block, CBR's input channels take two staging phases. Each case also checks how many barriers a block passed, so a
+shape that became too shallow to show a phase-to-phase race fails instead of passing vacuously. The split-K,
+split-row, skinny and online paths, and the interior (unguarded) copy of every tiled matmul kernel, have cases of
+their own; `test_cases_reach_every_registered_kernel` checks that together they launch every kernel a version
+names in its registry entry.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import gpukernels
+from gpukernels import LESSONS
+from gpukernels.check import TOLERANCE, compare
+
+pytestmark = pytest.mark.skipif(gpukernels.MODE != "sim", reason="the tracer runs on the simulator")
+
+#: Every version of a lesson is traced at each of its shapes: (shape, launcher keyword arguments).
+SHAPES = {
+    "matmul": [((33, 35, 33), {})],  # K = 33: 3 tiles of 16 (tiled, deep_k, ...), 5 of 8; M, N ragged
+    "softmax": [
+        ((5, 33), {}),  # a warp per row (optimized), 33 values: two per lane for some lanes
+        ((3, 600), {}),  # a block of 64 threads per row (2 warps: the reduction goes through shared memory)
+        ((2, 9000), {}),  # few long rows: split_row (optimized too), 2 pieces per row, 512 threads each
+    ],
+    "cbr": [((1, 5, 5, 7, 3, 3, 3), {"padding": 1})],  # 5 input channels: 2 staging phases of 4; halos
+}
+
+#: One version at a shape that takes it down another path: (lesson, version, shape, params, barriers per block).
+PATHS = [
+    ("matmul", "split_k", (33, 35, 130), {}, 3),  # K = 130: 2 slices of K added into C by atomics
+    ("matmul", "skinny", (1, 37, 530), {}, 2),  # one row of C (one phase of `red`), K split in 2: atomics
+    ("matmul", "skinny", (13, 36, 300), {}, 3),  # 16 rows per block (16 phases of `red`), 16-byte loads of B
+    ("matmul", "optimized", (1, 36, 300), {}, 2),  # the dispatcher's matrix-vector kernel, 16-byte loads
+    ("cbr", "optimized", (1, 19, 4, 5, 3, 1, 1), {"padding": 0}, 3),  # 1x1 filter: k tiles of 8 channels, ragged
+]
+
+MIN_BARRIERS = 3  # per block, for a launch that has barriers at all: several phases, so reuse across them is seen
+
+
+def _run_traced(launch_all):
+    """Run ``launch_all()`` under the tracer; a barrier divergence or a warp-mask error fails the test."""
+    from gpukernels.sim import BarrierDivergenceError, WarpMaskError
+
+    try:
+        with gpukernels.trace() as t:
+            launch_all()
+    except (BarrierDivergenceError, WarpMaskError) as err:
+        pytest.fail(f"{type(err).__name__}: {err}")
+    return t
+
+
+def hazard_report(t, min_barriers: int = MIN_BARRIERS) -> list[str]:
+    """What is wrong with a traced run: races, uninitialised shared reads, and launches whose blocks passed
+    fewer than ``min_barriers`` barriers (a shape too shallow to test the kernel's phases)."""
+    h = t.hazards()
+    problems = [
+        f"{r.kernel}: {r.hazard} race on {r.array} ({r.space}) between {r.first_location} ({r.first_kind}) and "
+        f"{r.second_location} ({r.second_kind}), {r.elements} element(s), e.g. {r.array}{list(r.example_element)} "
+        f"in block {r.example_block}, threads {r.example_threads[0]} and {r.example_threads[1]}, interval "
+        f"{r.example_interval}"
+        for r in h.races
+    ]
+    problems += [
+        f"{u.kernel}: shared {u.array} read at {u.location} before any thread wrote it ({u.reads} read(s), e.g. "
+        f"{u.array}{list(u.example_element)} by thread {u.example_thread} of block {u.example_block})"
+        for u in h.uninitialized
+    ]
+    for launch, b in zip(t.launches, t.barriers()):
+        blocks = math.prod(launch.grid)
+        if b.syncthreads and b.syncthreads < min_barriers * blocks:
+            problems.append(f"{b.kernel}: {b.syncthreads / blocks:g} barriers per block, fewer than {min_barriers}: "
+                            "the case is too shallow to show a race between phases")
+    return problems
+
+
+def _version_cases():
+    for lesson, mod in LESSONS.items():
+        for name in mod.VERSIONS:
+            for shape, params in SHAPES[lesson]:
+                yield pytest.param(lesson, name, shape, params, MIN_BARRIERS,
+                                   id=f"{lesson}-{name}-{'x'.join(map(str, shape))}")
+    for lesson, name, shape, params, min_barriers in PATHS:
+        yield pytest.param(lesson, name, shape, params, min_barriers,
+                           id=f"{lesson}-{name}-{'x'.join(map(str, shape))}-path")
+
+
+@pytest.mark.parametrize("lesson,name,shape,params,min_barriers", list(_version_cases()))
+def test_version_has_no_hazards(lesson, name, shape, params, min_barriers, seed):
+    mod = LESSONS[lesson]
+    inputs = mod.make_inputs(shape, seed)
+    ref = mod.reference(*inputs, **params)
+    out = np.full(ref.shape, np.nan, np.float32)
+    t = _run_traced(lambda: mod.VERSIONS[name](*inputs, out=out, **params))
+    problems = hazard_report(t, min_barriers)
+    assert not problems, f"{lesson}.{name} at {shape} {params}:\n" + "\n".join(problems)
+    check = compare(out, ref, TOLERANCE[lesson])
+    assert check.ok, f"{lesson}.{name} at {shape} seed={seed}: {check}"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Kernels the small shapes do not reach through their version: traced by a direct launch
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _planned_kernels() -> set:
+    """ids of the kernels the version cases launch (planned with `Version.launches`, not run)."""
+    reached = set()
+    for param in _version_cases():
+        lesson, name, shape, params, _ = param.values
+        mod = LESSONS[lesson]
+        reached |= {id(l.kernel) for l in mod.VERSIONS[name].launches(*mod.make_inputs(shape, 0), **params)}
+    return reached
+
+
+def _tiled_kernels():
+    """The kernels of the tiled matmul factory (they carry ``tile`` and ``bk``) that a version names but no
+    version case launches: the 16-byte-load, 256 x 128 and 128 x 128 split-K kernels, which the dispatchers
+    choose only for matrices of hundreds of tiles. (The non-vec interior path is the same code for every
+    factory kernel; these cases trace it too.)"""
+    planned, seen = _planned_kernels(), {}
+    for version in LESSONS["matmul"].VERSIONS.values():
+        for k in version.kernels:
+            if hasattr(k, "tile") and id(k) not in planned and id(k) not in seen:
+                seen[id(k)] = k
+    return list(seen.values())
+
+
+def _matmul_interior(kernel, seed):
+    """One block wholly inside A and B (the unguarded copy of the loop, and load4 for a vec kernel): K three
+    tiles deep, or for a split-K kernel two slices of two tiles. K and N are multiples of 4: rows 16-byte
+    aligned."""
+    from gpukernels.matmul._common import tiled_launch
+
+    splits = 2 if kernel.split_k else 1
+    bm, bn = kernel.tile
+    k = 4 * kernel.bk if kernel.split_k else 2 * kernel.bk + 4
+    a, b = LESSONS["matmul"].make_inputs((bm, bn, k), seed)
+    da, db = cuda.to_device(a), cuda.to_device(b)
+    dc = cuda.to_device(np.full((bm, bn), np.nan, np.float32))
+    launches = tiled_launch(kernel, dc, (da, db, dc), splits)
+    return launches, dc, LESSONS["matmul"].reference(a, b), TOLERANCE["matmul"]
+
+
+def _softmax_config(n):
+    """optimized's kernel for rows of n values, launched directly (with few rows the version would take
+    split_row instead): n > MAX_CACHED is the two-pass online kernel, n just above what 512 threads keep in
+    registers is the hybrid kernel with part of the row in shared memory."""
+
+    def build(seed):
+        from gpukernels import softmax
+        from gpukernels._launch import Launch
+
+        m = 2
+        cfg = softmax.optimized_config(n)
+        (x,) = softmax.make_inputs((m, n), seed)
+        dx, dy = cuda.to_device(x), cuda.to_device(np.full_like(x, np.nan))
+        launches = [Launch(softmax.optimized_kernel(cfg), (-(-m // cfg.rows_per_block),), cfg.block, (dx, dy))]
+        return launches, dy, softmax.reference(x), TOLERANCE["softmax"]
+
+    return build
+
+
+def _kernel_cases():
+    for kernel in _tiled_kernels():
+        yield pytest.param(lambda seed, k=kernel: _matmul_interior(k, seed), id=f"matmul-{kernel.__name__}-interior")
+    from gpukernels import softmax
+
+    yield pytest.param(_softmax_config(softmax.MAX_CACHED + 101), id="softmax-online")
+    hybrid = softmax.LONG_THREADS * softmax.HYBRID_ELEMS + 37
+    yield pytest.param(_softmax_config(hybrid), id="softmax-hybrid-shared")
+
+
+@pytest.mark.parametrize("build", list(_kernel_cases()))
+def test_kernel_path_has_no_hazards(build, seed):
+    launches, out, ref, tol = build(seed)
+
+    def launch_all():
+        for launch in launches:
+            launch()
+
+    t = _run_traced(launch_all)
+    problems = hazard_report(t)
+    names = ", ".join(l.kernel for l in t.launches)
+    assert not problems, f"{names}:\n" + "\n".join(problems)
+    check = compare(out.copy_to_host(), ref, tol)
+    assert check.ok, f"{names} seed={seed}: {check}"
+
+
+def test_cases_reach_every_registered_kernel():
+    """The cases above launch every kernel that any version names in its registry entry (``Version.kernels``):
+    planned, not run, so this is quick. A version added to a registry is traced by the cases above at its
+    lesson's shapes; a kernel it adds that those shapes miss fails here until a case reaches it."""
+    reached = _planned_kernels() | {id(k) for k in _tiled_kernels()}
+    missing = [f"{lesson}.{name}: {getattr(k, '__name__', k)}" for lesson, mod in LESSONS.items()
+               for name, version in mod.VERSIONS.items() for k in version.kernels if id(k) not in reached]
+    assert not missing, "kernels no race-check case launches:\n" + "\n".join(missing)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The check itself: it finds the races it exists to find
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_hazard_report_names_a_missing_barrier_and_a_shallow_case():
+    """A tiled kernel without its second barrier (the next tile overwrites what slower threads still read) has a
+    write-after-read race at K three tiles deep, which the report names; at K one tile deep the same kernel has
+    no race to find, and the report says that the case is too shallow instead of passing it."""
+    from numba import float32
+
+    tile = 8
+
+    @cuda.jit
+    def lost_barrier(a, b, c):
+        sa = cuda.shared.array((tile, tile), float32)
+        sb = cuda.shared.array((tile, tile), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        col, row = cuda.grid(2)
+        acc = float32(0)
+        for t in range((a.shape[1] + tile - 1) // tile):
+            sa[ty, tx] = a[row, t * tile + tx] if row < a.shape[0] and t * tile + tx < a.shape[1] else 0
+            sb[ty, tx] = b[t * tile + ty, col] if t * tile + ty < b.shape[0] and col < b.shape[1] else 0
+            cuda.syncthreads()
+            for k in range(tile):
+                acc += sa[ty, k] * sb[k, tx]
+            # the second cuda.syncthreads() is missing here
+        if row < c.shape[0] and col < c.shape[1]:
+            c[row, col] = acc
+
+    for k, want in ((24, "write-after-read race on sa"), (8, "too shallow")):
+        a, b = LESSONS["matmul"].make_inputs((9, 9, k), 0)
+        c = np.zeros((9, 9), np.float32)
+        t = _run_traced(lambda: lost_barrier[(2, 2), (tile, tile)](a, b, c))
+        report = "\n".join(hazard_report(t))
+        assert want in report, report
