@@ -1,0 +1,49 @@
+"""What the CBR steps share: the argument check, the output shape, and the result of a zero-size problem."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._launch import LaunchError, check_array
+
+
+def out_shape(x_shape, w_shape, padding: int = 1) -> tuple:
+    n, _, h, wd = x_shape
+    k, _, r, s = w_shape
+    return (n, k, h + 2 * padding - r + 1, wd + 2 * padding - s + 1)
+
+
+
+
+def _check(x, w, b, padding=1):
+    x = check_array("x", x, 4, "(N, C, H, W)")
+    w = check_array("w", w, 4, "(K, C, R, S)")
+    b = check_array("b", b, 1, "(K,)")
+    if isinstance(padding, bool) or not isinstance(padding, (int, np.integer)):
+        raise LaunchError(f"padding must be a non-negative int; got {padding!r}")
+    padding = int(padding)
+    if padding < 0:
+        raise LaunchError(f"padding must be >= 0; got {padding}")
+    n, c, h, wd = x.shape
+    k, cw, r, s = w.shape
+    if cw != c:
+        raise LaunchError(
+            f"channel mismatch: x has C = {c} channels (x.shape = {tuple(x.shape)}) but w expects "
+            f"C = {cw} (w.shape = (K, C, R, S) = {tuple(w.shape)})"
+        )
+    if b.shape[0] != k:
+        raise LaunchError(f"b must have one value per output channel, shape ({k},); got shape {tuple(b.shape)}")
+    if r > h + 2 * padding or s > wd + 2 * padding:
+        raise LaunchError(
+            f"the kernel (R, S) = ({r}, {s}) is larger than the padded input (H + 2p, W + 2p) = "
+            f"({h + 2 * padding}, {wd + 2 * padding}); use a smaller kernel or more padding"
+        )
+    return (x, w, b), {"padding": padding}, out_shape(x.shape, w.shape, padding)
+
+
+def _empty(x, w, b, shape, padding=1):
+    # A zero-size dimension. With no input channels (C = 0) the convolution is an empty sum, so y = relu(b).
+    y = np.zeros(shape, dtype=np.float32)
+    if x.shape[1] == 0 and y.size:
+        y[...] = np.maximum(np.asarray(b, np.float32), 0)[None, :, None, None]
+    return y

@@ -1,0 +1,83 @@
+"""Step 5 of the CBR lesson, ``optimized``: the dispatcher -- per shape, the pixels per block and the slices of the
+channels, by a rule a student can call and read (``cbr.optimized.choose(N, C, H, W, K)``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._launch import ceil_div, sm_count, version
+from ._common import _check, _empty
+from .k03_implicit_gemm import IG_BM, IG_MIN_BLOCKS, igemm_bk_max, igemm_launches, igemm_tiling
+from .k04_split_c import SPLIT_C_MAX
+
+
+@dataclass
+class Choice:
+    """What `choose` picked for a convolution: the step, pixels per block and slices of the channels, and why."""
+
+    step: str
+    config: dict
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.step} {self.config}: {self.why}"
+
+
+#: Pixels per block: 256, or 128 when 64 x 256 tiles would give fewer than one per CBR_SMALL_SMS SMs (batch 1).
+CBR_SMALL_SMS = 8
+#: Slice the channels only when the tiles leave more than half the SMs idle (fewer than SMs / CBR_SPLIT_IDLE tiles):
+#: at (16, 128, 28^2, 128), 98 tiles of 64 x 256 for 132 SMs, unsliced ran 0.179 ms and 2 slices 0.224 ms (the bias
+#: and ReLU passes, the atomics and twice the reads of w cost more than the idle quarter of the GPU).
+CBR_SPLIT_IDLE = 2
+
+
+def choose(n, c, h, wd, k, r=3, s=3, sms: int | None = None) -> Choice:
+    """Pixels per block and slices of the channels for x (N, C, H, W) convolved with w (K, C, R, S), padding 1.
+
+    1. **Tile**: 64 channels x 256 pixels, or x 128 pixels when the 256-pixel tiles would number fewer than one
+       per CBR_SMALL_SMS SMs -- there halving the tile doubles the tiles, and each block's k loop is no longer.
+    2. **Slices**, only when the tiles would leave more than half the SMs idle: the fewest (a power of two) that
+       make at least one block per SM, at most SPLIT_C_MAX and no more than the channels' k tiles. On the H200
+       each such suite shape's fastest measured slicing was the first to fill the 132 SMs (benchmarks/NOTES.md,
+       "CBR on the suite").
+
+    Nothing here names a shape: both thresholds are counts of tiles against SMs."""
+    sms = sms or sm_count()
+    ho, wo = h + 2 - r + 1, wd + 2 - s + 1
+    tiles256 = ceil_div(n * ho * wo, 256) * ceil_div(k, IG_BM)
+    bn = 128 if tiles256 * CBR_SMALL_SMS < sms or s > igemm_bk_max(256) else 256
+    tiles = ceil_div(n * ho * wo, bn) * ceil_div(k, IG_BM)
+    chunks = ceil_div(c, igemm_tiling(r, s, None, bn)[0])
+    splits = 1
+    if tiles * CBR_SPLIT_IDLE < sms:  # more than half the SMs would idle: slice until every SM has a block
+        while tiles * splits < sms and splits * 2 <= min(SPLIT_C_MAX, chunks):
+            splits *= 2
+    why = (f"{tiles} tiles of 64 channels x {bn} pixels for {sms} SMs"
+           + (f" (256-pixel tiles: {tiles256}, fewer than one per {CBR_SMALL_SMS} SMs)" if bn == 128 else "")
+           + (f": {splits} slices of the {c} channels make {tiles * splits} blocks, one wave" if splits > 1
+              else ": a full wave without slicing" if tiles >= sms
+              else ": more than half the SMs busy, slicing would cost more" if tiles * CBR_SPLIT_IDLE >= sms
+              else ": too few channels to slice"))
+    return Choice("split_c" if splits > 1 else "implicit_gemm", {"bn": bn, "splits": splits}, why)
+
+
+def _choice_launches(x, w, b, y, padding):
+    n, c, h, wd = x.shape
+    k, _, r, s = w.shape
+    if padding != 1:  # the model assumes padding 1; any other padding takes the same rule on its own output size
+        h, wd = h + 2 * padding - 2, wd + 2 * padding - 2
+    ch = choose(n, c, h, wd, k, r, s)
+    return ch, igemm_launches(x, w, b, y, padding, bn=ch.config["bn"],
+                              min_blocks=IG_MIN_BLOCKS if ch.config["bn"] == 256 else None,
+                              splits=ch.config["splits"])
+
+
+@version("cbr", _check, empty=_empty)
+def optimized(x, w, b, y, padding=1):
+    """The dispatcher: per shape, the tile and slices of the channels that `choose` estimates fastest."""
+    return _choice_launches(x, w, b, y, padding)[1]
+
+
+optimized.choose = choose
+optimized.steps = ("implicit_gemm", "split_c")
+optimized.describe = lambda x, w, b, padding=1: str(choose(*x.shape, w.shape[0], w.shape[2], w.shape[3]))
