@@ -115,6 +115,7 @@ def _grade_many(files, seeds_per_file: int, speed: bool, timeout: float = TIMEOU
     return owners, results, seeds
 
 
+@pytest.mark.needs_cuda_toolchain  # the stated scores count the compiles gate (test_no_toolchain: without it)
 @pytest.mark.parametrize("group", ["01-04", "05-09"])
 def test_every_fixture_scores_what_it_says_with_five_seeds(group):
     lo, hi = group.split("-")
@@ -134,6 +135,7 @@ def test_infinite_loop_hits_the_time_limit():
     assert "configure(timeout_s" not in text and "has not started" not in text  # nothing a student cannot use
 
 
+@pytest.mark.needs_cuda_toolchain  # full marks include the compiles gate (test_no_toolchain: without it)
 def test_solutions_score_full_marks_and_stubs_zero():
     """Five seeds each; on a GPU the speed gate counts (the solutions must beat their baselines)."""
     rng = np.random.default_rng()
