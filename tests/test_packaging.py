@@ -1,15 +1,94 @@
-"""The packaging stays one working set: pyproject.toml and environment.yml agree, the README's generated
-tables are current, and the two commands the README promises exist."""
+"""The packaging stays one working set: pyproject.toml and environment.yml agree, the built package installs on
+every platform a student has, the README's generated tables are current, and the two commands the README promises
+exist."""
 
+import os
 import re
 import subprocess
 import sys
 import tomllib
+import zipfile
+from email.parser import Parser
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# The platforms students install on, as packaging.markers sees them (python_version: the oldest and newest
+# Python the pins have wheels for are both checked).
+PLATFORMS = {
+    "macOS arm64": {"sys_platform": "darwin", "platform_system": "Darwin", "platform_machine": "arm64", "os_name": "posix"},
+    "macOS x86_64": {"sys_platform": "darwin", "platform_system": "Darwin", "platform_machine": "x86_64", "os_name": "posix"},
+    "Windows x86_64": {"sys_platform": "win32", "platform_system": "Windows", "platform_machine": "AMD64", "os_name": "nt"},
+    "Linux x86_64": {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix"},
+    "Linux aarch64": {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "aarch64", "os_name": "posix"},
+}
+EVERYWHERE = set(PLATFORMS)
+NOT_MAC = EVERYWHERE - {"macOS arm64", "macOS x86_64"}
+# Which platforms the registry has wheels for, for the pins with platform-specific wheels (everything else in
+# the working set -- numpy, matplotlib, greenlet, rich, the dev tools -- has wheels, or is pure Python, for all
+# five). Checked on 2026-12 with, per platform tag (macosx_14_0_arm64, macosx_13_0_x86_64, win_amd64,
+# manylinux_2_28_x86_64 / _aarch64):
+#   pip install --dry-run --ignore-installed --only-binary=:all: --platform TAG --python-version 3.11 \
+#       --target /tmp/t "numba-cuda[cu13]==0.30.4"
+# numba-cuda publishes no macOS wheel since 0.20.1; numba's last macOS x86_64 wheels are 0.62.1 (llvmlite 0.45.1;
+# Python 3.10-3.13); its cu12/cu13 toolchain wheels (cuda-toolkit, nvidia-nvvm, nvidia-nvjitlink) cover the
+# same three platforms as numba-cuda.
+WHEELS = {
+    "numba-cuda": {SpecifierSet(">=0.30.4,<0.31"): NOT_MAC},
+    "numba": {SpecifierSet(">=0.68,<0.69"): EVERYWHERE - {"macOS x86_64"}, SpecifierSet(">=0.62,<0.63"): EVERYWHERE},
+    "llvmlite": {SpecifierSet(">=0.50,<0.51"): EVERYWHERE - {"macOS x86_64"}, SpecifierSet(">=0.45,<0.46"): EVERYWHERE},
+}
+EXTRAS = ("", "cu12", "cu13", "dev", "notebooks")
+
+
+@pytest.fixture(scope="module")
+def built_requirements(tmp_path_factory) -> list:
+    """Requires-Dist of the wheel pip builds from this checkout: what `pip install gpukernels` would read."""
+    out = tmp_path_factory.mktemp("wheel")
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (wheel,) = out.glob("gpukernels-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        meta = Parser().parsestr(z.read(name).decode())
+    assert set(meta.get_all("Provides-Extra")) >= {"cu12", "cu13", "dev"}
+    return [Requirement(r) for r in meta.get_all("Requires-Dist")]
+
+
+def active(reqs: list, platform: str, extra: str = "", python: str = "3.11") -> list:
+    env = dict(PLATFORMS[platform], python_version=python, python_full_version=f"{python}.0", extra=extra)
+    return [r for r in reqs if r.marker is None or r.marker.evaluate(env)]
+
+
+@pytest.mark.parametrize("platform", list(PLATFORMS))
+def test_the_built_package_requires_only_what_has_wheels_on(platform, built_requirements):
+    """`pip install gpukernels[...]` with any extra asks, on each platform, only for pins that have wheels there:
+    on a Mac neither numba-cuda nor its CUDA toolchain, on an Intel Mac the last numba with its wheels."""
+    for python in ("3.10", "3.13"):
+        for extra in EXTRAS:
+            for req in active(built_requirements, platform, extra, python):
+                known = WHEELS.get(req.name.lower())
+                if known is None:
+                    continue
+                assert req.specifier in known, (f"{req}: a pin WHEELS does not know; check its wheels with pip "
+                                                f"(see the comment above WHEELS) and add it")
+                assert platform in known[req.specifier], (f"{req} is required on {platform} (extra {extra!r}), "
+                                                          f"which it has no wheels for")
+    names = {r.name.lower() for r in active(built_requirements, platform, "cu13")}
+    assert {"numba", "llvmlite", "numpy", "matplotlib", "greenlet", "rich"} <= names
+    assert ("numba-cuda" in names) == (platform in NOT_MAC)
+
+
+def test_a_mac_gets_no_cuda_toolchain_from_any_extra(built_requirements):
+    for platform in ("macOS arm64", "macOS x86_64"):
+        for extra in EXTRAS:
+            names = {r.name.lower() for r in active(built_requirements, platform, extra)}
+            assert not names & {"numba-cuda", "cuda-bindings", "cuda-toolkit", "nvidia-nvvm"}, (platform, extra)
 
 
 def _name(req: str) -> str:
@@ -17,18 +96,23 @@ def _name(req: str) -> str:
 
 
 def _pins(req: str) -> str:
-    req = re.sub(r"\[.*?\]", "", req)
+    req = re.sub(r"\[.*?\]", "", req.split(";")[0])
     return req[len(_name(req)):].strip().replace(" ", "")
 
 
-def pyproject_requirements() -> dict:
+def pyproject_requirements(platform: str = "Linux x86_64") -> dict:
+    """name -> pins, as pyproject.toml's markers resolve them on ``platform``, with the cu13, dev and notebooks
+    extras."""
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     reqs = list(data["dependencies"])
     for extra in ("cu13", "dev", "notebooks"):
         reqs += data["optional-dependencies"][extra]
     out = {}
+    env = PLATFORMS[platform]
     for r in reqs:
-        out.setdefault(_name(r), _pins(r))
+        marker = Requirement(r).marker
+        if marker is None or marker.evaluate(dict(env, extra="")):
+            out.setdefault(_name(r), _pins(r))
     return out
 
 
@@ -36,14 +120,27 @@ def environment_requirements() -> dict:
     out = {}
     text = (ROOT / "environment.yml").read_text()
     for line in text.split("dependencies:", 1)[1].splitlines():
-        m = re.match(r"^\s*-\s+([A-Za-z0-9_.\-\[\]]+[^#]*)$", line)
+        m = re.match(r"^\s*-\s+[\"']?([A-Za-z0-9_.\-\[\]]+[^#]*)$", line)
         if not m:
             continue
-        spec = m.group(1).strip()
+        spec = m.group(1).strip().strip("\"'")
         if spec in ("pip", "pip:", "-e .") or spec.startswith(("python=", "-e")):
             continue
         out.setdefault(_name(spec), _pins(spec))
     return out
+
+
+def test_environment_yml_installs_no_cuda_toolchain_on_a_mac():
+    """environment.yml's pip lines carry pyproject's markers, so `conda env create` works on a Mac too."""
+    text = (ROOT / "environment.yml").read_text()
+    pip_lines = [ln.strip()[2:].strip().strip("\"'") for ln in text.split("- pip:", 1)[1].splitlines()
+                 if ln.strip().startswith("- ")]
+    cuda = [Requirement(ln) for ln in pip_lines if _name(ln) == "numba-cuda"]
+    assert cuda, "environment.yml installs numba-cuda with pip"
+    for req in cuda:
+        for platform in PLATFORMS:
+            assert (req.marker is not None and req.marker.evaluate(PLATFORMS[platform])) == (platform in NOT_MAC), \
+                (str(req), platform)
 
 
 def test_environment_yml_matches_pyproject():
@@ -85,6 +182,35 @@ def test_info_command_runs():
                             capture_output=True, text=True, timeout=120)
     assert result.returncode in (0, 1), result.stderr
     assert '"mode"' in result.stdout
+
+
+def test_info_names_the_backend_and_what_is_unavailable():
+    import json
+
+    result = subprocess.run([sys.executable, "-m", "gpukernels", "info", "--json"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120)
+    info = json.loads(result.stdout)
+    assert any(word in info["backend"] for word in ("numba-cuda on a GPU", "numba-cuda's simulator",
+                                                    "Numba's built-in simulator")), info["backend"]
+    assert isinstance(info["unavailable"], list) and info["cuda_toolchain"]
+    table = subprocess.run([sys.executable, "-m", "gpukernels", "info"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=120, env={**os.environ, "COLUMNS": "400"})
+    assert f"Kernels run on {info['backend']}." in table.stdout
+    for line in info["unavailable"]:
+        assert f"unavailable here: {line}" in table.stdout
+
+
+@pytest.mark.parametrize("how", ["-m", "script"])
+def test_a_bad_device_value_is_one_line_not_a_traceback(how):
+    script = Path(sys.executable).with_name("gpukernels" + (".exe" if os.name == "nt" else ""))
+    if how == "script" and not script.exists():
+        pytest.skip(f"no console script next to {sys.executable}")
+    cmd = [sys.executable, "-m", "gpukernels", "info"] if how == "-m" else [str(script), "info"]
+    env = dict(os.environ, GPUKERNELS_DEVICE="bogus", PYTHONPATH=str(ROOT))
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr and result.stderr.strip().count("\n") == 0, result.stderr
+    assert "GPUKERNELS_DEVICE" in result.stderr and "auto, gpu, sim" in result.stderr and "'bogus'" in result.stderr
 
 
 def test_gpu_mode_without_gpu_fails_clearly():
