@@ -168,6 +168,35 @@ def test_readme_tables_are_current():
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.parametrize("uname, cuda, extras", [
+    ("Darwin", None, "dev"),          # a Mac: no numba-cuda wheels, so no CUDA extra at all
+    ("Linux", None, "cu13,dev"),      # no driver: the CUDA 13 compiler (resources, the compile gate)
+    ("Linux", "12.4", "cu12,dev"),
+    ("Linux", "13.0", "cu13,dev"),
+    ("MINGW64_NT-10.0", "12.8", "cu12,dev"),  # make in Git Bash on Windows
+])
+def test_make_chooses_the_extras_from_the_platform_and_the_driver(tmp_path, uname, cuda, extras):
+    import shutil
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "uname").write_text(f"#!/bin/sh\necho {uname}\n")
+    if cuda:
+        (fake / "nvidia-smi").write_text(f"#!/bin/sh\necho '| NVIDIA-SMI 570.00  Driver Version: 570.00  CUDA Version: "
+                                         f"{cuda}     |'\n")
+    for f in fake.iterdir():
+        f.chmod(0o755)
+    path = os.pathsep.join([str(fake)] + [d for d in os.environ.get("PATH", "").split(os.pathsep)
+                                          if not (Path(d) / "nvidia-smi").exists()])
+    env = {k: v for k, v in os.environ.items() if k not in ("EXTRAS", "MAKEFLAGS", "MFLAGS")}
+    result = subprocess.run(["make", "-s", "extras"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                            env=dict(env, PATH=path))
+    assert result.returncode == 0, result.stderr
+    assert f'pip install -e ".[{extras}]"' in result.stdout, result.stdout
+
+
 def test_readme_gives_the_two_commands_and_ci_calls_make_test():
     readme = (ROOT / "README.md").read_text()
     assert readme.index("make test") < readme.index("## Install")
