@@ -182,6 +182,12 @@ TOOLCHAIN_FIX = ("to get it, install gpukernels with its cu12 or cu13 extra on L
                  'pip install -e ".[cu13]"')
 
 
+def numba_cuda_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("numba_cuda") is not None
+
+
 @functools.cache
 def cuda_toolchain_missing() -> str | None:
     """Why numba-cuda's CUDA compiler cannot be used on this machine (one short clause), or None when it can.
@@ -190,9 +196,7 @@ def cuda_toolchain_missing() -> str | None:
     numba-cuda's intrinsics), so a system CUDA toolkit without numba-cuda is reported missing too -- the same
     answer a Mac gets. The libraries are looked up the way numba-cuda looks them up (cuda.pathfinder: the
     cu12/cu13 wheels, then CUDA_HOME and the system), without importing numba.cuda."""
-    import importlib.util
-
-    if importlib.util.find_spec("numba_cuda") is None:
+    if not numba_cuda_installed():
         return "numba-cuda is not installed" + (" (it has no macOS wheels)" if sys.platform == "darwin" else "")
     try:
         from cuda import pathfinder
@@ -200,7 +204,8 @@ def cuda_toolchain_missing() -> str | None:
         for lib in ("nvvm", "nvJitLink"):
             pathfinder.load_nvidia_dynamic_lib(lib)
     except Exception as err:  # noqa: BLE001 - any failure to find the libraries means: not usable here
-        return f"numba-cuda is installed without its CUDA toolchain ({type(err).__name__}: {str(err).splitlines()[0][:160]})"
+        first = (str(err).splitlines() or [""])[0][:160]
+        return f"numba-cuda is installed without its CUDA toolchain ({type(err).__name__}: {first})"
     return None
 
 

@@ -178,6 +178,7 @@ def _cli(args, cwd, **env):
                           timeout=600, cwd=cwd, env=full)
 
 
+@pytest.mark.needs_cuda_toolchain  # its totals count the compiles gate
 def test_cli_grades_a_folder_and_isolates_a_broken_exercise(tmp_path):
     """`gpukernels grade 01 02 --submission DIR --json FILE`: a syntax error in 01 leaves 02 graded in full."""
     sub = tmp_path / "submission"
@@ -203,6 +204,7 @@ def test_cli_grades_a_folder_and_isolates_a_broken_exercise(tmp_path):
     assert not list(tmp_path.glob(".results.json.*"))  # written once, atomically
 
 
+@pytest.mark.needs_cuda_toolchain  # its totals count the compiles gate
 def test_a_handout_grades_its_own_files_and_hints_survive_the_table(tmp_path):
     """Inside an exported handout, `gpukernels grade 01 --hints 3` grades the handout's kernel.py, says so in
     its first line, and prints hint 3 with its brackets (rich must not read `[i]` as markup)."""
@@ -235,6 +237,7 @@ def test_bad_options_get_one_line_and_status_2(tmp_path, args, fragment):
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) <= 3
 
 
+@pytest.mark.needs_cuda_toolchain  # its totals count the compiles gate
 def test_grade_a_class(tmp_path):
     """`--class DIR --workers 2 --out OUT`: a results.json per student, a CSV of scores and a report page; a
     student who crashes or is missing an exercise costs nobody else a point."""

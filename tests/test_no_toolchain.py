@@ -84,6 +84,35 @@ def test_every_fixture_fails_where_it_says_and_is_never_failed_for_the_missing_c
     assert not problems, "\n".join(problems)
 
 
+def test_grade_a_class_and_a_handout_without_the_compile_gate(tmp_path):
+    """The command lines as a Mac runs them: a class graded, each exercise's maximum without the compiles
+    gate's points, results.json with that gate skipped (no status, no points, the reason in its output); a
+    handout's stub graded 0 of the same maximum."""
+    maxima = {n: sum(_points_without_compiler(load(G.EXERCISES / n)).values()) for n in G.NAMES[:2]}
+    klass = tmp_path / "class"
+    for student in ("ada", "bob"):
+        for n in G.NAMES[:2]:
+            (klass / student).mkdir(parents=True, exist_ok=True)
+            (klass / student / f"{n}.py").write_text((G.SOLUTIONS / f"{n}.py").read_text())
+    (klass / "bob" / f"{G.NAMES[1]}.py").unlink()
+    out = tmp_path / "grades"
+    proc = G._cli(["grade", "01", "02", "--class", str(klass), "--workers", "2", "--out", str(out), "--no-speed",
+                   "--exercises-dir", str(G.EXERCISES)], tmp_path)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    rows = [line.split(",") for line in (out / "scores.csv").read_text().splitlines()]
+    a, b = (maxima[n] for n in G.NAMES[:2])
+    assert {r[0]: r[1:] for r in rows[1:]} == {"ada": [f"{a}", f"{b}", f"{a + b}", f"{a + b}"],
+                                                 "bob": [f"{a}", "0", f"{a}", f"{a + b}"]}
+    doc = json.loads((out / "ada" / "results.json").read_text())
+    compiles = [t for t in doc["tests"] if t["name"].endswith(": compiles")]
+    assert len(compiles) == 2 and all(t["max_score"] == 0 and "status" not in t and NOT_HERE in t["output"]
+                                      for t in compiles)
+    handout = tmp_path / "handout"
+    assert G.export_main([str(handout), "--exercises-dir", str(G.EXERCISES)]) == 0
+    proc = G._cli(["grade", "01", "--no-speed"], handout)
+    assert proc.returncode == 0 and f"total: 0 / {a}" in proc.stdout, proc.stdout[-2000:]
+
+
 def test_resources_says_in_one_line_what_is_missing_and_what_to_do(tmp_path):
     env = {"GPUKERNELS_CACHE": str(tmp_path / "cache")}
     proc = subprocess.run([sys.executable, "-m", "gpukernels", "resources", "softmax"], cwd=ROOT, text=True,

@@ -17,14 +17,20 @@ from packaging.specifiers import SpecifierSet
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
+def _platform(sys_platform: str, system: str, machine: str) -> dict:
+    return {"sys_platform": sys_platform, "platform_system": system, "platform_machine": machine,
+            "os_name": "nt" if system == "Windows" else "posix"}
+
+
 # The platforms students install on, as packaging.markers sees them (python_version: the oldest and newest
 # Python the pins have wheels for are both checked).
 PLATFORMS = {
-    "macOS arm64": {"sys_platform": "darwin", "platform_system": "Darwin", "platform_machine": "arm64", "os_name": "posix"},
-    "macOS x86_64": {"sys_platform": "darwin", "platform_system": "Darwin", "platform_machine": "x86_64", "os_name": "posix"},
-    "Windows x86_64": {"sys_platform": "win32", "platform_system": "Windows", "platform_machine": "AMD64", "os_name": "nt"},
-    "Linux x86_64": {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix"},
-    "Linux aarch64": {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "aarch64", "os_name": "posix"},
+    "macOS arm64": _platform("darwin", "Darwin", "arm64"),
+    "macOS x86_64": _platform("darwin", "Darwin", "x86_64"),
+    "Windows x86_64": _platform("win32", "Windows", "AMD64"),
+    "Linux x86_64": _platform("linux", "Linux", "x86_64"),
+    "Linux aarch64": _platform("linux", "Linux", "aarch64"),
 }
 EVERYWHERE = set(PLATFORMS)
 NOT_MAC = EVERYWHERE - {"macOS arm64", "macOS x86_64"}

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._device import cuda_toolchain_missing
+from .._device import cuda_toolchain_missing, numba_cuda_installed
 from .admission import AdmissionError, admit, refusal_message
 from .pool import Child, child_env
 from .protocol import CaseJob, Job, SpeedJob, output_path
@@ -103,6 +103,14 @@ def _arg_types(ex: Exercise, case: Case) -> list:
             value = case.params[name]
             out.append([name, "scalar", value.item() if hasattr(value, "item") else value])
     return out
+
+
+def _no_compiler_text(why: str) -> str:
+    """No CUDA compiler on this machine (a Mac, or an install without numba-cuda's cu12/cu13 toolchain): the
+    compiles gate is skipped -- not available on this platform, never the student's failure; the teacher's
+    grading machine runs it."""
+    return (f"skipped: the CUDA compiler is not available on this machine ({why}); install gpukernels with its "
+            "cu12 or cu13 extra on Linux or Windows to check this -- the teacher's grader does")
 
 
 class Grading:
@@ -210,12 +218,12 @@ class Grading:
         if done is None:
             if not self.admit():
                 return None
-            missing = cuda_toolchain_missing()
-            if missing:  # no compile child to start: say why once, and grade the rest on the simulator
+            skip = self.skip_reason("compiles")
+            if skip:  # a Mac: no compile child to start; the rest on the simulator
                 self.draw_cases()
-                self.no_compiler_here(missing)
+                self.compiled, self.no_compiler = None, skip
                 return self.sim_child()
-            return self.compile_child()
+            return self.compile_child()  # it reports a missing NVVM itself, as numba-cuda looks for it
         mode = done.key[0]
         if mode == "compile":
             return self.sim_child() if self.score_compile(done) else None
@@ -247,6 +255,8 @@ class Grading:
     def skip_reason(self, gate: str) -> str | None:
         """Why ``gate`` is not graded in this run (no points at stake), or None."""
         ex = self.ex
+        if gate == "compiles" and not numba_cuda_installed():  # the same for every submission of this run
+            return _no_compiler_text(cuda_toolchain_missing())
         if gate == "speed" and ex.speed is not None:
             base = f"{ex.speed.baseline.lesson}.{ex.speed.baseline.name}"
             if not self.gpu:
@@ -291,7 +301,7 @@ class Grading:
         if problem is None and comp is None:
             problem = "the compiler process ended without a report"
         if problem is None and comp.get("ok") is None and comp.get("unavailable"):
-            self.no_compiler_here(comp["unavailable"])
+            self.compiled, self.no_compiler = None, _no_compiler_text(comp["unavailable"])
             return True
         if problem is not None or not comp.get("ok"):
             why = problem or comp.get("error", "compile error")
@@ -331,15 +341,6 @@ class Grading:
                                       f"for this run) in thread order{shuffled} on {sim_name}; inputs unchanged")
         self.add_compiles(correct=True)
         return True
-
-    def no_compiler_here(self, why: str) -> None:
-        """No CUDA compiler on this machine (a Mac, or an install without numba-cuda's cu12/cu13 toolchain): the
-        compiles gate is skipped -- not available on this platform, never the student's failure; the teacher's
-        grading machine runs it."""
-        self.compiled = None
-        self.no_compiler = (f"skipped: the CUDA compiler is not available on this machine ({why}); install "
-                            "gpukernels with its cu12 or cu13 extra on Linux or Windows to check this -- the "
-                            "teacher's grader does")
 
     def add_compiles(self, correct: bool) -> None:
         """The compiles gate, recorded once correctness is known: its points count only with a correct kernel,
