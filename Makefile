@@ -1,60 +1,88 @@
 # make test   - create .venv if missing, install, run the test suite (simulator unless a GPU is chosen)
 # make demo   - run every lesson's versions, check them, print the table
+ifeq ($(OS),Windows_NT)
+PYTHON ?= python
+BIN    := Scripts
+else
 PYTHON ?= python3
+BIN    := bin
+endif
 VENV   ?= .venv
-PY     := $(VENV)/bin/python
-EXTRAS ?= cu13,dev
+PY     := $(VENV)/$(BIN)/python
+comma  := ,
 
-.PHONY: test test-nocuda demo install notebooks plots bench clean mutate
+# The CUDA extra, from the platform and the driver: none on macOS (numba-cuda has no wheels there: kernels run
+# on Numba's simulator); elsewhere the CUDA major version nvidia-smi reports ("CUDA Version: 12.4" -> cu12);
+# cu13 without a driver, for the compiler (`gpukernels resources`, the grader's compile gate: no GPU needed).
+# Override with `make EXTRAS=cu12,dev test`.
+UNAME      := $(shell uname -s 2>/dev/null)
+CUDA_MAJOR := $(shell nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9][0-9]*\).*/\1/p' | head -n 1)
+ifeq ($(UNAME),Darwin)
+CUDA_EXTRA :=
+else ifeq ($(CUDA_MAJOR),12)
+CUDA_EXTRA := cu12
+else
+CUDA_EXTRA := cu13
+endif
+EXTRAS ?= $(if $(CUDA_EXTRA),$(CUDA_EXTRA)$(comma))dev
+# The install is redone when the extras change (a new driver, a venv made elsewhere); a venv switched between
+# cu12 and cu13 keeps the other's wheels: `make clean` first.
+STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
-$(VENV)/.installed: pyproject.toml
+.PHONY: test test-nocuda demo install extras notebooks plots bench clean mutate
+
+$(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
 	touch $@
 
-install: $(VENV)/.installed
+install: $(STAMP)
 
-test: $(VENV)/.installed
+extras:
+	@echo "platform $(or $(UNAME),unknown), driver CUDA $(or $(CUDA_MAJOR),none) -> pip install -e \".[$(EXTRAS)]\""
+
+test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --timeout 600 tests
 
-# Simulator mode without numba-cuda (as on macOS, where it has no wheels): Numba's built-in simulator only.
-# Pins come from pyproject.toml; the package goes in with --no-deps so numba-cuda stays out.
+# The whole suite as a Mac runs it: a venv with everything but numba-cuda (so no CUDA compiler), kernels on
+# Numba's built-in simulator. The requirements are pyproject.toml's, markers and all, less numba-cuda's lines;
+# the package goes in with --no-deps so numba-cuda stays out. What needs the compiler skips, naming it.
 NOCUDA_VENV ?= .venv-nocuda
-NOCUDA_PY   := $(NOCUDA_VENV)/bin/python
-NOCUDA_DEPS := numba numpy greenlet pytest pytest-timeout
+NOCUDA_PY   := $(NOCUDA_VENV)/$(BIN)/python
 
 $(NOCUDA_VENV)/.installed: pyproject.toml
 	test -x $(NOCUDA_PY) || $(PYTHON) -m venv $(NOCUDA_VENV)
 	$(NOCUDA_PY) -m pip install -q --upgrade pip
-	$(NOCUDA_PY) -m pip install -q $$($(NOCUDA_PY) -c 'import re, tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print(*(d for d in p["dependencies"] + p["optional-dependencies"]["dev"] if re.split("[<>=!~ ;[]", d)[0] in "$(NOCUDA_DEPS)".split()))')
+	$(NOCUDA_PY) -c 'import importlib, re, sys; toml = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "pip._vendor.tomli"); p = toml.load(open("pyproject.toml", "rb"))["project"]; reqs = p["dependencies"] + p["optional-dependencies"]["dev"]; open("$(NOCUDA_VENV)/requirements.txt", "w").write("".join(r + "\n" for r in reqs if re.split("[<>=!~ ;[]", r)[0] != "numba-cuda"))'
+	$(NOCUDA_PY) -m pip install -q -r $(NOCUDA_VENV)/requirements.txt
 	$(NOCUDA_PY) -m pip install -q --no-deps -e .
 	touch $@
 
 test-nocuda: $(NOCUDA_VENV)/.installed
 	$(NOCUDA_PY) -c 'import importlib.util as u, sys; sys.exit("numba-cuda is installed in $(NOCUDA_VENV)" if u.find_spec("numba_cuda") else 0)'
-	GPUKERNELS_DEVICE=sim $(NOCUDA_PY) -m pytest -q -p no:cacheprovider --timeout 300 tests/test_sim_*.py
+	GPUKERNELS_DEVICE=sim $(NOCUDA_PY) -m pytest -q -p no:cacheprovider -n 2 --timeout 600 tests
 
-demo: $(VENV)/.installed
+demo: $(STAMP)
 	$(PY) -m gpukernels demo all
 
-notebooks: $(VENV)/.installed
+notebooks: $(STAMP)
 	$(PY) -m pip install -q -e ".[$(EXTRAS),notebooks]"
-	$(VENV)/bin/jupyter lab notebooks
+	$(VENV)/$(BIN)/jupyter lab notebooks
 
 # Every figure of every lesson into docs/figures/ and docs/gallery.md (simulator + compiler, no GPU needed;
 # performance figures use the newest benchmarks/results/*.json, or a labelled model without one).
-plots: $(VENV)/.installed
+plots: $(STAMP)
 	GPUKERNELS_DEVICE=sim $(PY) -m gpukernels plots
 
-bench: $(VENV)/.installed
+bench: $(STAMP)
 	$(PY) -m gpukernels bench --json benchmarks/results/latest.json
 
 # Mutation testing (mutmut; setup.cfg's [mutmut] section, tools/mutate.py): a seeded sample of MUTATE_SAMPLE mutants
 # per module, scored per module; MUTATE_SAMPLE=all runs every mutant (an hour or more on 2 cores). tests/MUTATION.md.
 MUTATE_SAMPLE ?= 40
 
-mutate: $(VENV)/.installed
+mutate: $(STAMP)
 	$(PY) tools/mutate.py $(if $(filter all,$(MUTATE_SAMPLE)),--all,--sample $(MUTATE_SAMPLE))
 
 clean:

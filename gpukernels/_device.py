@@ -14,6 +14,7 @@ library is imported just to find out that there is no GPU.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 import warnings
@@ -100,7 +101,23 @@ def select_mode() -> tuple[str, str]:
     return mode, reason
 
 
-MODE, REASON = select_mode()
+def _started_as_command() -> bool:
+    """True in the ``gpukernels`` command (its console script, ``python -m gpukernels``): there a DeviceError at
+    import is a one-line message, not a traceback. A library import still raises DeviceError."""
+    if os.path.basename(sys.argv[0]).split(".")[0] in ("gpukernels", "gpukernels-script"):
+        return True
+    argv = list(getattr(sys, "orig_argv", sys.argv))  # while -m imports the package, sys.argv[0] is "-m"
+    names = ("gpukernels", "gpukernels.cli", "gpukernels.__main__")
+    return any(a == "-m" and b in names for a, b in zip(argv, argv[1:])) or any(a in {"-m" + n for n in names}
+                                                                                  for a in argv)
+
+
+try:
+    MODE, REASON = select_mode()
+except DeviceError as _err:
+    if _started_as_command():
+        raise SystemExit(f"gpukernels: {_err}") from None
+    raise
 
 
 def is_simulator() -> bool:
@@ -154,8 +171,71 @@ def compatibility_warnings(versions: dict[str, str | None] | None = None) -> lis
     return problems
 
 
+# ----------------------------------------------------------------------------------------------------------
+# The CUDA toolchain: numba-cuda's compiler (NVVM) and linker (nvJitLink). No GPU is needed for it, but it has
+# wheels only for Linux (x86_64, aarch64) and Windows (x86_64) -- none for macOS. Without it everything runs on
+# Numba's simulator; what compiles for a real GPU (`gpukernels resources`, the occupancy figures, the grader's
+# compile gate) says so, in one line, with TOOLCHAIN_FIX.
+# ----------------------------------------------------------------------------------------------------------
+
+TOOLCHAIN_FIX = ("to get it, install gpukernels with its cu12 or cu13 extra on Linux or Windows (no GPU needed): "
+                 'pip install -e ".[cu13]"')
+
+
+def numba_cuda_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("numba_cuda") is not None
+
+
+@functools.cache
+def cuda_toolchain_missing() -> str | None:
+    """Why numba-cuda's CUDA compiler cannot be used on this machine (one short clause), or None when it can.
+
+    Only numba-cuda counts: Numba's own, older ``numba.cuda`` cannot compile gpukernels' kernels (they use
+    numba-cuda's intrinsics), so a system CUDA toolkit without numba-cuda is reported missing too -- the same
+    answer a Mac gets. The libraries are looked up the way numba-cuda looks them up (cuda.pathfinder: the
+    cu12/cu13 wheels, then CUDA_HOME and the system), without importing numba.cuda."""
+    if not numba_cuda_installed():
+        return "numba-cuda is not installed" + (" (it has no macOS wheels)" if sys.platform == "darwin" else "")
+    try:
+        from cuda import pathfinder
+
+        for lib in ("nvvm", "nvJitLink"):
+            pathfinder.load_nvidia_dynamic_lib(lib)
+    except Exception as err:  # noqa: BLE001 - any failure to find the libraries means: not usable here
+        first = (str(err).splitlines() or [""])[0][:160]
+        return f"numba-cuda is installed without its CUDA toolchain ({type(err).__name__}: {first})"
+    return None
+
+
+def backend() -> str:
+    """Which engine runs kernels in this process, in words."""
+    from numba import cuda
+
+    numba_cuda = "numba_cuda" in (cuda.__file__ or "")
+    if MODE == "gpu":
+        return "numba-cuda on a GPU" if numba_cuda else "Numba's built-in CUDA target on a GPU"
+    engine = "numba-cuda's simulator" if numba_cuda else "Numba's built-in simulator (numba-cuda is not installed)"
+    return f"{engine}, with gpukernels' simulator on top (CPU)"
+
+
+def unavailable() -> list[str]:
+    """What cannot run on this machine, one line each with what to do about it."""
+    out = []
+    if MODE != "gpu":
+        out.append("GPU runs and timing (`gpukernels bench`, the grader's speed gate): no CUDA GPU here -- "
+                   f"results are correct, speeds are not measured ({REASON})")
+    missing = cuda_toolchain_missing()
+    if missing:
+        out.append("compiling for a GPU (`gpukernels resources`, the occupancy figures, the grader's compile gate): "
+                   f"{missing}; {TOOLCHAIN_FIX}")
+    return out
+
+
 def device_info() -> dict:
-    """Mode, device and package versions, plus warnings about known-broken combinations."""
+    """Mode, backend, device and package versions, what is unavailable here, and warnings about known-broken
+    combinations."""
     import platform
 
     from numba import cuda
@@ -163,9 +243,13 @@ def device_info() -> dict:
     info: dict = {
         "mode": MODE,
         "reason": REASON,
+        "backend": backend(),
         "python": platform.python_version(),
+        "platform": f"{platform.system()} {platform.machine()}",
         "versions": package_versions(),
         "numba_cuda_backend": "numba-cuda" if "numba_cuda" in (cuda.__file__ or "") else "numba (built-in)",
+        "cuda_toolchain": cuda_toolchain_missing() or "available (numba-cuda with NVVM and nvJitLink)",
+        "unavailable": unavailable(),
     }
     if MODE == "gpu":
         dev = cuda.get_current_device()

@@ -9,7 +9,7 @@ import sys
 
 # name -> (module, function, one-line help). The function takes argv (a list of str) and returns an exit code.
 COMMANDS = {
-    "info": ("gpukernels.cli", "info_main", "mode, device and package versions (and known-broken combinations)"),
+    "info": ("gpukernels.cli", "info_main", "which backend runs kernels, what is unavailable here, package versions"),
     "demo": ("gpukernels.demo", "demo_main", "run every version of a lesson, check it, show the table and figures"),
     "bench": ("gpukernels.bench", "bench_main", "time every version on a GPU against cuBLAS / torch / cuDNN"),
     "trace": ("gpukernels.trace", "trace_main", "record a launch's memory accesses: traffic, coalescing, banks, races"),
@@ -96,21 +96,23 @@ def info_main(argv: list[str]) -> int:
         print(json.dumps(info, indent=2))
     else:
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
 
         table = Table(title="gpukernels", show_header=False)
-        for key in ("mode", "reason", "device", "compute_capability", "sm_count", "driver_version", "python",
-                    "numba_cuda_backend"):
+        for key in ("backend", "mode", "reason", "device", "compute_capability", "sm_count", "driver_version",
+                    "platform", "python", "cuda_toolchain"):
             if info.get(key) is not None:
-                table.add_row(key, str(info[key]))
+                table.add_row(key, escape(str(info[key])))
         for pkg, ver in info["versions"].items():
             table.add_row(pkg, ver or "not installed")
         console = Console()
         console.print(table)
-        if info["mode"] == "sim":
-            console.print("Kernels run on the CUDA simulator (CPU): correct results, no GPU speed.")
+        console.print(f"Kernels run on {escape(info['backend'])}.", highlight=False)
+        for line in info["unavailable"]:
+            console.print(f"[yellow]unavailable here:[/] {escape(line)}", highlight=False)
         for warning in info["warnings"]:
-            console.print(f"[bold red]warning:[/] {warning}")
+            console.print(f"[bold red]warning:[/] {escape(warning)}")
     return 1 if info["warnings"] else 0
 
 

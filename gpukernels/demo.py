@@ -136,6 +136,8 @@ def save_figures(lesson: str, directory: Path, console, in_child: bool | None = 
         if proc.returncode != 0:
             console.print(f"[yellow]figures skipped: the simulator child failed:\n{proc.stderr[-2000:]}[/]")
         return sorted(directory.glob("*.png"))
+    from rich.markup import escape
+
     try:
         from gpukernels import viz
     except ImportError as err:
@@ -148,6 +150,9 @@ def save_figures(lesson: str, directory: Path, console, in_child: bool | None = 
             fig = spec.make()
         except Exception as err:  # one figure failing must not stop the demo
             console.print(f"[yellow]figure {spec.name} skipped: {err}[/]")
+            continue
+        if viz.unavailable(fig):  # e.g. occupancy without the CUDA compiler: one line, no PNG
+            console.print(f"[yellow]figure {spec.name} skipped:[/] {escape(viz.unavailable(fig))}", highlight=False)
             continue
         path = directory / f"{spec.name}.png"
         viz._save_png(fig, path)

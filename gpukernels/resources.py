@@ -52,7 +52,8 @@ from typing import Any
 
 __all__ = [
     "Arch", "ARCHS", "Occupancy", "occupancy", "occupancy_sweep", "KernelResources", "parse_log",
-    "ResourceRow", "report", "resources_main", "cache_dir", "launches_for", "plans_for",
+    "ResourceRow", "report", "resources_main", "cache_dir", "launches_for", "plans_for", "ToolchainMissing",
+    "require_toolchain",
 ]
 
 # ----------------------------------------------------------------------------------------------------------
@@ -445,6 +446,21 @@ def _cache_put(key: str, value: dict) -> None:
 # ----------------------------------------------------------------------------------------------------------
 
 
+class ToolchainMissing(RuntimeError):
+    """numba-cuda's compiler is not on this machine (a Mac, or an install without the cu12/cu13 extra). The
+    message is one line: what is missing and what to do."""
+
+
+def require_toolchain(what: str = "gpukernels resources") -> None:
+    """Raise ToolchainMissing, naming ``what`` needs the compiler, unless numba-cuda can compile here."""
+    from ._device import TOOLCHAIN_FIX, cuda_toolchain_missing
+
+    missing = cuda_toolchain_missing()
+    if missing:
+        raise ToolchainMissing(f"{what} needs the CUDA compiler, which is not available on this machine: {missing}; "
+                               f"{TOOLCHAIN_FIX}")
+
+
 def _real_numba_cuda() -> bool:
     from numba import cuda
 
@@ -516,7 +532,9 @@ json.dump(_compile_requests(json.load(sys.stdin)), sys.stdout)
 
 def run_with_real_cuda(code: str, *args: str, stdin: str = "") -> str:
     """Run ``code`` (after REAL_CUDA_PREAMBLE) in a child Python whose numba.cuda is the real compiler, with
-    this checkout's gpukernels importable; return its stdout. No GPU is needed to compile."""
+    this checkout's gpukernels importable; return its stdout. No GPU is needed to compile, but numba-cuda's
+    toolchain is (ToolchainMissing otherwise)."""
+    require_toolchain("compiling for a GPU")
     env = dict(os.environ)
     env.pop("GPUKERNELS_DEVICE", None)
     env["NUMBA_ENABLE_CUDASIM"] = "0"
@@ -534,9 +552,11 @@ def _compile_in_child(requests: list[dict]) -> list[dict]:
 
 
 def compile_requests(requests: list[dict]) -> list[dict]:
-    """Compile in this process when numba.cuda is the real target, else in a child process."""
+    """Compile in this process when numba.cuda is the real target, else in a child process. Raises
+    ToolchainMissing where numba-cuda's compiler is not installed (cached results need no compiler)."""
     if not requests:
         return []
+    require_toolchain()
     if _real_numba_cuda():
         return _compile_requests(requests)
     return _compile_in_child(requests)
@@ -592,11 +612,13 @@ class ResourceRow:
 
 
 def report(lessons=None, arch: str = DEFAULT_ARCH, shape_key: str = "demo_gpu",
-           versions: dict[str, list[str]] | None = None, use_cache: bool = True) -> list[ResourceRow]:
+           versions: dict[str, list[str]] | None = None, use_cache: bool = True,
+           what: str = "gpukernels resources") -> list[ResourceRow]:
     """Compile every version of ``lessons`` (default: all) for ``arch``; one row per kernel launch.
 
     The launch configuration is the one the launcher makes for the lesson's ``SHAPES[shape_key]``.
-    ``versions`` optionally restricts a lesson to some versions, e.g. ``{"matmul": ["tiled"]}``.
+    ``versions`` optionally restricts a lesson to some versions, e.g. ``{"matmul": ["tiled"]}``. Raises
+    ToolchainMissing, naming ``what`` needs the compiler, when something must be compiled and cannot be.
     """
     import gpukernels
 
@@ -620,6 +642,8 @@ def report(lessons=None, arch: str = DEFAULT_ARCH, shape_key: str = "demo_gpu",
     unique = {}
     for req, _, key in pending:
         unique.setdefault(key, req)
+    if unique:
+        require_toolchain(what)
     compiled = compile_requests(list(unique.values())) if unique else []
     for key, result in zip(unique, compiled):
         _cache_put(key, result)
@@ -697,7 +721,11 @@ def resources_main(argv: list[str]) -> int:
         arch = get_arch(args.arch)
     except ValueError as err:
         parser.error(str(err))
-    rows = report(args.lessons or None, arch.name, args.shape_key, use_cache=not args.no_cache)
+    try:
+        rows = report(args.lessons or None, arch.name, args.shape_key, use_cache=not args.no_cache)
+    except ToolchainMissing as err:
+        print(err, file=sys.stderr)  # one line: it names the command, what is missing and what to do
+        return 1
     data = {"arch": asdict(arch), "rows": [r.to_dict() for r in rows]}
     if args.json == "-":
         print(json.dumps(data, indent=2))

@@ -94,11 +94,27 @@ def _single_launch(row) -> bool:
 
 
 def _resource_rows(lesson: str | None, arch: str, shape_key: str = "demo_gpu"):
-    rows = _res.report([lesson] if lesson else None, arch, shape_key)
+    rows = _res.report([lesson] if lesson else None, arch, shape_key, what="the occupancy figure")
     for r in rows:
         key = (r.lesson, r.version)
         _LAUNCH_COUNTS[key] = max(_LAUNCH_COUNTS.get(key, 0), r.index + 1)
     return rows
+
+
+def _not_available(title: str, why: str) -> Figure:
+    """A figure that says, in one line, why it cannot be drawn here (a notebook's Run All goes on past it);
+    ``unavailable(fig)`` returns the line, so that ``gpukernels plots`` and the demo skip it instead of saving it."""
+    import textwrap
+
+    fig = _figure(9, 1.6)
+    fig.text(0.01, 0.5, textwrap.fill(f"{title}: {why}", 130), fontsize=8.5, va="center", family="monospace")
+    fig.gpukernels_data = {"unavailable": why}
+    return fig
+
+
+def unavailable(fig: Figure) -> str | None:
+    """Why ``fig`` is only a note (the compiler is not installed here), or None for a real figure."""
+    return (getattr(fig, "gpukernels_data", None) or {}).get("unavailable")
 
 
 def _pct(x: float) -> str:
@@ -123,7 +139,10 @@ def occupancy_bars(lesson: str | None = None, arch: str = "sm_90", shape_key: st
     (regblock_2d) buys arithmetic intensity with registers, and pays in resident warps.
     """
     a = _res.get_arch(arch)
-    rows = _resource_rows(lesson, a.name, shape_key)
+    try:
+        rows = _resource_rows(lesson, a.name, shape_key)
+    except _res.ToolchainMissing as err:
+        return _not_available("occupancy_bars", str(err))
     labels = [(f"{r.lesson}." if lesson is None else "") + _row_label(r) for r in rows]
     n = len(rows)
     fig = _figure(10, 0.42 * n + 1.6)
@@ -176,7 +195,10 @@ def occupancy_vs_block_size(lesson: str | None = None, arch: str = "sm_90", shap
     fit at all.
     """
     a = _res.get_arch(arch)
-    rows = _resource_rows(lesson, a.name, shape_key)
+    try:
+        rows = _resource_rows(lesson, a.name, shape_key)
+    except _res.ToolchainMissing as err:
+        return _not_available("occupancy_vs_block_size", str(err))
     sizes = list(range(32, 1025, 32))
     # Kernels with the same registers, shared memory and barriers have the same curve: draw it once.
     groups: dict[tuple, list] = {}
@@ -1409,6 +1431,11 @@ def plots_main(argv: list[str]) -> int:
             skipped.append((spec, "needs gpukernels.trace, which is not installed yet"))
             continue
         fig = spec.make()
+        why = unavailable(fig)
+        if why:  # the PNG already there, if any, is left as it is
+            skipped.append((spec, why))
+            print(f"  {spec.name} not drawn: {why}")
+            continue
         size = _save_png(fig, args.out / f"{spec.name}.png")
         done.append((spec, f"{spec.name}.png"))
         print(f"  {args.out / (spec.name + '.png')}  ({size / 1024:.0f} KB)")

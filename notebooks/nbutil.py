@@ -316,7 +316,10 @@ def resource_table(lesson: str, arch: str = "sm_90"):
     """``gpukernels.resources.report`` for one lesson as a Markdown table (compiled for ``arch``, no GPU needed)."""
     from gpukernels import resources
 
-    rows = resources.report([lesson], arch)
+    try:
+        rows = resources.report([lesson], arch, what="the resource table")
+    except resources.ToolchainMissing as err:  # a Mac: one line, and the notebook goes on
+        return _markdown(str(err))
     a = resources.get_arch(arch)
     body = []
     for r in rows:

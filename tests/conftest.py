@@ -1,24 +1,56 @@
-"""Shared test fixtures. ``import gpukernels`` picks the device (GPUKERNELS_DEVICE=sim|gpu|auto)."""
+"""Shared test fixtures. ``import gpukernels`` picks the device (GPUKERNELS_DEVICE=sim|gpu|auto).
+
+Tests that need more than the simulator say so with a marker, and are skipped here, with the reason, where that
+is missing -- the same answers a student's Mac gets (``make test-nocuda`` runs the whole suite without numba-cuda):
+
+* ``gpu``: a real CUDA GPU;
+* ``needs_cuda_toolchain``: numba-cuda's compiler (NVVM and nvJitLink; no GPU) -- resources, the grader's
+  compile gate;
+* ``needs_numba_cuda``: numba-cuda itself (its own test suite);
+* ``no_cuda_toolchain``: checks what a machine *without* that compiler gets; skipped where it is installed.
+"""
+
+import importlib.util
 
 import numpy as np
 import pytest
 
 import gpukernels
+from gpukernels._device import cuda_toolchain_missing
 
 GPU = gpukernels.MODE == "gpu"
 
 
 def pytest_report_header(config):
-    return f"gpukernels mode: {gpukernels.MODE} ({gpukernels._device.REASON})"
+    toolchain = cuda_toolchain_missing()
+    return [f"gpukernels mode: {gpukernels.MODE} ({gpukernels._device.REASON})",
+            f"gpukernels backend: {gpukernels._device.backend()}",
+            f"CUDA toolchain: {'not available: ' + toolchain if toolchain else 'available'}"]
+
+
+def _skips() -> dict:
+    """marker -> skip reason, for the markers whose requirement this machine lacks."""
+    skips = {}
+    if not GPU:
+        skips["gpu"] = "needs a CUDA GPU (run with GPUKERNELS_DEVICE=gpu on a GPU machine)"
+    missing = cuda_toolchain_missing()
+    if missing:
+        skips["needs_cuda_toolchain"] = f"needs the CUDA toolchain (numba-cuda's compiler, no GPU): {missing}"
+    else:
+        skips["no_cuda_toolchain"] = ("checks a machine without the CUDA toolchain (a Mac), and this one has it; "
+                                      "make test-nocuda runs it")
+    if importlib.util.find_spec("numba_cuda") is None:
+        skips["needs_numba_cuda"] = "needs numba-cuda (its own test suite), which is not installed"
+    return skips
 
 
 def pytest_collection_modifyitems(config, items):
-    if GPU:
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (run with GPUKERNELS_DEVICE=gpu on a GPU machine)")
+    skips = {name: pytest.mark.skip(reason=why) for name, why in _skips().items()}
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        for name, mark in skips.items():
+            if item.get_closest_marker(name) is not None or (name == "gpu" and "gpu" in item.keywords):
+                item.add_marker(mark)
+                break
 
 
 @pytest.fixture

@@ -149,6 +149,7 @@ def _grade_many(files, seeds_per_file: int, speed: bool, timeout: float = TIMEOU
     return owners, results, seeds
 
 
+@pytest.mark.needs_cuda_toolchain  # the stated scores count the compiles gate (test_no_toolchain: without it)
 @pytest.mark.parametrize("group", ["01-04", "05-09"])
 def test_every_fixture_scores_what_it_says_with_five_seeds(group):
     lo, hi = group.split("-")
@@ -168,6 +169,7 @@ def test_infinite_loop_hits_the_time_limit():
     assert "configure(timeout_s" not in text and "has not started" not in text  # nothing a student cannot use
 
 
+@pytest.mark.needs_cuda_toolchain  # full marks include the compiles gate (test_no_toolchain: without it)
 def test_solutions_score_full_marks_and_stubs_zero():
     """Five seeds each; on a GPU the speed gate counts (the solutions must beat their baselines)."""
     rng = np.random.default_rng()
@@ -217,6 +219,7 @@ def _cli(args, cwd, **env):
                           timeout=600, cwd=cwd, env=full)
 
 
+@pytest.mark.needs_cuda_toolchain  # its totals count the compiles gate
 def test_cli_grades_a_folder_and_isolates_a_broken_exercise(tmp_path):
     """`gpukernels grade 01 02 --submission DIR --json FILE`: a syntax error in 01 leaves 02 graded in full."""
     sub = tmp_path / "submission"
@@ -242,6 +245,7 @@ def test_cli_grades_a_folder_and_isolates_a_broken_exercise(tmp_path):
     assert not list(tmp_path.glob(".results.json.*"))  # written once, atomically
 
 
+@pytest.mark.needs_cuda_toolchain  # its totals count the compiles gate
 def test_a_handout_grades_its_own_files_and_hints_survive_the_table(tmp_path):
     """Inside an exported handout, `gpukernels grade 01 --hints 3` grades the handout's kernel.py, says so in
     its first line, and prints hint 3 with its brackets (rich must not read `[i]` as markup)."""
@@ -274,6 +278,7 @@ def test_bad_options_get_one_line_and_status_2(tmp_path, args, fragment):
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) <= 3
 
 
+@pytest.mark.needs_cuda_toolchain  # its totals count the compiles gate
 def test_grade_a_class(tmp_path):
     """`--class DIR --workers 2 --out OUT`: a results.json per student, a CSV of scores and a report page; a
     student who crashes or is missing an exercise costs nobody else a point."""

@@ -109,6 +109,7 @@ for name in sys.argv[1:]:
 """
 
 
+@pytest.mark.needs_cuda_toolchain
 def test_load4_compiles_to_16_byte_loads():
     # The whole point of load4, checked on the real compiler (no GPU needed): the 64 x 64 kernel with it has
     # 16-byte global loads on its interior path and on its (clamped) edge path (2 runs of A and 2 of B per tile,

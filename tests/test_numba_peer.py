@@ -36,6 +36,7 @@ def run_peer(tmp_path, *modules) -> dict:
     return report
 
 
+@pytest.mark.needs_numba_cuda  # the table names numba-cuda's test modules
 def test_every_deliberate_difference_names_a_real_test():
     peer = _peer()
     table = peer.deliberate_differences()

@@ -120,6 +120,7 @@ def test_parse_log_barriers_come_from_ptxas():
 # --------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.needs_cuda_toolchain
 def test_compile_tiled_matmul(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUKERNELS_CACHE", str(tmp_path))
     rows = R.report(["matmul"], "sm_90", versions={"matmul": ["tiled"]})

@@ -5,7 +5,8 @@ measured itself:
                a refusal scores 0 for the exercise;
 1. compiles    ``cuda.compile_ptx`` for sm_90 in a child with the real CUDA target (no GPU needed): only what
                compiles goes on to run anywhere; its points count once the kernel is also correct (an empty
-               stub compiles);
+               stub compiles); skipped, with no points at stake, where numba-cuda's compiler is not installed
+               (a Mac): not available on that platform, never the student's failure;
 2. correctness in the simulator on the listed shapes and on shapes drawn fresh this run, in thread order and
                in a shuffled order; outputs poisoned with a NaN payload no arithmetic produces, inputs checked
                unmodified afterwards;
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._device import cuda_toolchain_missing, numba_cuda_installed
 from .admission import AdmissionError, admit, refusal_message
 from .pool import Child, child_env
 from .protocol import CaseJob, Job, SpeedJob, output_path
@@ -103,6 +105,14 @@ def _arg_types(ex: Exercise, case: Case) -> list:
     return out
 
 
+def _no_compiler_text(why: str) -> str:
+    """No CUDA compiler on this machine (a Mac, or an install without numba-cuda's cu12/cu13 toolchain): the
+    compiles gate is skipped -- not available on this platform, never the student's failure; the teacher's
+    grading machine runs it."""
+    return (f"skipped: the CUDA compiler is not available on this machine ({why}); install gpukernels with its "
+            "cu12 or cu13 extra on Linux or Windows to check this -- the teacher's grader does")
+
+
 class Grading:
     """The state of one (exercise, submission) pair while its children run."""
 
@@ -166,10 +176,13 @@ class Grading:
         folder.mkdir(exist_ok=True)
         return folder
 
-    def compile_child(self) -> Child:
+    def draw_cases(self) -> None:
         ex = self.ex
         self.cases = [make_case(ex, s, self.seed + i) for i, s in enumerate(ex.draw_shapes(self.seed))]
-        job = self._job("compile", arg_types=_arg_types(ex, self.cases[0]))
+
+    def compile_child(self) -> Child:
+        self.draw_cases()
+        job = self._job("compile", arg_types=_arg_types(self.ex, self.cases[0]))
         return self._child(job, "compile")
 
     def sim_child(self) -> Child:
@@ -203,7 +216,14 @@ class Grading:
     def next_child(self, done: Child | None) -> Child | None:
         """Score the child that ended and return the next one to run (None when the grading is over)."""
         if done is None:
-            return self.compile_child() if self.admit() else None
+            if not self.admit():
+                return None
+            skip = self.skip_reason("compiles")
+            if skip:  # a Mac: no compile child to start; the rest on the simulator
+                self.draw_cases()
+                self.compiled, self.no_compiler = None, skip
+                return self.sim_child()
+            return self.compile_child()  # it reports a missing NVVM itself, as numba-cuda looks for it
         mode = done.key[0]
         if mode == "compile":
             return self.sim_child() if self.score_compile(done) else None
@@ -235,6 +255,8 @@ class Grading:
     def skip_reason(self, gate: str) -> str | None:
         """Why ``gate`` is not graded in this run (no points at stake), or None."""
         ex = self.ex
+        if gate == "compiles" and not numba_cuda_installed():  # the same for every submission of this run
+            return _no_compiler_text(cuda_toolchain_missing())
         if gate == "speed" and ex.speed is not None:
             base = f"{ex.speed.baseline.lesson}.{ex.speed.baseline.name}"
             if not self.gpu:
@@ -279,12 +301,7 @@ class Grading:
         if problem is None and comp is None:
             problem = "the compiler process ended without a report"
         if problem is None and comp.get("ok") is None and comp.get("unavailable"):
-            # no CUDA compiler on this machine (a laptop without numba-cuda's toolchain): not the student's
-            # failure; the teacher's grading machine has it
-            self.compiled = None
-            self.no_compiler = (f"skipped: the CUDA compiler is not available on this machine "
-                                f"({comp['unavailable']}); install gpukernels with its cu12 or cu13 extra on "
-                                "Linux or Windows to check this -- the teacher's grader does")
+            self.compiled, self.no_compiler = None, _no_compiler_text(comp["unavailable"])
             return True
         if problem is not None or not comp.get("ok"):
             why = problem or comp.get("error", "compile error")
