@@ -295,6 +295,7 @@ def test_add_points_hints_and_skips(tmp_path):
     assert _grading(tmp_path, name="09_warp_sum", gpu=True, speed=True).skip_reason("speed") is None  # no gate
 
 
+@pytest.mark.needs_cuda_toolchain  # without the compiler the compiles gate is skipped, not failed
 def test_fail_all_records_every_gate_once(tmp_path):
     g = _grading(tmp_path, name="07_softmax_rows")
     g.fail_all("correctness", "refused", hint=False, later="the file was not run")
