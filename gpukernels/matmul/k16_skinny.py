@@ -37,13 +37,11 @@ SKINNY_MIN_K = 2 * SKINNY_WARPS * 16  # a slice of K gives every warp at least 1
 
 
 @functools.cache
-def get_skinny_kernel(rows: int, vec: bool):
-    """The kernel for ``rows`` rows of C per block (a power of two <= 16), with 16-byte loads of B when ``vec``
-    (the launcher checked that B's rows are 16-byte aligned). Both size registers or pick code: compile-time."""
+def make_load_b(vec: bool):
+    """4 consecutive elements of row k of B from column col, 0 past the edges (one 16-byte load when ``vec``)."""
 
     @cuda.jit(device=True, inline=True)
     def load_b(b, k, col, ok):
-        # 4 consecutive elements of row k of B from column col, 0 past the edges.
         n = b.shape[1]
         if vec and ok and col + SKINNY_COLS <= n:
             return load4(b, k, col)
@@ -52,6 +50,16 @@ def get_skinny_kernel(rows: int, vec: bool):
             return z, z, z, z
         return (b[k, col] if col < n else z, b[k, col + 1] if col + 1 < n else z,
                 b[k, col + 2] if col + 2 < n else z, b[k, col + 3] if col + 3 < n else z)
+
+    return load_b
+
+
+@functools.cache
+def get_skinny_kernel(rows: int, vec: bool):
+    """The kernel for ``rows`` rows of C per block (a power of two <= 16), with 16-byte loads of B when ``vec``
+    (the launcher checked that B's rows are 16-byte aligned). Both size registers or pick code: compile-time."""
+
+    load_b = make_load_b(vec)
 
     @cuda.jit(device=True, inline=True)
     def fma_rows(a, acc, row0, k, b0, b1, b2, b3):
@@ -122,16 +130,7 @@ def get_skinny_shared_kernel(rows: int, vec: bool):
     stage = rows * SKINNY_CHUNK // (32 * SKINNY_WARPS)  # A elements each thread stages per chunk
     r_shift = rows.bit_length() - 1
 
-    @cuda.jit(device=True, inline=True)
-    def load_b(b, k, col, ok):
-        n = b.shape[1]
-        if vec and ok and col + SKINNY_COLS <= n:
-            return load4(b, k, col)
-        z = float32(0.0)
-        if not ok:
-            return z, z, z, z
-        return (b[k, col] if col < n else z, b[k, col + 1] if col + 1 < n else z,
-                b[k, col + 2] if col + 2 < n else z, b[k, col + 3] if col + 3 < n else z)
+    load_b = make_load_b(vec)
 
     @cuda.jit(device=True, inline=True)
     def fma_rows(a_sh, acc, kk, b0, b1, b2, b3):
