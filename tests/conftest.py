@@ -7,7 +7,8 @@ is missing -- the same answers a student's Mac gets (``make test-nocuda`` runs t
 * ``needs_cuda_toolchain``: numba-cuda's compiler (NVVM and nvJitLink; no GPU) -- resources, the grader's
   compile gate;
 * ``needs_numba_cuda``: numba-cuda itself (its own test suite);
-* ``no_cuda_toolchain``: checks what a machine *without* that compiler gets; skipped where it is installed.
+* ``no_cuda_toolchain``: checks what a machine *without* that compiler gets; skipped where it is installed;
+* ``needs_browser``: headless Chromium through selenium (tests/browser.py; .ci/run installs it).
 """
 
 import importlib.util
@@ -17,6 +18,8 @@ import pytest
 
 import gpukernels
 from gpukernels._device import cuda_toolchain_missing
+
+from . import browser as _browser
 
 GPU = gpukernels.MODE == "gpu"
 
@@ -41,6 +44,9 @@ def _skips() -> dict:
                                       "make test-nocuda runs it")
     if importlib.util.find_spec("numba_cuda") is None:
         skips["needs_numba_cuda"] = "needs numba-cuda (its own test suite), which is not installed"
+    no_browser = _browser.missing()
+    if no_browser:
+        skips["needs_browser"] = f"needs headless Chromium: {no_browser}"
     return skips
 
 
@@ -57,3 +63,10 @@ def pytest_collection_modifyitems(config, items):
 def seed():
     """A fresh seed for every test (printed in failure messages so that a failure can be replayed)."""
     return int(np.random.SeedSequence().entropy % (2**32))
+
+
+@pytest.fixture
+def browser():
+    """A headless Chromium at 1920 x 1080 (tests/browser.py); the test is marked ``needs_browser``."""
+    with _browser.chromium() as driver:
+        yield driver
