@@ -99,12 +99,16 @@ def read_cai(x: Any) -> tuple | None:
 
 
 def read_numba(a: Any) -> tuple:
-    """A Numba device array: the fields its ``__cuda_array_interface__`` would give, without building the dict."""
-    ptr = a.device_ctypes_pointer.value or 0
+    """A Numba device array: the fields its ``__cuda_array_interface__`` would give, without building the dict
+    (its dtype stands for the typestr: the key includes the array's type, so the two never meet)."""
+    try:
+        ptr = int(a.gpu_data.device_pointer)
+    except AttributeError:  # no memory (a zero-size array)
+        ptr = a.device_ctypes_pointer.value or 0
     st = a.stream
     stream = (int(st) or None) if st else None
-    shape, strides = a.shape, a.strides
-    return (ptr, shape, a.dtype.str, strides, stream) + span(ptr, shape, strides, a.dtype.itemsize)
+    shape, strides, dtype = a.shape, a.strides, a.dtype
+    return (ptr, shape, dtype, strides, stream) + span(ptr, shape, strides, dtype.itemsize)
 
 
 _TORCH_TYPESTR: dict = {}
@@ -508,65 +512,75 @@ def _scalar_key(v: Any):
 
 def call(version, args: tuple, out: Any, stream: Any, params: dict):
     """`Version.__call__` on a GPU: a recorded configuration replayed, or the checked path (recorded if it can be)."""
-    backend = BACKEND
-    descs, key_parts = [], []
+    descs, key_parts, producers = [], [], []
     for a in args:
-        reader = reader_for(type(a))
+        tp = type(a)
+        reader = _READERS[tp] if tp in _READERS else reader_for(tp)
         if reader is None:
             k = _scalar_key(a)
             if k is None:  # a host array, a list, ...: the checked path copies or refuses it
-                _count("uncached: not device arrays")
-                return version._call(args, out, stream, params)
+                return _uncached(version, "not device arrays", args, out, stream, params)
             key_parts.append(k)
             continue
         d = reader(a)
         if d is None:
-            _count("uncached: array the checked path must see")
-            return version._call(args, out, stream, params)
+            return _uncached(version, "an array the checked path must see", args, out, stream, params)
         descs.append(d)
-        key_parts.append((type(a), d[1], d[2], d[3], d[0] & 15))
+        key_parts.append((tp, d[1], d[2], d[3], d[0] & 15))
+        if d[4] is not None:
+            producers.append(d[4])
     if not descs:
-        _count("uncached: not device arrays")
-        return version._call(args, out, stream, params)
+        return _uncached(version, "not device arrays", args, out, stream, params)
     if out is None:
         od = out_key = None
     else:
         od = read_array(out)
         if od is None:
-            _count("uncached: out not a device array")
-            return version._call(args, out, stream, params)
+            return _uncached(version, "out not a device array", args, out, stream, params)
         out_key = (type(out), od[1], od[2], od[3], od[0] & 15)
-    param_key = tuple((k, _scalar_key(v)) for k, v in params.items()) if params else ()
-    if None in (k for _, k in param_key):
-        _count("uncached: parameter")
-        return version._call(args, out, stream, params)
+        if od[4] is not None:
+            producers.append(od[4])
+    param_key = ()
+    if params:
+        param_key = tuple((k, _scalar_key(v)) for k, v in params.items())
+        if any(k is None for _, k in param_key):
+            return _uncached(version, "a parameter", args, out, stream, params)
 
-    explicit = None if stream is None else stream_handle(stream)
-    s, waits = resolve_stream(explicit, [d[4] for d in descs] + ([od[4]] if od is not None else []))
+    if stream is None and not producers:
+        s, waits = 0, ()
+    else:
+        s, waits = resolve_stream(None if stream is None else stream_handle(stream), producers)
+    backend = BACKEND
     key = (backend.context(), tuple(key_parts), out_key, param_key)
     cache = version._fast
-    entry = cache.get(key) or cache.get((key, s))
+    entry = cache.get(key)
     if entry is None:
-        return _miss(version, backend, key, descs, od, args, out, stream, params, s)
+        entry = cache.get((key, s))
+        if entry is None:
+            return _miss(version, backend, key, descs, od, args, out, stream, params, s)
 
     # A hit: this configuration passed every check. What can differ from the recorded call: the pointers.
+    bases = [d[0] for d in descs]
     if od is not None:
         olo, ohi = od[5], od[6]
         for i, d in enumerate(descs):
             if d[5] < ohi and olo < d[6] and not (version.inplace and d[5] == olo and d[6] == ohi):
                 raise version.overlap_error(i)
         result = out
-        out_ptr = od[0]
+        bases.append(od[0])
     else:
         result = backend.alloc(entry.out_shape, entry.out_dtype)
-        out_ptr = read_array(result)[0]
+        bases.append(read_array(result)[0])
     for p in waits:
         backend.wait(s, p)
-    bases = [d[0] for d in descs]
-    bases.append(out_ptr)
     entry.run(backend, bases, s)
-    _count("hit")
+    STATS["hit"] = STATS.get("hit", 0) + 1
     return result
+
+
+def _uncached(version, why, args, out, stream, params):
+    _count("uncached: " + why)
+    return version._call(args, out, stream, params)
 
 
 def _miss(version, backend, key, descs, od, args, out, stream, params, s):
