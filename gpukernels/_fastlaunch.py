@@ -398,8 +398,8 @@ def numba_template(launch, backend: CudaBackend) -> LaunchTemplate | None:
         start = len(items)
         if isinstance(ty, types.Array):
             kernel._prepare_args(ty, value, 0, retr, items)
-            d = read_numba(value)
-            if items[start + 4] != d[0]:  # Numba's layout: meminfo, parent, nitems, itemsize, data, ...
+            d = read_array(value)
+            if d is None or items[start + 4] != d[0]:  # Numba's layout: meminfo, parent, nitems, itemsize, data, ...
                 return None
             pointer_positions.add(start + 4)
             arrays.append((start + 4, d[5], d[6], d[0], value))
@@ -413,7 +413,9 @@ def numba_template(launch, backend: CudaBackend) -> LaunchTemplate | None:
     if packed is None:
         return None
     params, keep = packed
-    func = backend.function(int(kernel._codelibrary.get_cufunc().handle))
+    handle = int(kernel._codelibrary.get_cufunc().handle)
+    # Over 48 KiB of dynamic shared memory needs an attribute set on the kernel: launch that very handle then.
+    func = handle if launch.shared_bytes > 48 * 1024 else backend.function(handle)
     fixed = (func,) + dims3(launch.grid) + dims3(launch.block) + (int(launch.shared_bytes),)
     return LaunchTemplate(fixed, params, keep, [(keep[i], lo, hi, ptr, arr) for i, lo, hi, ptr, arr in arrays])
 
@@ -599,6 +601,11 @@ def _miss(version, backend, key, descs, od, args, out, stream, params, s):
     if entry is None:
         _count("uncached: arguments share memory")
         return result
+    ctx = backend.context()  # the checked path made Numba's context current if none was (the first call of a thread)
+    if not ctx:
+        _count("uncached: no current context")
+        return result
+    key = (ctx,) + key[1:]
     cache = version._fast
     if len(cache) >= MAX_ENTRIES:
         cache.pop(next(iter(cache)))
