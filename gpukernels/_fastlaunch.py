@@ -85,7 +85,10 @@ def span(ptr: int, shape: tuple, strides: tuple | None, itemsize: int) -> tuple[
 
 def read_cai(x: Any) -> tuple | None:
     """Any object with ``__cuda_array_interface__`` (CuPy, ...): the interface's own fields, read once."""
-    cai = x.__cuda_array_interface__
+    try:
+        cai = x.__cuda_array_interface__
+    except AttributeError:  # e.g. a torch subclass on the CPU: not a device array after all
+        return None
     if cai.get("mask") is not None:
         return None
     shape, typestr, strides = tuple(cai["shape"]), cai["typestr"], cai.get("strides")

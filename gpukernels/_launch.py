@@ -182,6 +182,7 @@ class Version:
         """The checked path: check, plan, launch through Numba. ``record`` (the fast path's, on a miss) allocates
         ``out`` when none is given, runs the launches, and is handed them afterwards."""
         inputs, params, out_shape = self.check(*args, **params)
+        given = out  # what the caller passed as out (a torch tensor, say) is what the caller gets back
         if out is not None:
             out = _check_out(out, out_shape)
             self._check_overlap(inputs, out)
@@ -204,7 +205,7 @@ class Version:
                 out.copy_to_device(result)
             else:
                 out[...] = result
-            return out
+            return given
 
         for p in waits:  # arrays whose pending work is on another stream: the launch stream waits for it
             _fastlaunch.BACKEND.wait(s, p) if _fastlaunch.BACKEND else cuda.external_stream(p).synchronize()
@@ -226,7 +227,7 @@ class Version:
         if out_on_device:
             if record is not None:
                 record.done(launches)
-            return out
+            return given
         if out is not None:
             if ns:
                 d_out.copy_to_host(out, stream=ns)

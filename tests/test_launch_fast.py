@@ -83,9 +83,14 @@ class FakeDev:
         return np.zeros(self.shape, self.dtype)
 
 
+def _is_workspace(a):
+    """An array a plan allocated itself (the simulator's FakeCUDAArray, or on a GPU a Numba device array)."""
+    return not isinstance(a, FakeDev) and hasattr(a, "nbytes") and hasattr(a, "shape")
+
+
 class FakeBackend:
     """Records instead of launching. Kernels are numbered as they are first seen; a workspace (an array the plan
-    allocated: the simulator's FakeCUDAArray) gets a made-up pointer far from every FakeDev."""
+    allocated) gets a made-up pointer far from every FakeDev."""
 
     def __init__(self):
         self.kernels: list = []
@@ -114,7 +119,7 @@ class FakeBackend:
     def template(self, launch):
         items, pointers, arrays = [], set(), []
         for a in launch.args:
-            if isinstance(a, FakeDev) or type(a).__name__ == "FakeCUDAArray":
+            if isinstance(a, FakeDev) or _is_workspace(a):
                 ptr = self.ptr_of(a)
                 pointers.add(len(items))
                 arrays.append((len(items), ptr, ptr + a.nbytes, ptr, a))
@@ -159,7 +164,7 @@ def expected(backend, version, args, out, params=None):
         for a in launch.args:
             if isinstance(a, FakeDev):
                 values.append(a.ptr)
-            elif type(a).__name__ == "FakeCUDAArray":
+            elif _is_workspace(a):
                 values.append("workspace")
             elif isinstance(a, (int, np.integer)):
                 values.append(int(a))
@@ -203,14 +208,15 @@ def replayed(backend, n):
 # Every version of every lesson: the replay is the plan's launch
 # ----------------------------------------------------------------------------------------------------------
 
-ALL = [(lesson, name) for lesson, mod in LESSONS.items() for name in mod.VERSIONS]
+ALL = [pytest.param(lesson, name, id=f"{lesson}-{name}", marks=pytest.mark.xdist_group(f"{lesson}.{name}"))
+       for lesson, mod in LESSONS.items() for name in mod.VERSIONS]
 # Small shapes, and one per lesson that makes a dispatcher choose a plan of several kernels (split-K's zero pass;
 # softmax's two-pass split_row for few long rows).
 SHAPES = {"matmul": [(64, 64, 64), (33, 17, 45), (256, 256, 4096)], "softmax": [(64, 1024), (7, 33), (4, 65536)],
           "cbr": [(1, 16, 16, 16, 16, 3, 3), (2, 3, 7, 9, 5, 3, 3)]}
 
 
-@pytest.mark.parametrize("lesson,name", ALL, ids=[f"{l}-{n}" for l, n in ALL])
+@pytest.mark.parametrize("lesson,name", ALL)
 def test_replay_matches_the_plan(fake, lesson, name):
     version = LESSONS[lesson].VERSIONS[name]
     for shape in SHAPES[lesson]:
@@ -595,7 +601,7 @@ def _kinds():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("lesson,name", ALL, ids=[f"{l}-{n}" for l, n in ALL])
+@pytest.mark.parametrize("lesson,name", ALL)
 def test_gpu_fast_path_gives_the_checked_result(lesson, name, seed):
     """Three calls per shape and array kind (a miss, then hits on fresh arrays): each result right, and the hits
     really hits."""

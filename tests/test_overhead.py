@@ -2,8 +2,12 @@
 
 import json
 
+import pytest
+
 from gpukernels import LESSONS, overhead
 from gpukernels.bench import bench_main
+
+from .conftest import GPU
 
 
 def test_versions_are_optimized_and_the_second_step():
@@ -44,6 +48,7 @@ def test_report_from_json_prints_and_draws(tmp_path, capsys):
     assert fig.stat().st_size > 10_000
 
 
+@pytest.mark.skipif(GPU, reason="on a GPU it measures")
 def test_simulator_says_it_measures_nothing(capsys):
     assert bench_main(["--overhead"]) == 0
     assert "simulator" in capsys.readouterr().out
