@@ -264,9 +264,9 @@ def as_numba_stream(stream: Any):
 class CudaBackend:
     """What the fast path needs from the GPU. Tests replace `BACKEND` with a fake that records instead."""
 
-    def __init__(self):
+    def __init__(self, library: str | None = None):
         lib = None
-        for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        for name in [library] if library else ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
             try:
                 lib = ctypes.CDLL(name)
                 break
@@ -275,12 +275,13 @@ class CudaBackend:
         if lib is None:
             raise OSError("no CUDA driver library (libcuda) found")
         vp, ui = ctypes.c_void_p, ctypes.c_uint
+        # argtypes left unset: every argument is passed as a ctypes value built once (`prepare`), which saves
+        # ctypes converting eleven Python ints on every launch.
         self._launch = lib.cuLaunchKernel
-        self._launch.argtypes = [vp, ui, ui, ui, ui, ui, ui, ui, vp, vp, vp]
         self._launch.restype = ctypes.c_int
-        self._ctx = lib.cuCtxGetCurrent
-        self._ctx.argtypes = [ctypes.POINTER(vp)]
+        self._ctx = lib.cuCtxGetCurrent  # called with a per-thread buffer's byref (`context`)
         self._ctx.restype = ctypes.c_int
+        self._local = threading.local()
         self._record = lib.cuEventRecord
         self._record.argtypes = [vp, vp]
         self._wait = lib.cuStreamWaitEvent
@@ -305,13 +306,25 @@ class CudaBackend:
 
     def context(self) -> int:
         """The current context (0: none yet in this thread; the checked path will make Numba's current)."""
-        ctx = ctypes.c_void_p()
-        if self._ctx(ctypes.byref(ctx)):
+        try:
+            buf, ref = self._local.ctx
+        except AttributeError:
+            buf = ctypes.c_void_p()
+            ref = ctypes.byref(buf)
+            self._local.ctx = buf, ref
+        if self._ctx(ref):
             return 0
-        return ctx.value or 0
+        return buf.value or 0
 
-    def launch(self, fixed: tuple, stream: int, params: int) -> None:
-        rc = self._launch(*fixed, stream, params, None)
+    @staticmethod
+    def prepare(fixed: tuple, params: int) -> tuple:
+        """A launch's arguments to cuLaunchKernel as ctypes values, once: (function, grid, block, shared bytes)
+        and the parameter block, the stream left out."""
+        ui = ctypes.c_uint
+        return (ctypes.c_void_p(fixed[0]),) + tuple(ui(v) for v in fixed[1:]) + (ctypes.c_void_p(params),)
+
+    def launch(self, prepared: tuple, stream: int) -> None:
+        rc = self._launch(*prepared[:8], ctypes.c_void_p(stream), prepared[8], None)
         if rc:
             self._check(rc, "cuLaunchKernel")
 
@@ -437,7 +450,7 @@ class Entry:
     __slots__ = ("launches", "slots", "keep", "stream", "out_shape", "out_dtype", "lock")
 
     def __init__(self, launches, slots, keep, stream, out_shape, out_dtype):
-        self.launches = launches  # [(fixed, params)]
+        self.launches = launches  # [the backend's prepared arguments of each launch]
         self.slots = slots  # [(ctypes value, base index, byte offset)]
         self.keep = keep  # what must live as long as the entry: parameter blocks, workspaces
         self.stream = stream  # the stream a workspace belongs to (None: no workspace)
@@ -448,11 +461,11 @@ class Entry:
         with self.lock:
             for slot, i, offset in self.slots:
                 slot.value = bases[i] + offset
-            for fixed, params in self.launches:
-                backend.launch(fixed, stream, params)
+            for prepared in self.launches:
+                backend.launch(prepared, stream)
 
 
-def build_entry(templates: list, bases: list, stream: int, out_shape, out_dtype) -> Entry | None:
+def build_entry(backend, templates: list, bases: list, stream: int, out_shape, out_dtype) -> Entry | None:
     """An entry from the templates of a call's launches and its bases [(lo, hi, ptr)] (the array arguments, then
     out): each array argument of a launch is matched to the base it lies in. None when two bases overlap (which
     base a view came from would be ambiguous)."""
@@ -470,8 +483,8 @@ def build_entry(templates: list, bases: list, stream: int, out_shape, out_dtype)
             else:
                 keep.append(arr)  # allocated by the plan: a workspace, reused by every call of this entry
                 workspace = True
-    return Entry([(t.fixed, t.params) for t in templates], slots, keep, stream if workspace else None,
-                 out_shape, out_dtype)
+    return Entry([backend.prepare(t.fixed, t.params) for t in templates], slots, keep,
+                 stream if workspace else None, out_shape, out_dtype)
 
 
 class Recorder:
@@ -600,7 +613,7 @@ def _miss(version, backend, key, descs, od, args, out, stream, params, s):
         return result
     out_desc = od if od is not None else read_array(rec.d_out)
     bases = [(d[5], d[6], d[0]) for d in descs] + [(out_desc[5], out_desc[6], out_desc[0])]
-    entry = build_entry(templates, bases, s, out_desc[1], rec.d_out.dtype if rec.d_out is not None else None)
+    entry = build_entry(backend, templates, bases, s, out_desc[1], rec.d_out.dtype if rec.d_out is not None else None)
     if entry is None:
         _count("uncached: arguments share memory")
         return result

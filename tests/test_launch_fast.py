@@ -105,11 +105,11 @@ class FakeBackend:
         return 7
 
     def kernel_id(self, kernel):
-        for i, k in enumerate(self.kernels):
+        for i, k in enumerate(self.kernels):  # numbered from 1: a function handle is never NULL
             if k is kernel:
-                return i
+                return i + 1
         self.kernels.append(kernel)
-        return len(self.kernels) - 1
+        return len(self.kernels)
 
     def ptr_of(self, arr):
         if isinstance(arr, FakeDev):
@@ -134,10 +134,15 @@ class FakeBackend:
                  + (launch.shared_bytes,))
         return _fastlaunch.LaunchTemplate(fixed, params, keep, [(keep[i], lo, hi, p, a) for i, lo, hi, p, a in arrays])
 
-    def launch(self, fixed, stream, params):
+    @staticmethod
+    def prepare(fixed, params):
+        return fixed, params
+
+    def launch(self, prepared, stream):
+        fixed, params = prepared
         keep, pointers = self.blocks[params]
         values = [self.decode(v.value, i in pointers) for i, v in enumerate(keep[:-1])]
-        self.launched.append((self.kernels[fixed[0]], fixed[1:4], fixed[4:7], fixed[7], stream, values))
+        self.launched.append((self.kernels[fixed[0] - 1], fixed[1:4], fixed[4:7], fixed[7], stream, values))
 
     def decode(self, value, is_pointer):
         if is_pointer and value in self.workspace.values():
@@ -657,3 +662,101 @@ def test_gpu_overlap_refused():
     softmax.optimized(x, out=cuda.device_array((64, 64), np.float32))  # recorded and replayed
     with pytest.raises(LaunchError, match="out shares memory with x"):
         softmax.optimized(x, out=x)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The ctypes calls into the driver, against a stand-in libcuda (compiled here when a C compiler is there)
+# ----------------------------------------------------------------------------------------------------------
+
+MOCK_LIBCUDA = r"""
+#include <stdint.h>
+#include <string.h>
+static uint64_t values[64]; static int sizes[64]; static int nparams;
+static unsigned dims[7]; static void *last_stream, *recorded_on, *waiting; static int launches;
+void mock_sizes(int n, const int *s) { nparams = n; memcpy(sizes, s, n * sizeof(int)); }
+uint64_t mock_value(int i) { return values[i]; }
+unsigned mock_dim(int i) { return dims[i]; }
+void *mock_stream(void) { return last_stream; }
+void *mock_recorded_on(void) { return recorded_on; }
+void *mock_waiting(void) { return waiting; }
+int mock_launches(void) { return launches; }
+int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                   unsigned shared, void *stream, void **params, void **extra) {
+    if (!f || extra) return 400;  /* CUDA_ERROR_INVALID_HANDLE */
+    unsigned d[7] = {gx, gy, gz, bx, by, bz, shared};
+    memcpy(dims, d, sizeof d);
+    last_stream = stream;
+    for (int i = 0; i < nparams; i++) { values[i] = 0; memcpy(&values[i], params[i], sizes[i]); }
+    launches++;
+    return 0;
+}
+int cuCtxGetCurrent(void **ctx) { *ctx = (void *)0x1234; return 0; }
+int cuEventCreate(void **ev, unsigned flags) { *ev = (void *)0xE0; return flags == 2 ? 0 : 1; }
+int cuEventRecord(void *ev, void *s) { recorded_on = s; return ev ? 0 : 400; }
+int cuStreamWaitEvent(void *s, void *ev, unsigned flags) { waiting = s; return ev ? 0 : 400; }
+int cuKernelGetFunction(void **f, void *k) { *f = (void *)((uintptr_t)k + 1); return 0; }
+int cuGetErrorName(int rc, const char **name) { *name = rc == 400 ? "CUDA_ERROR_INVALID_HANDLE" : "?"; return 0; }
+"""
+
+
+@pytest.fixture(scope="module")
+def mock_libcuda(tmp_path_factory):
+    import shutil
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the stand-in libcuda")
+    d = tmp_path_factory.mktemp("libcuda")
+    (d / "mock.c").write_text(MOCK_LIBCUDA)
+    lib = d / "libmockcuda.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(lib), str(d / "mock.c")], check=True)
+    return str(lib)
+
+
+def test_driver_calls_through_ctypes(mock_libcuda):
+    backend = _fastlaunch.CudaBackend(mock_libcuda)
+    mock = ctypes.CDLL(mock_libcuda)
+    mock.mock_value.restype = ctypes.c_uint64
+    mock.mock_stream.restype = mock.mock_recorded_on.restype = mock.mock_waiting.restype = ctypes.c_void_p
+    assert backend.context() == 0x1234
+    func = backend.function(0x1000)
+    assert func == 0x1001  # the CUfunction of the CUkernel
+    # x: a 2-D array (meminfo, parent, nitems, itemsize, data, shape 2, strides 2), n: int64, f: float32
+    items = [0, 0, 20, 4, 0xD000, 4, 5, 20, 4, ctypes.c_int64(7), ctypes.c_float(0.5)]
+    params, keep = _fastlaunch.pack_params(items, {4})
+    sizes = (ctypes.c_int * 11)(*([8] * 10 + [4]))
+    mock.mock_sizes(11, sizes)
+    backend.launch(backend.prepare((func, 3, 2, 1, 128, 1, 1, 64), params), 0x77)
+    assert [mock.mock_dim(i) for i in range(7)] == [3, 2, 1, 128, 1, 1, 64]
+    assert mock.mock_stream() == 0x77
+    got = [mock.mock_value(i) for i in range(11)]
+    assert got[:10] == [0, 0, 20, 4, 0xD000, 4, 5, 20, 4, 7]
+    assert ctypes.c_float.from_buffer_copy(ctypes.c_uint32(got[10])).value == 0.5
+    keep[4].value = 0xE000  # a new call's data pointer, written into the block
+    backend.launch(backend.prepare((func, 1, 1, 1, 32, 1, 1, 0), params), 0)
+    assert mock.mock_value(4) == 0xE000 and mock.mock_stream() is None
+    backend.wait(0x55, 0x66)
+    assert mock.mock_recorded_on() == 0x66 and mock.mock_waiting() == 0x55
+    from numba.cuda.cudadrv.driver import CudaAPIError
+
+    with pytest.raises(CudaAPIError, match="CUDA_ERROR_INVALID_HANDLE"):
+        backend.launch(backend.prepare((0, 1, 1, 1, 1, 1, 1, 0), params), 0)
+    assert mock.mock_launches() == 2
+
+
+def test_replay_through_the_driver_stand_in(fake, mock_libcuda, monkeypatch):
+    """A whole hit through the real `CudaBackend` (on the stand-in): the fake templates, ctypes' calls."""
+    backend = _fastlaunch.CudaBackend(mock_libcuda)
+    monkeypatch.setattr(backend, "template", fake.template)  # (prepare and launch: the real ones)
+    monkeypatch.setattr(backend, "checked_launch", fake.checked_launch)
+    monkeypatch.setattr(_fastlaunch, "BACKEND", backend)
+    mock = ctypes.CDLL(mock_libcuda)
+    mock.mock_value.restype = ctypes.c_uint64
+    mock.mock_sizes(2, (ctypes.c_int * 2)(8, 8))
+    x, y = FakeDev((64, 64)), FakeDev((64, 64))
+    softmax.naive(x, out=y)
+    x, y = FakeDev((64, 64)), FakeDev((64, 64))
+    before = mock.mock_launches()
+    softmax.naive(x, out=y)
+    assert mock.mock_launches() == before + 1 and _fastlaunch.STATS == {"miss": 1, "hit": 1}
+    assert [mock.mock_value(0), mock.mock_value(1)] == [x.ptr, y.ptr]
