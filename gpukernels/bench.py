@@ -43,8 +43,6 @@ from gpukernels import LESSONS
 from gpukernels.check import TOLERANCE, compare
 
 L2_BYTES = 60 * 2**20  # H200; read from the device when possible
-README_BEGIN = "<!-- bench:begin -->"
-README_END = "<!-- bench:end -->"
 
 
 @dataclass
@@ -572,12 +570,12 @@ def suite_markdown(report: dict) -> str:
 
 
 def update_readme(report: dict, readme: Path) -> None:
-    text = readme.read_text()
-    if README_BEGIN not in text or README_END not in text:
-        raise SystemExit(f"{readme} has no {README_BEGIN} ... {README_END} markers")
-    head, rest = text.split(README_BEGIN, 1)
-    _, tail = rest.split(README_END, 1)
-    readme.write_text(f"{head}{README_BEGIN}\n{markdown_table(report)}\n{README_END}{tail}")
+    """Regenerate the README's table of this report: a suite run's between the suite markers, the standard
+    benchmark's between the bench markers (a suite report once overwrote the standard table)."""
+    from .readme import _replace
+
+    name, body = ("suite", suite_markdown(report)) if report.get("suite") else ("bench", markdown_table(report))
+    readme.write_text(_replace(readme.read_text(), name, body))
 
 
 def bench_main(argv: list[str]) -> int:

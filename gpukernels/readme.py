@@ -5,9 +5,11 @@
 * between ``<!-- bench:begin -->`` and ``<!-- bench:end -->``: the performance table from the committed GPU
   results (``benchmarks/results/h200.json``);
 * between ``<!-- suite:begin -->`` and ``<!-- suite:end -->``: the suite of real shapes, per regime and per shape
-  with the dispatchers' choices (``benchmarks/results/h200-suite.json``, ``gpukernels bench --suite``).
+  with the dispatchers' choices (``benchmarks/results/h200-suite.json``, ``gpukernels bench --suite``);
+* in docs/overhead.md, between ``<!-- overhead:begin -->`` and ``<!-- overhead:end -->``: host microseconds per
+  launcher call against the targets (``benchmarks/results/h200-overhead.json``, ``gpukernels bench --overhead``).
 
-    python -m gpukernels.readme            # rewrite README.md in place
+    python -m gpukernels.readme            # rewrite README.md (and docs/overhead.md) in place
     python -m gpukernels.readme --check    # exit 1 if README.md is out of date (used by the tests)
 """
 
@@ -21,6 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 RESULTS = ROOT / "benchmarks" / "results" / "h200.json"
 SUITE = ROOT / "benchmarks" / "results" / "h200-suite.json"
+OVERHEAD_DOC = ROOT / "docs" / "overhead.md"
+OVERHEAD = ROOT / "benchmarks" / "results" / "h200-overhead.json"
 
 
 def versions_markdown() -> str:
@@ -49,6 +53,26 @@ def suite_markdown() -> str:
     return table(json.loads(SUITE.read_text()))
 
 
+def overhead_markdown() -> str:
+    if not OVERHEAD.exists():
+        return "No overhead results committed yet."
+    rep = json.loads(OVERHEAD.read_text())
+    env = rep.get("environment", {})
+    lines = [f"Measured on {env.get('device', 'the GPU')} ({env.get('date', '')[:10]}, "
+             f"`benchmarks/results/h200-overhead.json`): host µs per call, median of {rep.get('calls', '?')} "
+             "back-to-back calls on small work; the checked path is the same call with the fast path off, in the "
+             "same run; device µs is the kernels' own time (CUDA graph, events).", "",
+             "| lesson | version | arrays | shape | µs per call | target | meets | peer µs | checked path µs | "
+             "device µs |", "| --- | --- | --- | --- | ---: | ---: | --- | ---: | ---: | ---: |"]
+    for r in rep["results"]:
+        lines.append(f"| {r['lesson']} | {r['name']} | {r['array_kind']} | {'x'.join(map(str, r['shape']))} | "
+                     f"{r['us_per_call']:.1f} | <= {r['target_us']:.0f} | {'yes' if r['meets_target'] else '**no**'} | "
+                     f"{r['peer_us_per_call']:.1f} | {r['checked_us_per_call']:.1f} | {r['device_us']:.1f} |")
+    met = sum(r["meets_target"] for r in rep["results"])
+    lines += ["", f"{met} of {len(rep['results'])} rows meet their target."]
+    return "\n".join(lines)
+
+
 def _replace(text: str, name: str, body: str) -> str:
     begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
     if begin not in text or end not in text:
@@ -65,14 +89,16 @@ def render(text: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = README.read_text()
-    new = render(text)
-    if "--check" in argv:
-        if new != text:
-            print("README.md is out of date: run `python -m gpukernels.readme`", file=sys.stderr)
-            return 1
-        return 0
-    README.write_text(new)
+    stale = []
+    for path, new in ((README, render(README.read_text())),
+                      (OVERHEAD_DOC, _replace(OVERHEAD_DOC.read_text(), "overhead", overhead_markdown()))):
+        if new != path.read_text():
+            stale.append(path)
+            if "--check" not in argv:
+                path.write_text(new)
+    if "--check" in argv and stale:
+        print(f"{', '.join(p.name for p in stale)} out of date: run `python -m gpukernels.readme`", file=sys.stderr)
+        return 1
     return 0
 
 
