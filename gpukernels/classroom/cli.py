@@ -34,8 +34,11 @@ def check(args, lessons: list[str], sizes: dict) -> tuple[str, list | None, tupl
     if args.html and args.classroom:
         raise UsageError("--html and --classroom are two ways to show a lesson: give one of them, not both")
     what = "--html" if args.html else "--classroom"
-    if args.lesson == "all" and args.html:
-        raise UsageError(f"--html writes one lesson's page: name a lesson ({', '.join(PAGES)}), not 'all'")
+    if args.lesson == "all" and args.html and not os.path.isdir(args.html):
+        raise UsageError(f"--html {args.html!r}: with 'all', --html takes an existing folder (one page per lesson "
+                         f"in it); for one page, name a lesson ({', '.join(PAGES)})")
+    if args.lesson == "all" and args.html and (args.version or sizes):
+        raise UsageError("--version and --size name one lesson's versions and shape: with them, name a lesson")
     lesson = "matmul" if args.lesson == "all" else lessons[0]
     names = list(gpukernels.LESSONS[lesson].VERSIONS)
     if args.version is not None:
@@ -70,6 +73,11 @@ def main(args, lessons: list[str], sizes: dict, argv: list[str]) -> int:
             raise UsageError(f"--size: {err}") from None
     if gpukernels.MODE == "gpu":  # the tracer needs the simulator: build the page in a child process
         return subprocess.run([sys.executable, "-m", "gpukernels", "demo", *argv], env=simulator_env()).returncode
+    if args.lesson == "all":  # every lesson's page into the folder
+        for name in gpukernels.LESSONS:
+            path = write_page(os.path.join(args.html, f"{name}.html"), name, seed=args.seed)
+            Console().print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KB)")
+        return 0
     try:
         path = write_page(args.html, lesson, versions, shape, args.seed)
     except TooLarge as err:

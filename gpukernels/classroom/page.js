@@ -181,6 +181,13 @@ function drawArrays(v, side, box) {
       return {fill, stroke, title: `${g.name}[${unravel(e, g.shape).join(", ")}]: ${c} loads so far`};
     }, {width, height: 300});
     const total = cum[g.name].reduce((a, b) => a + b, 0);
+    if (writes) {
+      const r = el("p", {class: "counts"}, pane);
+      el("span", {class: "label"}, r, `${selectionName(v, side)} writes `);
+      el("span", {class: "selwrites", id: `s${side}-${g.name}-selwrites`}, r, fmt(writes.now.size + writes.before.size));
+      el("span", {class: "label"}, r, " elements");
+    }
+    if (!g.loads) continue;  // an output that is only written: no loads to count
     const p = el("p", {class: "counts"}, pane);
     el("span", {class: "label"}, p, "loads so far ");
     el("span", {class: "loads", id: `s${side}-${g.name}-loads`}, p, fmt(total));
@@ -189,12 +196,6 @@ function drawArrays(v, side, box) {
     el("span", {class: "label"}, q, `${selectionName(v, side)} reads `);
     el("span", {class: "selreads", id: `s${side}-${g.name}-selreads`}, q, fmt(reads.now.size));
     el("span", {class: "label"}, q, ` elements this step`);
-    if (writes) {
-      const r = el("p", {class: "counts"}, pane);
-      el("span", {class: "label"}, r, "writes ");
-      el("span", {class: "selwrites", id: `s${side}-${g.name}-selwrites`}, r, fmt(writes.now.size + writes.before.size));
-      el("span", {class: "label"}, r, " elements");
-    }
   }
 }
 
@@ -277,7 +278,8 @@ function drawWarp(v, side, box) {
     const sw = Math.min(120, Math.floor((32 * lw) / Math.max(1, secs.length)));
     secs.forEach((sct, i) => {
       el("rect", {x: 10 + i * sw, y: 220, width: sw - 4, height: 50, fill: SRC_COL[0]}, svg);
-      el("text", {x: 10 + i * sw + sw / 2, y: 290, "text-anchor": "middle", class: "small"}, svg,
+      const every = Math.ceil(40 / sw);  // crowded: label every n-th sector
+      if (i % every === 0) el("text", {x: 10 + i * sw + sw / 2, y: 290, "text-anchor": "middle", class: "small"}, svg,
         sw >= 40 ? `sector ${sct}` : String(sct));
     });
     lanes.forEach((e, l) => {
