@@ -127,6 +127,7 @@ def test_classroom_sequence_runs_without_waiting():
     (["matmul", "--no-wait"], "--version and --no-wait go with"),
     (["matmul", "--html", "x.html", "--classroom"], "give one of them"),
     (["matmul", "--size", "80", "--html", "x.html"], "--size: matmul.naive records"),
+    (["matmul", "--size", "4096", "--html", "x.html"], "--size: matmul at 4096x4096x4096 would record millions"),
 ])
 def test_bad_options_give_one_line(args, message, tmp_path):
     env = dict(os.environ, GPUKERNELS_DEVICE="sim")

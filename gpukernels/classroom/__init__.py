@@ -36,7 +36,9 @@ from pathlib import Path
 PAGES = {
     "matmul": (("naive", "tiled"), (32, 32, 32), "K phase"),
     "softmax": (("naive", "optimized"), (32, 64), "phase"),
-    "cbr": (("naive", "fused_direct"), (1, 8, 1, 1, 1, 1, 1), "channel chunk"),
+    # a 1x1 filter: fused_direct's 256 threads keep PX x KB accumulators in local arrays, and every access to them
+    # is in the event log (~60 per filter tap and thread): a 3x3 filter would be 9x as many, beyond a page
+    "cbr": (("naive", "fused_direct"), (1, 8, 8, 8, 4, 1, 1), "channel chunk"),
 }
 
 
@@ -51,6 +53,9 @@ def page_data(lesson: str, versions=None, shape=None, seed: int = 0, broken: boo
     default, size, word = PAGES[lesson]
     versions = list(versions or default)
     shape = tuple(shape or size)
+    if hasattr(mod, "flops") and mod.flops(shape) // 4 > data.MAX_EVENTS:  # at least one access per 4 FLOPs
+        raise data.TooLarge(f"{lesson} at {'x'.join(map(str, shape))} would record millions of accesses (a page "
+                            f"holds at most {data.MAX_EVENTS:,}); choose a smaller --size")
     inputs = mod.make_inputs(shape, seed)
     out = {"lesson": lesson, "shape": list(shape), "versions": [],
            "title": f"{lesson} {'x'.join(map(str, shape))}: {' vs '.join(versions)}"}

@@ -5,7 +5,8 @@
 const DATA = JSON.parse(document.getElementById("data").textContent);
 const SVGNS = "http://www.w3.org/2000/svg";
 // Okabe-Ito (colour-blind safe), chosen for distinct lightness so that greyscale keeps them apart
-const COL = {sel: "#D55E00", earlier: "#F4B183", out: "#009E73", held: "#0072B2", zero: "#BBBBBB",
+// "read earlier" is a hatch (id "earlier", defined in the page) so that it differs from the count shading in greyscale
+const COL = {sel: "#B33C00", earlier: "url(#earlier)", out: "#009E73", held: "#0072B2", zero: "#BBBBBB",
              race: "#D55E00", grid: "#333333"};
 const SRC_COL = ["#0072B2", "#E69F00", "#CC79A7", "#56B4E9"];
 const fmt = (n) => Number(n).toLocaleString("en-US");
@@ -77,15 +78,17 @@ function touched(v, side, array, kind) {
 
 // ---- drawing helpers ---------------------------------------------------------------------------------------
 function panels(shape) {  // an array as panels of 2-D planes: [count, rows, cols]
+  shape = shape.slice();
+  while (shape.length > 1 && shape[shape.length - 1] === 1) shape.pop();  // w (K, C, 1, 1) is a K x C plane
   if (shape.length === 0) return [1, 1, 1];
   if (shape.length === 1) return [1, 1, shape[0]];
   const rows = shape[shape.length - 2], cols = shape[shape.length - 1];
   return [shape.slice(0, -2).reduce((a, b) => a * b, 1), rows, cols];
 }
 
-function heat(count, max) {  // white -> dark blue, by lightness (reads in greyscale)
-  const t = Math.min(1, count / max), l = 97 - 72 * t;
-  return `hsl(212, 70%, ${l}%)`;
+function heat(count, max) {  // white -> mid blue, by lightness (reads in greyscale), never as dark as a selection
+  const t = Math.min(1, count / max), l = 97 - 37 * t;
+  return `hsl(212, 60%, ${l}%)`;
 }
 
 // draws an array; fill(e) gives each element's colour; returns the svg

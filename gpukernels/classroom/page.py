@@ -20,12 +20,16 @@ _TEMPLATE = """<!DOCTYPE html>
 <span class="keys">keys: &larr; &rarr; step &middot; &uarr; &darr; warp access &middot; b w t select &middot;
 0-9 block &middot; p presenter &middot; space / PgDn next view</span>
 <div id="steplabel"></div>
-<div class="legend"><span><i style="background:#D55E00"></i>read by the selection this step</span>
-<span><i style="background:#F4B183"></i>read by it in earlier steps</span>
+<div class="legend"><span><i style="background:#B33C00"></i>read by the selection this step</span>
+<span><i style="background:repeating-linear-gradient(45deg,#B33C00 0 3px,#fff 3px 6px)"></i>read by it in
+earlier steps</span>
 <span><i style="background:#009E73"></i>written by it</span>
-<span><i style="background:hsl(212,70%,25%)"></i>loads so far, all blocks (darker = more)</span>
+<span><i style="background:hsl(212,60%,60%)"></i>loads so far, all blocks (darker = more)</span>
 <span><i style="background:#BBBBBB"></i>shared cell set to zero</span></div>
 </header>
+<svg width="0" height="0" style="position:absolute"><defs><pattern id="earlier" width="6" height="6"
+patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#fff"/>
+<rect width="3" height="6" fill="#B33C00"/></pattern></defs></svg>
 <div id="main"></div>
 <script type="application/json" id="data">{data}</script>
 <script>{js}</script>
