@@ -14,8 +14,10 @@ from gpukernels.trace import trace
 
 from .browser import console_errors
 
-# (lesson, versions, shape): small, so each page is traced in seconds
-PAGES = [("matmul", ("naive", "tiled"), (32, 32, 32)), ("softmax", ("naive", "optimized"), (32, 64))]
+# (lesson, versions, shape): small, so each page is traced in seconds -- cbr's in ~30 s and ~2 GB, the event log of
+# fused_direct's register arrays (gpukernels.classroom.PAGES says why its filter is 1x1)
+PAGES = [("matmul", ("naive", "tiled"), (32, 32, 32)), ("softmax", ("naive", "optimized"), (32, 64)),
+         ("cbr", ("naive", "fused_direct"), (1, 8, 8, 8, 4, 1, 1))]
 
 
 @pytest.fixture(scope="module", params=PAGES, ids=[p[0] for p in PAGES])
