@@ -33,7 +33,7 @@ from ..trace import trace
 
 #: The event log costs about 1.6 KB per access (Trace.events() is a record array with string columns), and
 #: local arrays are in it too: above this many accesses a version is refused with a message naming the size.
-MAX_EVENTS = 600_000
+MAX_EVENTS = 700_000
 
 
 class TooLarge(ValueError):
@@ -205,7 +205,7 @@ class Events:
             isz = self.itemsize(launch, array)
             item = {"step": key[0], "block": key[1], "warp": key[2], "array": array, "location": key[4],
                     "kind": ("read", "write", "atomic")[key[5]], "space": str(self.space[r0]), "lanes": lanes,
-                    "itemsize": isz}
+                    "itemsize": isz, "order": int(self.ev["order"][rows].min())}
             if item["space"] == "global":
                 item["sectors"], item["min_sectors"] = sectors(elems, isz)
             else:
@@ -268,7 +268,8 @@ def version_data(t, name: str, idea: str, step_word: str = "phase", races: bool 
         n = per_launch[launch]
         kernel = E.launches[launch].kernel
         if n == 1:
-            label = f"{kernel}: no barrier between its loads" if i0 == i1 else f"{kernel}: intervals {i0}-{i1}"
+            label = (f"{kernel}: no barrier between its loads" if i0 == i1
+                     else f"{kernel}: {step_word} 1 of 1 (barrier intervals {i0}-{i1})")
         else:
             label = f"{kernel}: {step_word} {phase + 1} of {n}"
         steps.append({"launch": launch, "phase": phase, "intervals": [i0, i1], "label": label,
@@ -332,10 +333,11 @@ def version_data(t, name: str, idea: str, step_word: str = "phase", races: bool 
             lines.append(line)
         # [line, lanes x 32, sectors, min sectors] (global) or [line, lanes x 32, degree] (shared)
         measure = [w["sectors"], w["min_sectors"]] if w["space"] == "global" else [w["degree"]]
-        warps[f"{w['step']}:{w['block']}:{w['warp']}"].append([line_ids[key], *w["lanes"], *measure])
+        warps[f"{w['step']}:{w['block']}:{w['warp']}"].append((w["order"], [line_ids[key], *w["lanes"], *measure]))
+    warps = {k: [x for _, x in sorted(v, key=lambda item: item[0])] for k, v in warps.items()}  # program order
     out = {"name": name, "idea": idea, "launches": launches, "global": list(garrays.values()),
            "shared": list(sarrays.values()), "steps": steps, "access": access, "lines": lines,
-           "warps": dict(warps),
+           "warps": warps,
            "coalescing": t.coalescing().per_kernel}
     if races:
         cells = E.race_cells()
