@@ -182,7 +182,7 @@ def demo_main(argv: list[str]) -> int:
         return fail(prog, str(err) + (" (with 'all', --size must fit every lesson: name one)" if len(lessons) > 1
                                       else ""))
     if classroom.wanted(args):
-        return classroom.main(args, lessons, sizes, argv)
+        return classroom.main(args, lessons, sizes)
     if args.version or args.no_wait:
         return fail(prog, "--version and --no-wait go with --html FILE or --classroom")
     if args.save is not None:

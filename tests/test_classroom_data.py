@@ -81,3 +81,13 @@ def test_a_size_too_large_for_a_page_is_refused():
     mod = gpukernels.matmul
     with pytest.raises(data.TooLarge, match="choose a smaller --size"):
         data.record(mod.naive, mod.make_inputs((16, 16, 16), 0), "matmul.naive", limit=100)
+
+
+def test_on_a_gpu_machine_the_page_is_traced_in_a_simulator_child(monkeypatch):
+    from gpukernels import classroom
+
+    monkeypatch.setattr(gpukernels, "MODE", "gpu")  # as on a GPU machine: the child runs on the simulator
+    d = classroom.page_data_anywhere("matmul", ["naive", "tiled"], (8, 8, 8))
+    assert [v["name"] for v in d["versions"]] == ["naive", "tiled"] and d["broken"]["races"]
+    with pytest.raises(data.TooLarge, match="would record millions of accesses"):  # one line, not a traceback
+        classroom.page_data_anywhere("matmul", None, (4096, 4096, 4096))

@@ -73,10 +73,10 @@ def page_data(lesson: str, versions=None, shape=None, seed: int = 0, broken: boo
 
 
 def build_page(lesson: str, versions=None, shape=None, seed: int = 0) -> str:
-    """The page's HTML (one string, everything inlined)."""
+    """The page's HTML (one string, everything inlined), on a simulator or a GPU machine."""
     from .page import render
 
-    return render(page_data(lesson, versions, shape, seed))
+    return render(page_data_anywhere(lesson, versions, shape, seed))
 
 
 def write_page(path, lesson: str, versions=None, shape=None, seed: int = 0) -> Path:
@@ -106,29 +106,34 @@ class Page:
 
 def show(lesson: str, versions=None, shape=None, seed: int = 0, height: int = 1000) -> Page:
     """The lesson's classroom page for a notebook cell: ``gpukernels.classroom.show("matmul")``. The kernels
-    are traced on the simulator; on a GPU machine the page is built in a simulator child process."""
+    are traced on the simulator; on a GPU machine in a simulator child process."""
+    from .page import render
+
+    return Page(render(page_data_anywhere(lesson, versions, shape, seed)), height)
+
+
+def page_data_anywhere(lesson: str, versions=None, shape=None, seed: int = 0) -> dict:
+    """`page_data` here on the simulator, or on a GPU machine (numba.cuda picks its target once per process,
+    and the tracer needs the simulator) in a simulator child process that sends it back as JSON."""
     import gpukernels
 
-    if gpukernels.MODE == "gpu":
-        return Page(_build_in_child(lesson, versions, shape, seed), height)
-    return Page(build_page(lesson, versions, shape, seed), height)
-
-
-def _build_in_child(lesson, versions, shape, seed) -> str:
+    if gpukernels.MODE != "gpu":
+        return page_data(lesson, versions, shape, seed)
+    import json
     import subprocess
     import sys
-    import tempfile
 
     from ..cli import simulator_env
 
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "page.html"
-        args = [sys.executable, "-m", "gpukernels", "demo", lesson, "--html", str(path), "--seed", str(seed)]
-        for v in versions or ():
-            args += ["--version", v]
-        if shape:
-            args += ["--size", ",".join(map(str, shape))]
-        proc = subprocess.run(args, env=simulator_env(), capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"building the page in a simulator child failed:\n{proc.stderr[-2000:]}")
-        return path.read_text(encoding="utf-8")
+    code = ("import json, sys; from gpukernels.classroom import page_data; json.dump(page_data("
+            f"{lesson!r}, {list(versions) if versions else None!r}, {tuple(shape) if shape else None!r}, {seed!r}), "
+            "sys.stdout)")
+    proc = subprocess.run([sys.executable, "-c", code], env=simulator_env(), capture_output=True, text=True)
+    if proc.returncode != 0:
+        from .data import TooLarge
+
+        last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
+        if last.startswith(f"{TooLarge.__module__}.TooLarge: "):  # a size too large: the same one line as here
+            raise TooLarge(last.split(": ", 1)[1])
+        raise RuntimeError(f"tracing in a simulator child failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout)

@@ -5,12 +5,10 @@ and what was given (exit status 2)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import gpukernels
 
-from ..cli import UsageError, simulator_env
+from ..cli import UsageError
 
 
 def add_options(parser) -> None:
@@ -57,10 +55,10 @@ def check(args, lessons: list[str], sizes: dict) -> tuple[str, list | None, tupl
     return lesson, args.version, sizes.get(lesson)
 
 
-def main(args, lessons: list[str], sizes: dict, argv: list[str]) -> int:
+def main(args, lessons: list[str], sizes: dict) -> int:
     from rich.console import Console
 
-    from . import write_page
+    from . import write_page  # on a GPU machine it traces in a simulator child (page_data_anywhere)
     from .data import TooLarge
 
     lesson, versions, shape = check(args, lessons, sizes)
@@ -71,8 +69,6 @@ def main(args, lessons: list[str], sizes: dict, argv: list[str]) -> int:
             return narrate.run(lesson, versions, shape, wait=not args.no_wait)
         except TooLarge as err:
             raise UsageError(f"--size: {err}") from None
-    if gpukernels.MODE == "gpu":  # the tracer needs the simulator: build the page in a child process
-        return subprocess.run([sys.executable, "-m", "gpukernels", "demo", *argv], env=simulator_env()).returncode
     if args.lesson == "all":  # every lesson's page into the folder
         for name in gpukernels.LESSONS:
             path = write_page(os.path.join(args.html, f"{name}.html"), name, seed=args.seed)

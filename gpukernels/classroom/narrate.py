@@ -47,17 +47,14 @@ def _grid_map(v: dict) -> str:
 def run(lesson: str, versions=None, shape=None, wait: bool = True, console: Console | None = None) -> int:
     import gpukernels
 
-    from . import PAGES, page_data
+    from . import PAGES, page_data_anywhere
 
     console = console or Console(width=120)
     wait = wait and sys.stdin.isatty()
     n = Narrator(console, wait)
     names = list(versions or PAGES[lesson][0])
     console.print(f"[bold]gpukernels classroom: {lesson}[/] -- {escape(' vs '.join(names))}, traced on the simulator")
-    if gpukernels.MODE == "gpu":  # the tracer needs the simulator: traced in a child process
-        data = _page_data_in_child(lesson, names, shape)
-    else:
-        data = page_data(lesson, names, shape)
+    data = page_data_anywhere(lesson, names, shape)
     a, b = data["versions"]
     shape_txt = "x".join(map(str, data["shape"]))
 
@@ -137,20 +134,6 @@ def run(lesson: str, versions=None, shape=None, wait: bool = True, console: Cons
         console.rule("[bold]Summary")
         print_sim_table(console, rows)
     return 0 if all(r["ok"] for r in rows) else 1
-
-
-def _page_data_in_child(lesson, names, shape) -> dict:
-    import json
-    import subprocess
-
-    from ..cli import simulator_env
-
-    code = ("import json, sys; from gpukernels.classroom import page_data; "
-            f"json.dump(page_data({lesson!r}, {names!r}, {tuple(shape) if shape else None!r}), sys.stdout)")
-    proc = subprocess.run([sys.executable, "-c", code], env=simulator_env(), capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"tracing in a simulator child failed:\n{proc.stderr[-2000:]}")
-    return json.loads(proc.stdout)
 
 
 class _Null:
