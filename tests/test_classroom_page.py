@@ -81,8 +81,16 @@ def test_page_in_a_browser(page, browser):
         want = {r[3] + r[4] * i for r in zip(*[iter(rows)] * 6) if r[0] == 0 and r[1] == b for i in range(r[5])}
         if want:
             assert int(_text(browser, f"s1-{g['name']}-selreads")) == len(want)
-    # one warp access: the efficiency shown for the first access is the tracer's definition
+    # clicking an output element selects, on both sides, the thread that computes it
+    out = next(g for g in v["global"] if g["written"])
+    browser.find_element("css selector", f'#side1 div[data-array="{out["name"]}"] rect[data-e="0"]').click()
+    assert browser.find_element("id", "mode-thread").get_attribute("class") == "on"
+    # one warp access at a time, with the tracer's numbers for its line
     assert browser.find_elements("id", "s0-line")
+    # presenter mode shows one view, scaled to fit the screen
+    browser.find_element("tag name", "body").send_keys("p")
+    shown = [s for s in browser.find_elements("css selector", ".section") if s.is_displayed()]
+    assert len(shown) == 1
     assert console_errors(browser) == []
 
 

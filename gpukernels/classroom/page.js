@@ -173,8 +173,8 @@ function drawArrays(v, side, box) {
   for (const g of v.global) {
     const pane = el("div", {class: "panel", "data-array": g.name, style: `width: ${width}px`}, wrap);
     const reads = touched(v, side, g.name, "read"), writes = g.written ? touched(v, side, g.name, "write") : null;
-    el("h3", {}, pane, `${g.name} ${g.shape.join("x")}${g.written ? " (output)" : ""}`);
-    drawArray(pane, g.shape, (e) => {
+    el("h3", {}, pane, `${g.name} ${g.shape.join("x")}${g.written ? " (output: click an element)" : ""}`);
+    const svg = drawArray(pane, g.shape, (e) => {
       const c = cum[g.name][e];
       let fill = heat(c, v.max[g.name]), stroke = null;
       if (writes && (writes.now.has(e) || writes.before.has(e))) fill = COL.out;
@@ -183,6 +183,10 @@ function drawArrays(v, side, box) {
       if (held.has(`${g.name}:${e}`)) stroke = "#000";
       return {fill, stroke, title: `${g.name}[${unravel(e, g.shape).join(", ")}]: ${c} loads so far`};
     }, {width, height: 300});
+    if (g.written) svg.addEventListener("click", (ev) => {  // an output element: who computes it, on both sides
+      const e = ev.target.getAttribute("data-e");
+      if (e !== null) { selectOwner(g.name, Number(e)); render(); }
+    });
     const total = cum[g.name].reduce((a, b) => a + b, 0);
     if (writes) {
       const r = el("p", {class: "counts"}, pane);
@@ -200,6 +204,19 @@ function drawArrays(v, side, box) {
     el("span", {class: "selreads", id: `s${side}-${g.name}-selreads`}, q, fmt(reads.now.size));
     el("span", {class: "label"}, q, ` elements this step`);
   }
+}
+
+// select, on every side, the block and thread that write element e of output `array` (the last writer: the pass
+// that finishes it), and show that thread
+function selectOwner(array, e) {
+  DATA.versions.forEach((v, side) => {
+    let owner = null;
+    for (const r of v.rows[`${array}:write`] || [])
+      if ((e - r[3]) % r[4] === 0 && e >= r[3] && e <= r[3] + r[4] * (r[5] - 1)) owner = r;
+    if (!owner) return;
+    Object.assign(state.sel[side], {block: owner[1], thread: owner[2], warp: owner[2] >> 5});
+  });
+  if (state.mode === "block") state.mode = "thread";
 }
 
 function tileCells(v, tile, side) {
@@ -362,6 +379,7 @@ function render() {
     `step ${state.step + 1} of ${maxSteps}: ` + DATA.versions.map((v) => `${v.name}: ${v.steps[stepOf(v)].label}`).join(" | ");
   for (const m of ["block", "warp", "thread"]) document.getElementById(`mode-${m}`).classList.toggle("on", state.mode === m);
   document.body.classList.toggle("presenter", state.presenter);
+  document.getElementById("presenter").classList.toggle("on", state.presenter);
   const main = document.getElementById("main");
   main.innerHTML = "";
   SECTIONS.forEach(([id, title], i) => {
@@ -381,6 +399,16 @@ function render() {
       } else drawWarp(v, side, col);
     });
   });
+  if (state.presenter) fitSection();
+}
+
+// presenter mode: the one view shown is scaled to fit the screen below the header, so nothing needs scrolling
+function fitSection() {
+  const sec = [...document.querySelectorAll(".section")].find((x) => x.style.display !== "none");
+  if (!sec) return;
+  const avail = window.innerHeight - document.querySelector("header").offsetHeight - 10;
+  const scale = Math.min(1, avail / sec.scrollHeight);
+  sec.style.zoom = scale < 1 ? String(Math.max(0.5, scale)) : "";
 }
 
 function go(delta) {
@@ -398,6 +426,7 @@ function init() {
   for (const m of ["block", "warp", "thread"])
     document.getElementById(`mode-${m}`).addEventListener("click", () => { state.mode = m; render(); });
   document.getElementById("presenter").addEventListener("click", () => { state.presenter = !state.presenter; render(); });
+  window.addEventListener("resize", () => { if (state.presenter) render(); });
   document.addEventListener("keydown", (e) => {
     if (e.target.tagName === "INPUT" && (e.key === "ArrowLeft" || e.key === "ArrowRight")) { e.preventDefault(); }
     const sections = DATA.broken ? 3 : 2;
