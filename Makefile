@@ -1,5 +1,6 @@
 # make test   - create .venv if missing, install, run the test suite (simulator unless a GPU is chosen)
 # make demo   - run every lesson's versions, check them, print the table
+# make classroom - every lesson's interactive classroom page into build/classroom/
 ifeq ($(OS),Windows_NT)
 PYTHON ?= python
 BIN    := Scripts
@@ -29,7 +30,7 @@ EXTRAS ?= $(if $(CUDA_EXTRA),$(CUDA_EXTRA)$(comma))dev
 # cu12 and cu13 keeps the other's wheels: `make clean` first.
 STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
-.PHONY: test test-nocuda demo install extras notebooks plots bench clean mutate
+.PHONY: test test-nocuda demo install extras notebooks plots bench clean mutate classroom
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -65,6 +66,13 @@ test-nocuda: $(NOCUDA_VENV)/.installed
 
 demo: $(STAMP)
 	$(PY) -m gpukernels demo all
+
+# Every lesson's classroom page (issue 20) into build/classroom/ (git-ignored; the course site copies
+# build/classroom/*.html): one self-contained HTML file each, traced on the simulator. cbr takes a minute or two
+# and ~2 GB: its fused kernel's register arrays are all in the tracer's event log.
+classroom: $(STAMP)
+	mkdir -p build/classroom
+	GPUKERNELS_DEVICE=sim $(PY) -m gpukernels demo all --html build/classroom
 
 notebooks: $(STAMP)
 	$(PY) -m pip install -q -e ".[$(EXTRAS),notebooks]"

@@ -169,6 +169,9 @@ def demo_main(argv: list[str]) -> int:
     parser.add_argument("--size", help="shape: 512,512,512 or 512x512x512 for matmul, or 512 for a square (a cube "
                                        "for matmul); default: per mode")
     parser.add_argument("--save", type=Path, help="write the lesson's key figures (PNG) to this folder")
+    from gpukernels.classroom import cli as classroom  # --html, --version, --classroom (issue 20)
+
+    classroom.add_options(parser)
     args = parser.parse_args(argv)
     lessons = list(LESSONS) if args.lesson == "all" else [args.lesson]
     if any(name not in LESSONS for name in lessons):
@@ -178,6 +181,10 @@ def demo_main(argv: list[str]) -> int:
     except UsageError as err:
         return fail(prog, str(err) + (" (with 'all', --size must fit every lesson: name one)" if len(lessons) > 1
                                       else ""))
+    if classroom.wanted(args):
+        return classroom.main(args, lessons, sizes)
+    if args.version or args.no_wait:
+        return fail(prog, "--version and --no-wait go with --html FILE or --classroom")
     if args.save is not None:
         try:
             args.save.mkdir(parents=True, exist_ok=True)

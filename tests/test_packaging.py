@@ -62,6 +62,8 @@ def built_requirements(tmp_path_factory) -> list:
     with zipfile.ZipFile(wheel) as z:
         name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
         meta = Parser().parsestr(z.read(name).decode())
+        # the classroom page's script and style are package data (pyproject's [tool.setuptools.package-data])
+        assert {"gpukernels/classroom/page.js", "gpukernels/classroom/page.css"} <= set(z.namelist())
     assert set(meta.get_all("Provides-Extra")) >= {"cu12", "cu13", "dev"}
     return [Requirement(r) for r in meta.get_all("Requires-Dist")]
 

@@ -1,0 +1,139 @@
+"""Classroom demos: one self-contained interactive page per lesson, and a narrated sequence in the terminal.
+
+    gpukernels demo matmul --html matmul.html                          # naive beside tiled
+    gpukernels demo matmul --version tiled --version conflict_free --size 16 --html tc.html
+    gpukernels demo --classroom matmul                                 # the narrated sequence (Enter steps)
+    gpukernels.classroom.show("matmul")                                # the same page in a notebook
+
+The page is built from the tracer's recorded accesses of the real, unchanged kernels run on the simulator
+(``gpukernels.classroom.data`` says what it embeds and how each number relates to the tracer's). It shows two
+versions side by side on the same controls: the grid of blocks and a block's warps (choose a block, a warp or a
+thread: the elements it reads and writes light up), a slider over barrier intervals grouped into phases (what the
+shared tiles hold, which global elements are loaded, the running count of loads per element), one warp access at
+a time (lanes to 32-byte sectors or to banks, with the tracer's efficiency and conflict degree), and a broken
+variant with a barrier removed, its racing elements drawn on the tile beside the source lines the tracer names.
+
+Why plain SVG and a page of hand-written JavaScript, not plotly, bokeh or matplotlib's animation
+-------------------------------------------------------------------------------------------------------------
+* Weight and offline use: the page must open from a USB stick with no network, so any library is inlined into
+  every page -- plotly.js is ~3.5 MB, bokeh's inline resources ~1 MB. The script here is ~20 KB; a matmul page
+  is a few hundred KB, nearly all of it the traced data.
+* The views are linked: one slider, one selection and one keyboard drive two versions and the race view. In
+  plotly or bokeh that linking is itself JavaScript (CustomJS callbacks), so we would write the same code and
+  ship a library under it. matplotlib's ``to_jshtml`` only plays pre-rendered frames: no clicking a block.
+* Testable: every count is a DOM element with an id, so the browser test reads what the student sees and
+  compares it with the tracer's numbers.
+Nothing is added to the dependencies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+#: lesson -> (default pair of versions, page size, the word for one phase). Sizes keep the event log small:
+#: the tracer's event log holds every access, local arrays included (see data.MAX_EVENTS).
+PAGES = {
+    "matmul": (("naive", "tiled"), (32, 32, 32), "K phase"),
+    "softmax": (("naive", "optimized"), (32, 64), "phase"),
+    # a 1x1 filter: fused_direct's 256 threads keep PX x KB accumulators in local arrays, and every access to them
+    # is in the event log (~60 per filter tap and thread): a 3x3 filter would be 9x as many, beyond a page
+    "cbr": (("naive", "fused_direct"), (1, 8, 8, 8, 4, 1, 1), "channel chunk"),
+}
+
+
+def page_data(lesson: str, versions=None, shape=None, seed: int = 0, broken: bool = True) -> dict:
+    """The data one page embeds: each version traced on the simulator (plus the lesson's broken variant)."""
+    import gpukernels
+
+    from . import data
+    from .racy import BROKEN
+
+    mod = gpukernels.LESSONS[lesson]
+    default, size, word = PAGES[lesson]
+    versions = list(versions or default)
+    shape = tuple(shape or size)
+    if hasattr(mod, "flops") and mod.flops(shape) // 4 > data.MAX_EVENTS:  # at least one access per 4 FLOPs
+        raise data.TooLarge(f"{lesson} at {'x'.join(map(str, shape))} would record millions of accesses (a page "
+                            f"holds at most {data.MAX_EVENTS:,}); choose a smaller --size")
+    inputs = mod.make_inputs(shape, seed)
+    out = {"lesson": lesson, "shape": list(shape), "versions": [],
+           "title": f"{lesson} {'x'.join(map(str, shape))}: {' vs '.join(versions)}"}
+    for name in versions:
+        v = mod.VERSIONS[name]
+        t, _ = data.record(v, inputs, f"{lesson}.{name}")
+        out["versions"].append(data.version_data(t, name, v.idea, word))
+    b = BROKEN.get(lesson) if broken else None
+    out["broken"], out["missing"] = None, ""
+    if b is not None:
+        t, _ = data.record(b.run, inputs, f"{lesson}.{b.name}")
+        out["broken"] = data.version_data(t, b.name, f"{b.of} with {b.missing} removed", word, races=True)
+        out["missing"] = b.missing
+    return out
+
+
+def build_page(lesson: str, versions=None, shape=None, seed: int = 0) -> str:
+    """The page's HTML (one string, everything inlined), on a simulator or a GPU machine."""
+    from .page import render
+
+    return render(page_data_anywhere(lesson, versions, shape, seed))
+
+
+def write_page(path, lesson: str, versions=None, shape=None, seed: int = 0) -> Path:
+    path = Path(path)
+    path.write_text(build_page(lesson, versions, shape, seed), encoding="utf-8")
+    return path
+
+
+@dataclass
+class Page:
+    """A classroom page in a notebook: displays as an iframe holding the page (``srcdoc``)."""
+
+    html: str
+    height: int = 1000
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return (f'<iframe srcdoc="{html.escape(self.html, quote=True)}" style="width:100%;height:{self.height}px;'
+                'border:1px solid #999" sandbox="allow-scripts"></iframe>')
+
+    def save(self, path) -> Path:
+        path = Path(path)
+        path.write_text(self.html, encoding="utf-8")
+        return path
+
+
+def show(lesson: str, versions=None, shape=None, seed: int = 0, height: int = 1000) -> Page:
+    """The lesson's classroom page for a notebook cell: ``gpukernels.classroom.show("matmul")``. The kernels
+    are traced on the simulator; on a GPU machine in a simulator child process."""
+    from .page import render
+
+    return Page(render(page_data_anywhere(lesson, versions, shape, seed)), height)
+
+
+def page_data_anywhere(lesson: str, versions=None, shape=None, seed: int = 0) -> dict:
+    """`page_data` here on the simulator, or on a GPU machine (numba.cuda picks its target once per process,
+    and the tracer needs the simulator) in a simulator child process that sends it back as JSON."""
+    import gpukernels
+
+    if gpukernels.MODE != "gpu":
+        return page_data(lesson, versions, shape, seed)
+    import json
+    import subprocess
+    import sys
+
+    from ..cli import simulator_env
+
+    code = ("import json, sys; from gpukernels.classroom import page_data; json.dump(page_data("
+            f"{lesson!r}, {list(versions) if versions else None!r}, {tuple(shape) if shape else None!r}, {seed!r}), "
+            "sys.stdout)")
+    proc = subprocess.run([sys.executable, "-c", code], env=simulator_env(), capture_output=True, text=True)
+    if proc.returncode != 0:
+        from .data import TooLarge
+
+        last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
+        if last.startswith(f"{TooLarge.__module__}.TooLarge: "):  # a size too large: the same one line as here
+            raise TooLarge(last.split(": ", 1)[1])
+        raise RuntimeError(f"tracing in a simulator child failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout)

@@ -1,0 +1,84 @@
+"""The classroom options of ``gpukernels demo`` (wired in gpukernels/demo.py): ``--html FILE``, ``--version``
+(twice), ``--classroom``, ``--no-wait``. Every bad value ends in one line naming the option, what was expected
+and what was given (exit status 2)."""
+
+from __future__ import annotations
+
+import os
+
+import gpukernels
+
+from ..cli import UsageError
+
+
+def add_options(parser) -> None:
+    parser.add_argument("--html", metavar="FILE", help="write the lesson's interactive classroom page (one "
+                        "self-contained HTML file) to FILE")
+    parser.add_argument("--version", action="append", metavar="NAME", help="with --html or --classroom: a version "
+                        "to show; give it twice (default: the lesson's pair, e.g. naive and tiled)")
+    parser.add_argument("--seed", type=int, default=0, help="with --html: the inputs' random seed")
+    parser.add_argument("--classroom", action="store_true", help="the narrated sequence in the terminal (Enter steps)")
+    parser.add_argument("--no-wait", action="store_true", help="with --classroom: run straight through")
+
+
+def wanted(args) -> bool:
+    return bool(args.html or args.classroom)
+
+
+def check(args, lessons: list[str], sizes: dict) -> tuple[str, list | None, tuple | None]:
+    """The lesson, versions and shape the classroom options ask for; UsageError names what is wrong."""
+    from . import PAGES
+
+    if args.html and args.classroom:
+        raise UsageError("--html and --classroom are two ways to show a lesson: give one of them, not both")
+    what = "--html" if args.html else "--classroom"
+    if args.lesson == "all" and args.html and not os.path.isdir(args.html):
+        raise UsageError(f"--html {args.html!r}: with 'all', --html takes an existing folder (one page per lesson "
+                         f"in it); for one page, name a lesson ({', '.join(PAGES)})")
+    if args.lesson == "all" and args.html and (args.version or sizes):
+        raise UsageError("--version and --size name one lesson's versions and shape: with them, name a lesson")
+    lesson = "matmul" if args.lesson == "all" else lessons[0]
+    names = list(gpukernels.LESSONS[lesson].VERSIONS)
+    if args.version is not None:
+        if len(args.version) != 2:
+            raise UsageError(f"--version: {what} shows two versions side by side, so give --version twice; got "
+                             f"{len(args.version)} ({', '.join(args.version)})")
+        for v in args.version:
+            if v not in names:
+                raise UsageError(f"--version {v!r}: {lesson} has no such version; choose from {', '.join(names)}")
+    if args.html:
+        folder = os.path.dirname(os.path.abspath(args.html))
+        if not os.path.isdir(folder):
+            raise UsageError(f"--html {args.html!r}: its folder {folder} does not exist")
+    if args.no_wait and not args.classroom:
+        raise UsageError("--no-wait goes with --classroom (it runs the narrated sequence straight through)")
+    return lesson, args.version, sizes.get(lesson)
+
+
+def main(args, lessons: list[str], sizes: dict) -> int:
+    from rich.console import Console
+
+    from . import write_page  # on a GPU machine it traces in a simulator child (page_data_anywhere)
+    from .data import TooLarge
+
+    lesson, versions, shape = check(args, lessons, sizes)
+    if args.classroom:
+        from . import narrate
+
+        try:
+            return narrate.run(lesson, versions, shape, wait=not args.no_wait)
+        except TooLarge as err:
+            raise UsageError(f"--size: {err}") from None
+    if args.lesson == "all":  # every lesson's page into the folder
+        for name in gpukernels.LESSONS:
+            path = write_page(os.path.join(args.html, f"{name}.html"), name, seed=args.seed)
+            Console().print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KB)")
+        return 0
+    try:
+        path = write_page(args.html, lesson, versions, shape, args.seed)
+    except TooLarge as err:
+        raise UsageError(f"--size: {err}") from None
+    except OSError as err:
+        raise UsageError(f"--html {args.html!r}: cannot write it ({err.strerror or err})") from None
+    Console().print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KB): open it in any browser, no server needed")
+    return 0

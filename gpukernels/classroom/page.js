@@ -1,0 +1,447 @@
+// The classroom page: plain SVG drawn from the JSON that gpukernels.classroom embedded (id="data").
+// Two versions side by side share every control: the step slider (barrier intervals grouped into phases), the
+// selection mode (block / warp / thread), the warp access shown, and presenter mode. No library, no network.
+"use strict";
+const DATA = JSON.parse(document.getElementById("data").textContent);
+const SVGNS = "http://www.w3.org/2000/svg";
+// Okabe-Ito (colour-blind safe), chosen for distinct lightness so that greyscale keeps them apart
+// "read earlier" is a hatch (id "earlier", defined in the page) so that it differs from the count shading in greyscale
+const COL = {sel: "#B33C00", earlier: "url(#earlier)", out: "#009E73", held: "#0072B2", zero: "#BBBBBB",
+             race: "#D55E00", grid: "#333333"};
+const SRC_COL = ["#0072B2", "#E69F00", "#CC79A7", "#56B4E9"];
+const fmt = (n) => Number(n).toLocaleString("en-US");
+
+const state = {step: 0, mode: "block", sel: [], access: 0, race: -1, section: 0, presenter: false};
+
+function el(tag, attrs, parent, text) {
+  const e = tag === "div" || tag === "span" || tag === "p" || tag === "h2" || tag === "h3" || tag === "button"
+    ? document.createElement(tag) : document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  if (parent) parent.appendChild(e);
+  return e;
+}
+
+// ---- per-version indexes -----------------------------------------------------------------------------------
+function prepare(v) {
+  v.size = {};
+  for (const g of v.global) v.size[g.name] = g.shape.reduce((a, b) => a * b, 1);
+  // cumulative loads per element after each step
+  v.cum = [];
+  let run = {};
+  for (const g of v.global) run[g.name] = new Int32Array(v.size[g.name]);
+  v.steps.forEach((s, i) => {
+    const next = {};
+    for (const g of v.global) {
+      next[g.name] = run[g.name].slice();
+      const add = s.loads[g.name];
+      if (add) for (let e = 0; e < add.length; e++) next[g.name][e] += add[e];
+    }
+    v.cum.push(next);
+    run = next;
+  });
+  v.max = {};
+  for (const g of v.global) v.max[g.name] = Math.max(1, ...(v.cum.length ? v.cum[v.cum.length - 1][g.name] : [1]));
+  // access runs by (array:kind) -> rows [step, block, thread, start, stride, count]
+  v.rows = {};
+  for (const [key, flat] of Object.entries(v.access)) {
+    const rows = [];
+    for (let i = 0; i < flat.length; i += 6) rows.push(flat.slice(i, i + 6));
+    v.rows[key] = rows;
+  }
+  v.nsteps = v.steps.length;
+}
+
+function stepOf(v) { return Math.min(state.step, v.nsteps - 1); }
+function launchOf(v) { return v.steps[stepOf(v)].launch; }
+function nblocks(v, li) { const g = v.launches[li].grid; return g.reduce((a, b) => a * b, 1); }
+function nthreads(v, li) { const b = v.launches[li].block; return b.reduce((a, b) => a * b, 1); }
+
+function matches(v, side, row) {
+  const s = state.sel[side], li = launchOf(v);
+  if (v.steps[row[0]].launch !== li || row[1] !== Math.min(s.block, nblocks(v, li) - 1)) return false;
+  if (state.mode === "warp") return (row[2] >> 5) === s.warp;
+  if (state.mode === "thread") return row[2] === s.thread;
+  return true;
+}
+
+// elements of `array` touched (kind) by the selection: {now: Set, before: Set}
+function touched(v, side, array, kind) {
+  const now = new Set(), before = new Set(), step = stepOf(v);
+  for (const r of v.rows[`${array}:${kind}`] || []) {
+    if (r[0] > step || !matches(v, side, r)) continue;
+    const into = r[0] === step ? now : before;
+    for (let i = 0; i < r[5]; i++) into.add(r[3] + r[4] * i);
+  }
+  return {now, before};
+}
+
+// ---- drawing helpers ---------------------------------------------------------------------------------------
+function panels(shape) {  // an array as panels of 2-D planes: [count, rows, cols]
+  shape = shape.slice();
+  while (shape.length > 1 && shape[shape.length - 1] === 1) shape.pop();  // w (K, C, 1, 1) is a K x C plane
+  if (shape.length === 0) return [1, 1, 1];
+  if (shape.length === 1) return [1, 1, shape[0]];
+  const rows = shape[shape.length - 2], cols = shape[shape.length - 1];
+  return [shape.slice(0, -2).reduce((a, b) => a * b, 1), rows, cols];
+}
+
+function heat(count, max) {  // white -> mid blue, by lightness (reads in greyscale), never as dark as a selection
+  const t = Math.min(1, count / max), l = 97 - 37 * t;
+  return `hsl(212, 60%, ${l}%)`;
+}
+
+// draws an array; fill(e) gives each element's colour; returns the svg
+function drawArray(parent, shape, fill, opts) {
+  const [np, rows, cols] = panels(shape);
+  const pc = Math.ceil(Math.sqrt(np * rows / Math.max(1, cols))), pcols = Math.max(1, Math.min(np, pc));
+  const prows = Math.ceil(np / pcols);
+  const W = pcols * cols + (pcols - 1), H = prows * rows + (prows - 1);
+  const cell = Math.max(2, Math.min(opts.maxCell || 22, Math.floor(opts.width / W), Math.floor(opts.height / H)));
+  const svg = el("svg", {width: W * cell + 2, height: H * cell + 2, class: "array"}, parent);
+  for (let p = 0; p < np; p++) {
+    const ox = (p % pcols) * (cols + 1), oy = Math.floor(p / pcols) * (rows + 1);
+    for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) {
+      const e = (p * rows + r) * cols + c, f = fill(e);
+      const rect = el("rect", {x: 1 + (ox + c) * cell, y: 1 + (oy + r) * cell, width: cell, height: cell,
+        fill: f.fill, "data-e": e}, svg);
+      if (f.stroke) { rect.setAttribute("stroke", f.stroke); rect.setAttribute("stroke-width", Math.max(1, cell / 6)); }
+      if (f.title) el("title", {}, rect, f.title);
+    }
+    el("rect", {x: 1 + ox * cell, y: 1 + oy * cell, width: cols * cell, height: rows * cell, fill: "none",
+      stroke: COL.grid, "stroke-width": 1.5}, svg);
+  }
+  return svg;
+}
+
+function unravel(e, shape) {
+  const idx = [];
+  for (let i = shape.length - 1; i >= 0; i--) { idx.unshift(e % shape[i]); e = Math.floor(e / shape[i]); }
+  return idx;
+}
+
+// ---- section 1: blocks, threads, global arrays, shared tiles ----------------------------------------------
+function drawGrid(v, side, box) {
+  const li = launchOf(v), g = v.launches[li].grid, n = nblocks(v, li), s = state.sel[side];
+  const gx = g[0], gy = (g[1] || 1) * (g[2] || 1), cell = Math.max(28, Math.min(64, Math.floor(380 / Math.max(gx, gy))));
+  const wrap = el("div", {class: "panel"}, box);
+  el("h3", {}, wrap, `${v.launches[li].kernel}: grid ${g.join(" x ")} blocks`);
+  const svg = el("svg", {width: gx * cell + 2, height: gy * cell + 2, class: "grid"}, wrap);
+  for (let b = 0; b < n; b++) {
+    const x = b % gx, y = Math.floor(b / gx), on = b === Math.min(s.block, n - 1);
+    const r = el("rect", {x: 1 + x * cell, y: 1 + y * cell, width: cell - 2, height: cell - 2, rx: 4,
+      fill: on ? "#222" : "#e8e8e8", stroke: "#222", "stroke-width": 2, class: "block", "data-block": b,
+      "data-side": side}, svg);
+    r.addEventListener("click", () => { state.sel[side].block = b; render(); });
+    const t = el("text", {x: 1 + x * cell + cell / 2 - 1, y: 1 + y * cell + cell / 2 + 7, "text-anchor": "middle",
+      fill: on ? "#fff" : "#222", class: "blocklabel"}, svg, String(b));
+    t.addEventListener("click", () => { state.sel[side].block = b; render(); });
+  }
+  // the block's threads, one row per warp
+  const nt = nthreads(v, li), nw = Math.ceil(nt / 32), tc = Math.max(6, Math.min(14, Math.floor(300 / nw)));
+  const wrap2 = el("div", {class: "panel"}, box);
+  el("h3", {}, wrap2, `block ${Math.min(s.block, n - 1)}: ${nt} threads, ${nw} warps`);
+  const svg2 = el("svg", {width: 32 * tc + 40, height: nw * tc + 2, class: "threads"}, wrap2);
+  for (let w = 0; w < nw; w++) {
+    const lab = el("text", {x: 0, y: (w + 1) * tc - 1, class: "warplabel", "font-size": Math.min(tc, 14)}, svg2, `w${w}`);
+    lab.addEventListener("click", () => { Object.assign(state.sel[side], {warp: w, thread: w * 32}); state.mode = "warp"; render(); });
+    for (let l = 0; l < 32 && w * 32 + l < nt; l++) {
+      const t = w * 32 + l;
+      const on = state.mode === "block" || (state.mode === "warp" && w === s.warp) || (state.mode === "thread" && t === s.thread);
+      const r = el("rect", {x: 38 + l * tc, y: 1 + w * tc, width: tc - 1, height: tc - 1,
+        fill: on ? COL.sel : "#e8e8e8", class: "thread", "data-thread": t, "data-side": side}, svg2);
+      r.addEventListener("click", () => {
+        Object.assign(state.sel[side], {thread: t, warp: w});
+        if (state.mode === "block") state.mode = "thread";
+        render();
+      });
+    }
+  }
+}
+
+function selectionName(v, side) {
+  const s = state.sel[side], b = Math.min(s.block, nblocks(v, launchOf(v)) - 1);
+  if (state.mode === "warp") return `block ${b}, warp ${s.warp}`;
+  if (state.mode === "thread") return `block ${b}, thread ${s.thread}`;
+  return `block ${b}`;
+}
+
+function drawArrays(v, side, box) {
+  const step = stepOf(v), cum = v.cum[step], held = heldElements(v, side);
+  const wrap = el("div", {class: "arrays"}, box);
+  const width = Math.floor(900 / Math.max(1, v.global.length)) - 20;
+  for (const g of v.global) {
+    const pane = el("div", {class: "panel", "data-array": g.name, style: `width: ${width}px`}, wrap);
+    const reads = touched(v, side, g.name, "read"), writes = g.written ? touched(v, side, g.name, "write") : null;
+    el("h3", {}, pane, `${g.name} ${g.shape.join("x")}${g.written ? " (output: click an element)" : ""}`);
+    const svg = drawArray(pane, g.shape, (e) => {
+      const c = cum[g.name][e];
+      let fill = heat(c, v.max[g.name]), stroke = null;
+      if (writes && (writes.now.has(e) || writes.before.has(e))) fill = COL.out;
+      if (reads.before.has(e)) fill = COL.earlier;
+      if (reads.now.has(e)) { fill = COL.sel; stroke = "#000"; }
+      if (held.has(`${g.name}:${e}`)) stroke = "#000";
+      return {fill, stroke, title: `${g.name}[${unravel(e, g.shape).join(", ")}]: ${c} loads so far`};
+    }, {width, height: 300});
+    if (g.written) svg.addEventListener("click", (ev) => {  // an output element: who computes it, on both sides
+      const e = ev.target.getAttribute("data-e");
+      if (e !== null) { selectOwner(g.name, Number(e)); render(); }
+    });
+    const total = cum[g.name].reduce((a, b) => a + b, 0);
+    if (writes) {
+      const r = el("p", {class: "counts"}, pane);
+      el("span", {class: "label"}, r, `${selectionName(v, side)} writes `);
+      el("span", {class: "selwrites", id: `s${side}-${g.name}-selwrites`}, r, fmt(writes.now.size + writes.before.size));
+      el("span", {class: "label"}, r, " elements");
+    }
+    if (!g.loads) continue;  // an output that is only written: no loads to count
+    const p = el("p", {class: "counts"}, pane);
+    el("span", {class: "label"}, p, "loads so far ");
+    el("span", {class: "loads", id: `s${side}-${g.name}-loads`}, p, fmt(total));
+    el("span", {class: "label"}, p, ` of ${fmt(g.loads)}`);
+    const q = el("p", {class: "counts"}, pane);
+    el("span", {class: "label"}, q, `${selectionName(v, side)} reads `);
+    el("span", {class: "selreads", id: `s${side}-${g.name}-selreads`}, q, fmt(reads.now.size));
+    el("span", {class: "label"}, q, ` elements this step`);
+  }
+}
+
+// select, on every side, the block and thread that write element e of output `array` (the last writer: the pass
+// that finishes it), and show that thread
+function selectOwner(array, e) {
+  DATA.versions.forEach((v, side) => {
+    let owner = null;
+    for (const r of v.rows[`${array}:write`] || [])
+      if ((e - r[3]) % r[4] === 0 && e >= r[3] && e <= r[3] + r[4] * (r[5] - 1)) owner = r;
+    if (!owner) return;
+    Object.assign(state.sel[side], {block: owner[1], thread: owner[2], warp: owner[2] >> 5});
+  });
+  if (state.mode === "block") state.mode = "thread";
+}
+
+function tileCells(v, tile, side) {
+  const b = Math.min(state.sel[side].block, nblocks(v, launchOf(v)) - 1);
+  return (tile.cells || {})[`${stepOf(v)}:${b}`] || [];
+}
+
+function heldElements(v, side) {
+  const out = new Set();
+  for (const tile of v.shared) {
+    if (tile.launch !== launchOf(v) || !tile.source) continue;
+    const cells = tileCells(v, tile, side);
+    for (let i = 0; i < cells.length; i += 2) if (cells[i + 1] >= 0) out.add(`${tile.source}:${cells[i + 1]}`);
+  }
+  return out;
+}
+
+function describeHeld(v, tile, cells) {
+  const src = v.global.find((g) => g.name === tile.source);
+  if (!src) return "constants only";
+  let lo = null, hi = null, zeros = 0, n = 0;
+  for (let i = 0; i < cells.length; i += 2) {
+    if (cells[i + 1] < 0) { zeros++; continue; }
+    n++;
+    const idx = unravel(cells[i + 1], src.shape);
+    lo = lo ? lo.map((x, k) => Math.min(x, idx[k])) : idx.slice();
+    hi = hi ? hi.map((x, k) => Math.max(x, idx[k])) : idx.slice();
+  }
+  if (!lo) return `${zeros} zeros (padding)`;
+  const range = lo.map((x, k) => (x === hi[k] ? `${x}` : `${x}:${hi[k] + 1}`)).join(", ");
+  return `${n} values of ${tile.source}[${range}]` + (zeros ? `, ${zeros} zeros` : "");
+}
+
+function drawTiles(v, side, box, raceCells) {
+  const mine = v.shared.filter((t) => t.launch === launchOf(v));
+  const wrap = el("div", {class: "tiles"}, box);
+  if (!mine.length) { el("p", {class: "note"}, wrap, "no shared memory: every load goes to global memory"); return; }
+  for (const tile of mine) {
+    const cells = tileCells(v, tile, side), src = new Map();
+    for (let i = 0; i < cells.length; i += 2) src.set(cells[i], cells[i + 1]);
+    const pane = el("div", {class: "panel", "data-tile": tile.name}, wrap);
+    el("h3", {}, pane, `${tile.name} ${tile.shape.join("x")} (shared)`);
+    const ci = Math.max(0, v.global.findIndex((g) => g.name === tile.source));
+    const racing = raceCells ? raceCells(tile.name) : null;
+    drawArray(pane, tile.shape, (e) => {
+      let fill = !src.has(e) ? "#f4f4f4" : src.get(e) < 0 ? COL.zero : SRC_COL[ci % SRC_COL.length];
+      let stroke = null;
+      if (racing && racing.has(e)) { fill = COL.race; stroke = "#000"; }
+      return {fill, stroke};
+    }, {width: 420, height: 260, maxCell: 16});
+    el("p", {class: "counts held", id: `s${side}-${tile.name}-held`}, pane,
+      cells.length ? `holds ${describeHeld(v, tile, cells)}` : "not written in this step");
+  }
+}
+
+// ---- section 2: one warp access -------------------------------------------------------------------------
+function warpAccesses(v, side) {
+  const s = state.sel[side], b = Math.min(s.block, nblocks(v, launchOf(v)) - 1);
+  const w = Math.min(s.warp, Math.ceil(nthreads(v, launchOf(v)) / 32) - 1);
+  return {list: v.warps[`${stepOf(v)}:${b}:${w}`] || [], b, w};
+}
+
+function drawWarp(v, side, box) {
+  const {list, b, w} = warpAccesses(v, side);
+  const pane = el("div", {class: "panel warp"}, box);
+  if (!list.length) { el("p", {class: "note"}, pane, `block ${b}, warp ${w}: no access in this step`); return; }
+  const a = list[state.access % list.length], line = v.lines[a[0]], lanes = a.slice(1, 33);
+  el("h3", {}, pane, `block ${b}, warp ${w}, access ${state.access % list.length + 1} of ${list.length}: ` +
+    `${line.kind} of ${line.array} (${line.space})`);
+  el("p", {class: "source"}, pane, `${line.location}: ${line.source}`);
+  const lw = 26, svg = el("svg", {width: 32 * lw + 20, height: 300, class: "lanes"}, pane);
+  for (let l = 0; l < 32; l++) {
+    el("rect", {x: 10 + l * lw, y: 20, width: lw - 3, height: 30, fill: lanes[l] < 0 ? "#eee" : "#222"}, svg);
+    el("text", {x: 10 + l * lw + lw / 2 - 1, y: 16, "text-anchor": "middle", class: "small"}, svg, String(l));
+  }
+  const caption = el("p", {class: "counts"}, pane);
+  if (line.space === "global") {
+    const secs = [...new Set(lanes.filter((e) => e >= 0).map((e) => (e * line.itemsize) >> 5))].sort((x, y) => x - y);
+    const sw = Math.min(120, Math.floor((32 * lw) / Math.max(1, secs.length)));
+    secs.forEach((sct, i) => {
+      el("rect", {x: 10 + i * sw, y: 220, width: sw - 4, height: 50, fill: SRC_COL[0]}, svg);
+      const every = Math.ceil(40 / sw);  // crowded: label every n-th sector
+      if (i % every === 0) el("text", {x: 10 + i * sw + sw / 2, y: 290, "text-anchor": "middle", class: "small"}, svg,
+        sw >= 40 ? `sector ${sct}` : String(sct));
+    });
+    lanes.forEach((e, l) => {
+      if (e < 0) return;
+      const i = secs.indexOf((e * line.itemsize) >> 5);
+      el("line", {x1: 10 + l * lw + lw / 2, y1: 50, x2: 10 + i * sw + sw / 2, y2: 220, stroke: "#444", "stroke-width": 1.5}, svg);
+    });
+    const eff = a[34] / a[33];
+    el("span", {class: "label"}, caption, "this access: ");
+    el("span", {class: "sectors", id: `s${side}-sectors`}, caption, String(a[33]));
+    el("span", {class: "label"}, caption, ` sectors of 32 bytes, minimum ${a[34]}: efficiency `);
+    el("span", {class: "eff", id: `s${side}-eff`}, caption, `${(100 * eff).toFixed(0)}%`);
+    el("p", {class: "counts tracer", id: `s${side}-line`}, pane, `this line over the whole run (tracer): ` +
+      `${fmt(line.requests)} warp accesses, ${fmt(line.sectors)} sectors, minimum ${fmt(line.min_sectors)}, ` +
+      `efficiency ${(100 * line.efficiency).toFixed(1)}%`);
+  } else {
+    const bw = 32 * lw / 32, words = {};
+    lanes.forEach((e) => { if (e >= 0) { const wd = (e * line.itemsize) >> 2; (words[wd & 31] ||= new Set()).add(wd); } });
+    const levels = {};
+    for (const [bank, set] of Object.entries(words)) levels[bank] = [...set].sort((x, y) => x - y);
+    for (let k = 0; k < 32; k++) {
+      el("rect", {x: 10 + k * bw, y: 150, width: bw - 3, height: 120, fill: "#f4f4f4", stroke: "#999"}, svg);
+      el("text", {x: 10 + k * bw + bw / 2 - 1, y: 290, "text-anchor": "middle", class: "small"}, svg, String(k));
+      (levels[k] || []).forEach((wd, i) => el("rect", {x: 12 + k * bw, y: 268 - (i + 1) * 22, width: bw - 7, height: 20,
+        fill: i === 0 ? SRC_COL[0] : COL.race}, svg));
+    }
+    lanes.forEach((e, l) => {
+      if (e < 0) return;
+      const wd = (e * line.itemsize) >> 2, k = wd & 31, i = levels[k].indexOf(wd);
+      el("line", {x1: 10 + l * lw + lw / 2, y1: 50, x2: 10 + k * bw + bw / 2, y2: 268 - i * 22 - 12, stroke: "#444", "stroke-width": 1.5}, svg);
+    });
+    el("span", {class: "label"}, caption, "this access: conflict degree ");
+    el("span", {class: "degree", id: `s${side}-degree`}, caption, String(a[33]));
+    el("span", {class: "label"}, caption, a[33] === 1 ? " (conflict-free: one wavefront)" : ` (${a[33]} wavefronts: the banks serve them one after another)`);
+    el("p", {class: "counts tracer", id: `s${side}-line`}, pane, `this line over the whole run (tracer): ` +
+      `${fmt(line.requests)} warp accesses, mean degree ${line.mean_degree.toFixed(2)}, max ${line.max_degree}`);
+  }
+}
+
+// ---- section 3: the missing barrier --------------------------------------------------------------------
+function drawRace(box) {
+  const v = DATA.broken;
+  if (!v) { el("p", {class: "note"}, box, "this lesson has no broken variant"); return; }
+  const side = 2, b = Math.min(state.sel[side].block, nblocks(v, launchOf(v)) - 1), step = stepOf(v);
+  const cellsOf = (r) => { const s = new Set(); for (let i = 0; i < r.cells.length; i += 3)
+    if (r.cells[i] === step && r.cells[i + 1] === b) s.add(r.cells[i + 2]); return s; };
+  const left = el("div", {class: "side"}, box), right = el("div", {class: "side"}, box);
+  el("h2", {}, left, `${v.name}: ${DATA.missing} removed`);
+  drawGrid(v, side, el("div", {class: "row"}, left));
+  drawTiles(v, side, left, (name) => {
+    const s = new Set();
+    v.races.forEach((r, i) => { if (r.array === name && (state.race < 0 || state.race === i)) for (const e of cellsOf(r)) s.add(e); });
+    return s;
+  });
+  el("h2", {}, right, `${v.races.length} racing pair${v.races.length === 1 ? "" : "s"} of lines (tracer)`);
+  v.races.forEach((r, i) => {
+    const item = el("div", {class: "race" + (state.race === i ? " on" : ""), "data-race": i}, right);
+    el("p", {class: "hazard"}, item, `${r.hazard} on ${r.array}: ${fmt(r.elements)} elements in all blocks; ` +
+      `${fmt(cellsOf(r).size)} in block ${b}, this step`);
+    el("p", {class: "source"}, item, `${r.first.location} (${r.first.kind}): ${r.first.source}`);
+    el("p", {class: "source"}, item, `${r.second.location} (${r.second.kind}): ${r.second.source}`);
+    item.addEventListener("click", () => { state.race = state.race === i ? -1 : i; render(); });
+  });
+  if (v.races.length) el("p", {class: "note"}, right, v.races[0].hint);
+}
+
+// ---- the page ------------------------------------------------------------------------------------------
+const SECTIONS = [["blocks", "Blocks, threads and the elements they touch"], ["warp", "One warp access at a time"],
+                  ["race", "The missing barrier"]];
+
+function render() {
+  const maxSteps = Math.max(...DATA.versions.map((v) => v.nsteps), DATA.broken ? DATA.broken.nsteps : 1);
+  const slider = document.getElementById("step");
+  slider.max = maxSteps - 1;
+  slider.value = state.step;
+  document.getElementById("steplabel").textContent =
+    `step ${state.step + 1} of ${maxSteps}: ` + DATA.versions.map((v) => `${v.name}: ${v.steps[stepOf(v)].label}`).join(" | ");
+  for (const m of ["block", "warp", "thread"]) document.getElementById(`mode-${m}`).classList.toggle("on", state.mode === m);
+  document.body.classList.toggle("presenter", state.presenter);
+  document.getElementById("presenter").classList.toggle("on", state.presenter);
+  const main = document.getElementById("main");
+  main.innerHTML = "";
+  SECTIONS.forEach(([id, title], i) => {
+    if (id === "race" && !DATA.broken) return;
+    const sec = el("div", {class: "section", id: `sec-${id}`}, main);
+    if (state.presenter && i !== state.section) sec.style.display = "none";
+    el("h2", {class: "sectitle"}, sec, title);
+    const body = el("div", {class: "sides"}, sec);
+    if (id === "race") { drawRace(body); return; }
+    DATA.versions.forEach((v, side) => {
+      const col = el("div", {class: "side", id: `side${side}`}, body);
+      el("h2", {}, col, `${v.name}: ${v.idea}`);
+      if (id === "blocks") {
+        drawGrid(v, side, el("div", {class: "row"}, col));
+        drawArrays(v, side, col);
+        drawTiles(v, side, col);
+      } else drawWarp(v, side, col);
+    });
+  });
+  if (state.presenter) fitSection();
+}
+
+// presenter mode: the one view shown is scaled to fit the screen below the header, so nothing needs scrolling
+function fitSection() {
+  const sec = [...document.querySelectorAll(".section")].find((x) => x.style.display !== "none");
+  if (!sec) return;
+  const avail = window.innerHeight - document.querySelector("header").offsetHeight - 10;
+  const scale = Math.min(1, avail / sec.scrollHeight);
+  sec.style.zoom = scale < 1 ? String(Math.max(0.5, scale)) : "";
+}
+
+function go(delta) {
+  const maxSteps = Number(document.getElementById("step").max) + 1;
+  state.step = Math.max(0, Math.min(maxSteps - 1, state.step + delta));
+  render();
+}
+
+function init() {
+  DATA.versions.forEach(prepare);
+  if (DATA.broken) prepare(DATA.broken);
+  state.sel = [0, 1, 2].map(() => ({block: 0, warp: 0, thread: 0}));
+  document.getElementById("title").textContent = DATA.title;
+  document.getElementById("step").addEventListener("input", (e) => { state.step = Number(e.target.value); render(); });
+  for (const m of ["block", "warp", "thread"])
+    document.getElementById(`mode-${m}`).addEventListener("click", () => { state.mode = m; render(); });
+  document.getElementById("presenter").addEventListener("click", () => { state.presenter = !state.presenter; render(); });
+  window.addEventListener("resize", () => { if (state.presenter) render(); });
+  document.addEventListener("keydown", (e) => {
+    if (e.target.tagName === "INPUT" && (e.key === "ArrowLeft" || e.key === "ArrowRight")) { e.preventDefault(); }
+    const sections = DATA.broken ? 3 : 2;
+    if (e.key === "ArrowRight") go(1);
+    else if (e.key === "ArrowLeft") go(-1);
+    else if (e.key === "ArrowDown") { state.access++; render(); }
+    else if (e.key === "ArrowUp") { state.access = Math.max(0, state.access - 1); render(); }
+    else if (e.key === "PageDown" || e.key === " " || e.key === "n") { state.section = (state.section + 1) % sections; render(); }
+    else if (e.key === "PageUp" || e.key === "Backspace") { state.section = (state.section + sections - 1) % sections; render(); }
+    else if (e.key === "p") { state.presenter = !state.presenter; render(); }
+    else if (e.key === "b" || e.key === "w" || e.key === "t") { state.mode = {b: "block", w: "warp", t: "thread"}[e.key]; render(); }
+    else if (/^[0-9]$/.test(e.key)) { state.sel.forEach((s) => { s.block = Number(e.key); }); render(); }
+    else return;
+    e.preventDefault();
+  });
+  render();
+}
+init();
