@@ -62,7 +62,7 @@ $(NOCUDA_VENV)/.installed: pyproject.toml
 
 test-nocuda: $(NOCUDA_VENV)/.installed
 	$(NOCUDA_PY) -c 'import importlib.util as u, sys; sys.exit("numba-cuda is installed in $(NOCUDA_VENV)" if u.find_spec("numba_cuda") else 0)'
-	GPUKERNELS_DEVICE=sim $(NOCUDA_PY) -m pytest -q -p no:cacheprovider -n 2 --timeout 600 tests
+	GPUKERNELS_DEVICE=sim $(NOCUDA_PY) -m pytest -q -p no:cacheprovider -n 2 --timeout 600 -m 'not mutation' tests
 
 demo: $(STAMP)
 	$(PY) -m gpukernels demo all

@@ -3,6 +3,7 @@
     python tools/mutate.py                 # a sample of SAMPLE mutants per module (seeded: the same every run)
     python tools/mutate.py --all           # every mutant of the selected functions (about 2600: an hour or more)
     python tools/mutate.py --report        # the table of the last run, without running anything
+    python tools/mutate.py --sample 8 --modules check spec --min-score 75   # CI's bounded sample (exit 1 below)
 
 Modules and the functions mutated (setup.cfg's [mutmut] section lists the files and the fast unit tests; mutmut
 runs, for each mutant, only the selected tests that call the mutated function):
@@ -83,8 +84,9 @@ def _select(codes: dict, module: str) -> list[str]:
     return sorted(n for n in names if any(fnmatch.fnmatch(n.rsplit(".", 1)[1], p) for p in patterns))
 
 
-def report(chosen: dict) -> int:
+def report(chosen: dict, min_score: float | None = None) -> int:
     codes = _exit_codes()
+    low = []
     print(f"{'module':8s} {'mutants':>7s} {'killed':>6s} {'survived':>8s} {'other':>5s}  score")
     survivors = []
     for module, names in chosen.items():
@@ -96,9 +98,14 @@ def report(chosen: dict) -> int:
               + (f"  ({', '.join(f'{v} {k}' for k, v in c.items() if k not in ('killed', 'survived'))})"
                  if other else ""))
         survivors += [n for n in names if codes.get(n) == 0]
+        if min_score is not None and (not tried or 100 * c["killed"] / tried < min_score):
+            low.append(f"{module} {score} ({c['killed']} of {tried} killed)")
     if survivors:
         print("\nsurvivors (`mutmut show NAME` prints the change):")
         print("\n".join(f"  {n}" for n in survivors))
+    if low:
+        print(f"\nbelow the floor of {min_score:g}%: {'; '.join(low)}")
+        return 1
     return 0
 
 
@@ -111,6 +118,8 @@ def main(argv=None) -> int:
     parser.add_argument("--modules", nargs="+", choices=list(MODULES), default=list(MODULES))
     parser.add_argument("--report", action="store_true", help="only print the table of the last run")
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--min-score", type=float, default=None,
+                        help="exit 1 when a module's score (killed / (killed + survived), in %%) is below this")
     args = parser.parse_args(argv)
     os.chdir(ROOT)
     if not args.report:
@@ -131,7 +140,7 @@ def main(argv=None) -> int:
         run = subprocess.run(_mutmut() + ["run", "--max-children", str(args.max_children), *names], env=_env())
         if run.returncode not in (0, 1):
             return run.returncode
-    return report(chosen)
+    return report(chosen, args.min_score)
 
 
 if __name__ == "__main__":
