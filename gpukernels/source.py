@@ -230,6 +230,9 @@ class Source:
     def __str__(self) -> str:
         return f"# {self.title}\n# {self.where()}\n\n{self.text}\n"
 
+    def __repr__(self) -> str:  # short: a notebook stores it beside the HTML (print() gives the code)
+        return f"<source of {self.title} ({len(self.text.splitlines())} lines)>"
+
     def _repr_html_(self) -> str:
         head = (f"<p style='margin: 0.2em 0'><b>{html.escape(self.lesson)} step {self.number}, "
                 f"<code>{html.escape(self.step)}</code></b>: {html.escape(self.idea)}<br>"
@@ -261,6 +264,16 @@ class Diff:
     def title(self) -> str:
         return f"{self.a.lesson}: step {self.a.number} {self.a.step} -> step {self.b.number} {self.b.step}"
 
+    def __repr__(self) -> str:
+        return f"<diff {self.title}: {len(self.text.splitlines())} lines>"
+
+    def whole(self) -> bool:
+        """Whether to show b's code whole as well: when the two share few lines, a diff is mostly - and + and the
+        new code is easier read in one piece -- unless b is a factory call set against a's (the argument list says
+        it all) or a few lines that the diff shows whole anyway."""
+        return (self.ratio < RELATED and len(self.b.text.splitlines()) > 20
+                and not any(base is not None for _, base, _ in self.arg_changes))
+
     def changes_lines(self) -> list[str]:
         out = []
         for call, base, changes in self.arg_changes:
@@ -291,7 +304,7 @@ class Diff:
             parts.append(_highlight(self.text, "diff"))
         else:
             parts.append("<p><i>The two steps' sources are the same.</i></p>")
-        if self.ratio < RELATED:
+        if self.whole():
             parts.append(f"<p style='margin: 0.2em 0'>The two steps share {self.ratio:.0%} of their lines: "
                          f"<code>{html.escape(self.b.step)}</code>'s code whole:</p>" + _highlight(self.b.text, "python"))
         for name, (path, line, src) in self.new_factories.items():

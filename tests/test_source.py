@@ -94,6 +94,7 @@ def test_unrelated_steps_show_the_newer_code_whole():
     assert d.ratio < RELATED and "def skinny(" in d.b.text
     assert "<code>skinny</code>'s code whole" in d._repr_html_()
     assert "code whole" not in diff("matmul", "regblock_2d", "conflict_free")._repr_html_()
+    assert not diff("matmul", "interior", "deep_k").whole()  # 9 lines, and the argument list says what changed
 
 
 @pytest.mark.parametrize("lesson, step, wanted", [
