@@ -51,7 +51,7 @@ def test_the_index_lists_every_page(site):
         assert f'href="notebooks/{stem}.html"' in index, stem
     for readme in sorted((ROOT / "exercises").glob("[0-9][0-9]_*/README.md")):
         assert f'href="exercises/{readme.parent.name}/README.html"' in index, readme
-    assert 'href="docs/gallery.html"' in index
+    assert 'href="docs/gallery.html"' in index and 'href="benchmarks/NOTES.html"' in index
     # the classroom hook: pages found in the classroom folder are copied as they are and linked
     assert 'href="classroom/matmul.html"' in index and (out / "classroom" / "matmul.html").is_file()
 

@@ -10,6 +10,7 @@ them. Nothing is executed: the notebooks' outputs are the ones committed (site/c
 
 Hook for the classroom pages (issue 20): any ``build/classroom/*.html`` (and what sits beside them) is copied into
 the site's ``classroom/`` folder as it is, and the index links each one; without them the site is complete too.
+The other pages: benchmarks/NOTES.md, which the notebooks cite for the profiler's view of every step.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ def stage(src: Path, classroom: Path = CLASSROOM) -> dict:
         pages["Notebooks"].append(Path("notebooks") / nb.name)
     shutil.copytree(ROOT / "docs", src / "docs", ignore=shutil.ignore_patterns("site"))
     pages["Lesson notes"] += [p.relative_to(src) for p in sorted((src / "docs").glob("*.md"))]
+    # Each prediction beside its measurement and why they differ: the notebooks cite it at every step
+    (src / "benchmarks").mkdir()
+    shutil.copy(ROOT / "benchmarks" / "NOTES.md", src / "benchmarks" / "NOTES.md")
+    pages["Lesson notes"].append(Path("benchmarks") / "NOTES.md")
     for readme in [ROOT / "exercises" / "README.md"] + sorted((ROOT / "exercises").glob("[0-9][0-9]_*/README.md")):
         dest = src / readme.relative_to(ROOT)
         dest.parent.mkdir(parents=True, exist_ok=True)
