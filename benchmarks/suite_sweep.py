@@ -60,7 +60,38 @@ def matmul_candidates(shape):
     if m > 64 and n > 64 and m * n <= 1024 * 1024:
         tiles(split_vec_kernel, "128x128 split", (1, 2, 4, 8, 16, 32, 64))
         tiles(small_split_vec_kernel, "64x64 split", (1, 2, 4, 8, 16, 32, 64))
+    if "--tiles3" in sys.argv and m > 64 and n > 64:
+        # third session: tiles between 64 x 64 and 128 x 128 (128 threads), 16-deep 64 x 64, slices down to 32 deep
+        # and past 64 of them, for the squares and large K the estimate model left at 0.67-0.78x
+        aligned = k % 4 == 0 and n % 4 == 0
+        extra = [((128, 64, 8), "128x64"), ((64, 128, 8), "64x128"), ((64, 64, 16), "64x64x16"),
+                 ((64, 64, 8), "64x64")]
+        for (bm, bn, bk), label in extra:
+            kern = _extra_kernel(bm, bn, bk, aligned)
+            splits = [s for s in (1, 2, 3, 4, 6, 8, 16, 32, 64, 128, 256) if k // s >= 32 and
+                      ceil_div(m, bm) * ceil_div(n, bn) * s <= 8 * 132 * 4]
+            for s in splits:
+                out.append((f"{label} x{s}", lambda a, b, c, kern=kern, s=s: _common.tiled_launch(kern, c, (a, b, c), s)))
+        if m * n >= 1500 * 1500:
+            from gpukernels.matmul.k15_thread_16x8 import wide_kernel, wide_vec_kernel
+
+            for g in (4, 16):
+                kern = _extra_kernel(256, 128, 8, aligned, rows=16, group=g, split=False, clamp=not aligned)
+                out.append((f"256x128 group{g}", lambda a, b, c, kern=kern: _common.tiled_launch(kern, c, (a, b, c))))
+            out.append(("256x128 (now)", lambda a, b, c: _common.tiled_launch(wide_vec_kernel if aligned else wide_kernel, c, (a, b, c))))
     return out
+
+
+_EXTRA = {}
+
+
+def _extra_kernel(bm, bn, bk, vec, rows=8, group=1, split=True, clamp=True):
+    from gpukernels.matmul._interior import make_interior_kernel
+
+    key = (bm, bn, bk, vec, rows, group, split, clamp)
+    if key not in _EXTRA:
+        _EXTRA[key] = make_interior_kernel(bm, bn, bk=bk, vec=vec, rows=rows, group=group, split_k=split, clamp=clamp)
+    return _EXTRA[key]
 
 
 MATMUL_SHAPES = [(16, 8192, 8192), (64, 8192, 8192), (8192, 32, 4096), (1000, 1000, 1000), (768, 768, 768),

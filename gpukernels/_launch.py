@@ -17,7 +17,8 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+import inspect
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 from numba import cuda
@@ -122,6 +123,9 @@ class Launch:
         return math.prod(self.grid)
 
     def __call__(self, stream=0):
+        """Launch through Numba, on ``stream``: a Numba stream, or a torch/CuPy stream or int handle (converted)."""
+        if stream and MODE == "gpu":
+            stream = _fastlaunch.as_numba_stream(stream)
         if self.shared_bytes or stream:
             self.kernel[self.grid, self.block, stream, self.shared_bytes](*self.args)
         else:
@@ -143,6 +147,15 @@ class Version:
     doc: str = ""
     kernels: Sequence[Any] = field(default_factory=tuple)
     empty: Callable[..., np.ndarray] | None = None  # result when a dimension is zero (default: zeros)
+    #: True when ``out`` may be the very array of an input (an elementwise kernel: each element is read, then
+    #: written, by one thread). Otherwise ``out`` overlapping an input is a LaunchError.
+    inplace: bool = False
+    _fast: dict = field(default_factory=dict, repr=False, compare=False)  # the fast path's entries (GPU)
+
+    instances: ClassVar[list] = []  # every Version made, so that `_fastlaunch.clear` reaches them all
+
+    def __post_init__(self):
+        Version.instances.append(self)
 
     @property
     def idea(self) -> str:
@@ -156,16 +169,34 @@ class Version:
             out = np.empty(out_shape, dtype=np.float32)
         return self.plan(*inputs, out, **params)
 
-    def __call__(self, *args, out=None, **params):
+    def __call__(self, *args, out=None, stream=None, **params):
+        """Run this version: ``out`` (optional) receives the result; ``stream``: a Numba, torch or CuPy stream or
+        an int handle (default: the stream the arrays name -- torch's or CuPy's current stream -- else the legacy
+        default stream; the simulator accepts and ignores it). On a GPU, a call like one already seen takes the
+        fast path (`gpukernels._fastlaunch`), which keeps every check that protects the result."""
+        if _fastlaunch.ENABLED:
+            return _fastlaunch.call(self, args, out, stream, params)
+        return self._call(args, out, stream, params)
+
+    def _call(self, args: tuple, out, stream, params: dict, record=None):
+        """The checked path: check, plan, launch through Numba. ``record`` (the fast path's, on a miss) allocates
+        ``out`` when none is given, runs the launches, and is handed them afterwards."""
         inputs, params, out_shape = self.check(*args, **params)
-        on_device = any(is_device_array(a) for a in inputs)
+        given = out  # what the caller passed as out (a torch tensor, say) is what the caller gets back
         if out is not None:
             out = _check_out(out, out_shape)
+            self._check_overlap(inputs, out)
+        s, waits = _fastlaunch.call_streams(args, out, stream) if MODE == "gpu" else (_sim_stream(stream), [])
+        ns = _fastlaunch.numba_stream(s) if MODE == "gpu" else 0
+        on_device = any(is_device_array(a) for a in inputs)
         out_on_device = out is not None and is_device_array(out)
 
         if math.prod(out_shape) == 0 or any(math.prod(a.shape) == 0 for a in inputs):
             # A zero-size dimension: nothing to launch. An empty sum (K = 0, C = 0) still has a value.
-            host_inputs = [a.copy_to_host() if is_device_array(a) else a for a in inputs]
+            host_inputs = [(a.copy_to_host(stream=ns) if ns else a.copy_to_host()) if is_device_array(a) else a
+                           for a in inputs]
+            if ns:
+                ns.synchronize()
             result = (self.empty(*host_inputs, out_shape, **params) if self.empty
                       else np.zeros(out_shape, dtype=np.float32))
             if out is None:
@@ -174,22 +205,99 @@ class Version:
                 out.copy_to_device(result)
             else:
                 out[...] = result
-            return out
+            return given
 
+        for p in waits:  # arrays whose pending work is on another stream: the launch stream waits for it
+            _fastlaunch.BACKEND.wait(s, p) if _fastlaunch.BACKEND else cuda.external_stream(p).synchronize()
         # Host inputs go to the device once (in simulator mode this is a cheap wrapper).
-        d_inputs = [a if is_device_array(a) else cuda.to_device(a) for a in inputs]
-        d_out = out if out_on_device else cuda.device_array(out_shape, dtype=np.float32)
-        for launch in self.plan(*d_inputs, d_out, **params):
-            launch()
+        to_device = (lambda a: cuda.to_device(a, stream=ns)) if ns else cuda.to_device
+        d_inputs = [a if is_device_array(a) else to_device(a) for a in inputs]
         if out_on_device:
-            return out
+            d_out = out
+        elif record is not None and out is None and on_device:
+            d_out = record.alloc(out_shape, np.float32)
+        else:
+            d_out = cuda.device_array(out_shape, dtype=np.float32)
+        launches = self.plan(*d_inputs, d_out, **params)
+        for launch in launches:
+            if record is not None:
+                record.launch(launch, ns)
+            else:
+                launch(ns)
+        if out_on_device:
+            if record is not None:
+                record.done(launches)
+            return given
         if out is not None:
-            d_out.copy_to_host(out)
+            if ns:
+                d_out.copy_to_host(out, stream=ns)
+                ns.synchronize()
+            else:
+                d_out.copy_to_host(out)
             return out
-        return d_out if on_device else d_out.copy_to_host()
+        if on_device:
+            if record is not None:
+                record.done(launches)
+            return d_out
+        if ns:
+            result = d_out.copy_to_host(stream=ns)
+            ns.synchronize()
+            return result
+        return d_out.copy_to_host()
+
+    def input_names(self) -> list[str]:
+        """The plan's names for its inputs (``x``; ``a``, ``b``; ...), for messages."""
+        try:
+            names = list(inspect.signature(self.plan).parameters)
+        except (TypeError, ValueError):
+            return []
+        return names
+
+    def overlap_error(self, i: int) -> LaunchError:
+        names = self.input_names()
+        name = names[i] if i < len(names) else f"input {i}"
+        return LaunchError(
+            f"out shares memory with {name}: {self.lesson}.{self.name} reads {name} while it writes out, and its "
+            f"blocks run in no fixed order, so one could read values another has already overwritten. "
+            f"Pass a separate out array."
+        )
+
+    def _check_overlap(self, inputs, out) -> None:
+        """``out`` must not share memory with an input (``inplace`` versions: unless it is that very array)."""
+        for i, x in enumerate(inputs):
+            same = _overlap(x, out)
+            if same is not None and not (self.inplace and same):
+                raise self.overlap_error(i)
 
     def __repr__(self) -> str:
         return f"<{self.lesson}.{self.name}: {self.idea}>"
+
+
+def _sim_stream(stream: Any) -> int:
+    """The simulator runs every launch in order on the CPU: ``stream=`` is checked (a stream or an int handle) and
+    means nothing more."""
+    if stream is not None:
+        _fastlaunch.stream_handle(stream)
+    return 0
+
+
+def _overlap(x: Any, out: Any) -> bool | None:
+    """None when ``x`` and ``out`` share no memory; else whether they are the very same array (same bytes)."""
+    if isinstance(x, np.ndarray) or isinstance(out, np.ndarray):
+        if not (isinstance(x, np.ndarray) and isinstance(out, np.ndarray)):
+            return None  # one on the host, one on the device
+        if not np.shares_memory(x, out):
+            return None
+        return x.__array_interface__["data"][0] == out.__array_interface__["data"][0] and x.shape == out.shape
+    if type(x).__name__ == "FakeCUDAArray" or type(out).__name__ == "FakeCUDAArray":  # the simulator's
+        ax, ao = getattr(x, "_ary", None), getattr(out, "_ary", None)
+        if ax is None or ao is None or not np.shares_memory(ax, ao):
+            return None
+        return ax.__array_interface__["data"][0] == ao.__array_interface__["data"][0] and ax.shape == ao.shape
+    dx, do = _fastlaunch.read_array(x), _fastlaunch.read_array(out)
+    if dx is None or do is None or not (dx[5] < do[6] and do[5] < dx[6]):
+        return None
+    return dx[5] == do[5] and dx[6] == do[6]
 
 
 def _check_out(out: Any, shape: tuple) -> Any:
@@ -221,3 +329,9 @@ def version(lesson: str, check: Callable, kernels: Sequence[Any] = (), empty: Ca
                        kernels=tuple(kernels), empty=empty)
 
     return wrap
+
+
+from . import _fastlaunch  # noqa: E402  (it reads LaunchError from this module)
+from ._device import MODE  # noqa: E402
+
+_fastlaunch._enable_if_gpu()

@@ -592,6 +592,13 @@ def bench_main(argv: list[str]) -> int:
                         help="don't measure: print (and --update-readme from) these files, merged shape by shape "
                              "(a later file's shape replaces an earlier one's, peer included)")
     parser.add_argument("--update-readme", type=Path, help="regenerate the table between the markers in this file")
+    parser.add_argument("--overhead", action="store_true",
+                        help="host microseconds per launcher call on small work, per array kind, against the torch "
+                             "op (gpukernels/overhead.py; `gpukernels bench --overhead --help` for its options)")
+    if "--overhead" in argv:
+        from gpukernels.overhead import overhead_main
+
+        return overhead_main([a for a in argv if a != "--overhead"])
     args = parser.parse_args(argv)
     lessons = args.lessons or list(LESSONS)
     unknown = [name for name in lessons if name not in LESSONS]

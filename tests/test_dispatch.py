@@ -27,7 +27,7 @@ def test_matmul_choose_follows_its_rules(shape, step):
     assert choice.step == step, str(choice)
     assert choice.why  # says why, in words
     if step == "vector_loads":
-        assert choice.config["tile"] == "64x64"
+        assert choice.config["tile"] == "64x64x8"
 
 
 def test_skinny_slices_never_start_a_second_round():

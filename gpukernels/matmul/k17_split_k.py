@@ -19,13 +19,17 @@ from . import _common
 from ._common import check, tiled_launch
 from ._interior import make_interior_kernel
 
-SPLIT_MIN_K = 64  # the shallowest slice of K worth a block: 8 tiles of 8, against one atomic add per output
-SPLIT_MAX = 64  # at most this many partial sums per element of C
+SPLIT_MIN_K = 32  # the shallowest slice of K worth a block: 2 tiles of 16, against one atomic add per output
+SPLIT_MAX = 128  # at most this many partial sums per element of C
 
 split_kernel = make_interior_kernel(128, 128, bk=16, split_k=True)
 split_vec_kernel = make_interior_kernel(128, 128, bk=16, vec=True, split_k=True)
-small_split_kernel = make_interior_kernel(64, 64, split_k=True)
-small_split_vec_kernel = make_interior_kernel(64, 64, vec=True, split_k=True)
+# The 64 x 64 split tile is 16 deep (half the barriers per k of an 8-deep one; 17 KB of shared memory, so 6 blocks
+# still fit an SM). Measured against the 8-deep tile at the same slices (H200, benchmarks/results/
+# h200-suite-sweep3.json): 768^3 x3 0.0413 vs 0.0421 ms, 1536^3 x4 0.2131 vs 0.2539, 128 x 128 x 32768 x128
+# 0.0476 vs 0.0499, 256^3 x8 0.0090 vs 0.0089.
+small_split_kernel = make_interior_kernel(64, 64, bk=16, split_k=True)
+small_split_vec_kernel = make_interior_kernel(64, 64, bk=16, vec=True, split_k=True)
 
 
 def split_k_kernels(aligned: bool) -> tuple:

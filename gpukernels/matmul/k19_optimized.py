@@ -34,6 +34,7 @@ from .._intrinsics import aligned16
 from .._launch import ceil_div, version
 from . import _common
 from ._common import check, tiled_launch
+from ._interior import make_interior_kernel
 from .k13_wave_fit import small_tile_kernel
 from .k14_vector_loads import small_vec_kernel, vec_kernel
 from .k12_swizzled import swizzled_kernel
@@ -61,21 +62,31 @@ class Tile:
     per_sm: int
 
 
-# Fitted to the first suite run of 2026-12-01 (h200-suite-partial-run1.json, in git history; benchmarks/NOTES.md):
+# SM_GFLOPS from the first suite run of 2026-12-01 (h200-suite-partial-run1.json, in git history); the rest refitted
+# to the third sweep (benchmarks/results/h200-suite-sweep3.json, 8 shapes x up to 60 tile/slice candidates: with these
+# values the estimate's pick is the sweep's fastest candidate, or within 6% of it, on every shape; benchmarks/NOTES.md):
 SM_GFLOPS = 324.0  # one SM running thread_16x8 at 4096^3: 42.8 TFLOP/s / 132 SMs (H200, 2026-12-01)
-LAT_US = 0.42  # a k tile's step when latency-bound: 64 x 64 tiles at 256^3 (16 blocks, 32 tiles) took 18.4 us
-BLOCK_US = 5.0  # a block's prologue (first tile) and epilogue (stores), from the same run's small shapes
+LAT_US = 0.6  # an 8-deep k tile's step when latency-bound (twice that for a 16-deep one): the floor of a small tile
+BLOCK_US = 2.0  # a block's prologue (first tile) and epilogue (stores)
 SPLIT_OVERHEAD_US = 3.0  # the zero pass's launch and the tail of the atomics, roughly
-ATOMIC_GBPS = 1500.0  # zeroing C and the atomic read-modify-writes of a split, at L2: 1.5 TB/s (a rough guess)
+ATOMIC_GBPS = 6000.0  # zeroing C and the atomic read-modify-writes of a split, at L2 (the first guess, 1.5 TB/s,
+# made 1536^3 look 4x too dear to split; 4 slices there measured 0.213 ms against 0.251 for one)
+SPLIT_WAVES = 2  # slice K only while the tiles fill fewer than this many waves of resident blocks
 
-#: Largest tile first. 128 x 128: vector_loads at 4096^3 ran at 0.97 of thread_16x8. 64 x 64: 1024^3 ran at 0.61 of
-#: it with ~2 blocks per SM; 64 threads of ~128 registers each fit 8 per SM, 4 are taken to reach that rate.
+# The 64 x 64 tile, 16 deep, whole K (its split twin is split_k's): the sweep's best 64 x 64 tile (see k17_split_k)
+small_deep_vec_kernel = make_interior_kernel(64, 64, bk=16, vec=True)
+small_deep_kernel = make_interior_kernel(64, 64, bk=16)
+
+#: Largest tile first. 128 x 128: vector_loads at 4096^3 ran at 0.97 of thread_16x8. 64 x 64 (16 deep): 64 threads
+#: of ~128 registers and 17 KB of shared memory, 6 resident per SM reach 0.9 of the big tile's rate per SM (fit).
 TILES = (
     Tile("256x128", ("thread_16x8", "thread_16x8"), (wide_vec_kernel, wide_kernel), None, 1.0, 1),
     Tile("128x128", ("vector_loads", "swizzled"), (vec_kernel, swizzled_kernel), split_k_kernels(True)[:1] + split_k_kernels(False)[:1], 0.97, 1),
-    Tile("64x64", ("vector_loads", "wave_fit"), (small_vec_kernel, small_tile_kernel), split_k_kernels(True)[1:] + split_k_kernels(False)[1:],
-         0.61, 4),
+    Tile("64x64", ("optimized", "optimized"), (small_deep_vec_kernel, small_deep_kernel),
+         split_k_kernels(True)[1:] + split_k_kernels(False)[1:], 0.9, 6),
 )
+#: Small K's tile: 64 x 64, 8 deep (K = 64 is only 4 tiles of 16), measured at K = 64 and 128 (rule 3).
+SMALL_K_TILE = Tile("64x64x8", ("vector_loads", "wave_fit"), (small_vec_kernel, small_tile_kernel), None, 0.61, 4)
 
 
 @dataclass
@@ -100,15 +111,19 @@ def estimate_us(m: int, n: int, k: int, tile: Tile, splits: int, sms: int) -> fl
     on_sm = ceil_div(blocks, sms)  # L, the busiest SM's blocks
     rounds, resident = ceil_div(on_sm, tile.per_sm), min(on_sm, tile.per_sm)
     k_tiles = ceil_div(ceil_div(k, splits), kernel.bk)
-    tile_us = max(resident * 2 * bm * bn * kernel.bk / (tile.rate * SM_GFLOPS * 1e3), LAT_US)
+    tile_us = max(resident * 2 * bm * bn * kernel.bk / (tile.rate * SM_GFLOPS * 1e3), LAT_US * kernel.bk / 8)
     t = rounds * (k_tiles * tile_us + BLOCK_US)
     if splits > 1:
         t += SPLIT_OVERHEAD_US + 4 * m * n * (1 + 2 * splits) / ATOMIC_GBPS / 1e3
     return t
 
 
-def split_options(k: int) -> list[int]:
-    """The slice counts tried: 1, 2, 4, ... while every slice stays >= SPLIT_MIN_K deep."""
+def split_options(k: int, tiles: int = 0, capacity: int = 1) -> list[int]:
+    """The slice counts tried: 1, 2, 4, ... while every slice stays >= SPLIT_MIN_K deep -- and only 1 when the
+    ``tiles`` alone fill SPLIT_WAVES waves of ``capacity`` resident blocks: split-K is for grids too small for the
+    GPU, and on a full one its atomics only add traffic (the estimate cannot see L2 contention)."""
+    if tiles >= SPLIT_WAVES * capacity:
+        return [1]
     out, s = [1], 2
     while s <= SPLIT_MAX and k // s >= SPLIT_MIN_K:
         out.append(s)
@@ -139,14 +154,16 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
         # Small K: each block's prologue (first tile) and epilogue (its stores) are most of its time, and small
         # tiles, several resident per SM, overlap one block's stores with another's loads. Measured (H200): 64 x 64
         # 4096 x 4096 x 64 0.077 ms vs 256 x 128 0.102; 8192 x 8192 x 128 0.489 vs 0.523.
-        tile = TILES[-1]
+        tile = SMALL_K_TILE
         blocks = ceil_div(m, 64) * ceil_div(n, 64)
         return Choice(tile.steps[0 if aligned else 1], {"tile": tile.name, "splits": 1, "vec": aligned},
                       f"K = {k} <= {SMALL_K}: {blocks} tiles of 64 x 64, {tile.per_sm} per SM, hide one another's "
                       "prologue and stores")
     cands = []
     for tile in TILES:
-        for splits in split_options(k) if tile.split_kernels else [1]:
+        bm, bn = tile.kernels[0].tile
+        tiles = ceil_div(m, bm) * ceil_div(n, bn)
+        for splits in split_options(k, tiles, sms * tile.per_sm) if tile.split_kernels else [1]:
             cands.append((tile, splits, estimate_us(m, n, k, tile, splits, sms)))
     tile, splits, est = min(cands, key=lambda c: c[2])  # ties: the larger tile, the fewer slices (listed first)
     bm, bn = tile.kernels[0].tile
@@ -165,13 +182,14 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
 
 
 def _kernel_for(choice: Choice):
-    tile = next(t for t in TILES if t.name == choice.config["tile"])
+    tile = next(t for t in TILES + (SMALL_K_TILE,) if t.name == choice.config["tile"])
     pair = tile.split_kernels if choice.config["splits"] > 1 else tile.kernels
     return pair[0] if choice.config["vec"] else pair[1]
 
 
 @version("matmul", check, kernels=[wide_vec_kernel, get_skinny_kernel(1, True), get_skinny_shared_kernel(16, True),
-                                   rows_vec_kernel, cols_small_vec_kernel] + list(split_k_kernels(True)))
+                                   rows_vec_kernel, cols_small_vec_kernel, small_deep_vec_kernel]
+         + list(split_k_kernels(True)))
 def optimized(a, b, c):
     """The dispatcher: per shape, the step and configuration `choose` estimates fastest (skinny, tiles, split-K)."""
     m, n = c.shape
