@@ -8,6 +8,9 @@ Sphinx reads one source folder, and the pages live in three (notebooks/, docs/, 
 copied, never edited -- into ``<out>-src`` beside this repository's site/conf.py, with a generated index that lists
 them. Nothing is executed: the notebooks' outputs are the ones committed (site/conf.py says why Sphinx + MyST-NB).
 
+A figure a doc links to that does not exist yet (one only a GPU run draws) becomes a note on the page saying so,
+not a broken image; the build lists them.
+
 Hook for the classroom pages (issue 20): any ``build/classroom/*.html`` (and what sits beside them) is copied into
 the site's ``classroom/`` folder as it is, and the index links each one; without them the site is complete too.
 The other pages: benchmarks/NOTES.md, which the notebooks cite for the profiler's view of every step.
@@ -16,6 +19,7 @@ The other pages: benchmarks/NOTES.md, which the notebooks cite for the profiler'
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import subprocess
 import sys
@@ -41,6 +45,27 @@ def _title(path: Path) -> str:
     return path.stem
 
 
+IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
+
+
+def _note_missing_figures(md: Path) -> list[str]:
+    """Replace each image of a staged page whose file does not exist (a figure only a GPU run makes, not made yet)
+    by a visible note, so that the page says what is missing instead of showing a broken image; returns them."""
+    missing = []
+
+    def note(m):
+        if (md.parent / m.group(2)).exists() or "://" in m.group(2):
+            return m.group(0)
+        missing.append(f"{md.name}: {m.group(2)}")
+        return f"> *Figure not generated yet: `{m.group(2)}` ({m.group(1)}).*"
+
+    text = md.read_text()
+    new = IMAGE.sub(note, text)
+    if new != text:
+        md.write_text(new)
+    return missing
+
+
 def stage(src: Path, classroom: Path = CLASSROOM) -> dict:
     """Copy the pages into ``src`` and write its index.md; returns {section: [staged paths]}."""
     if src.exists():
@@ -54,6 +79,7 @@ def stage(src: Path, classroom: Path = CLASSROOM) -> dict:
         pages["Notebooks"].append(Path("notebooks") / nb.name)
     shutil.copytree(ROOT / "docs", src / "docs", ignore=shutil.ignore_patterns("site"))
     pages["Lesson notes"] += [p.relative_to(src) for p in sorted((src / "docs").glob("*.md"))]
+    missing = [m for md in sorted((src / "docs").glob("*.md")) for m in _note_missing_figures(md)]
     # Each prediction beside its measurement and why they differ: the notebooks cite it at every step
     (src / "benchmarks").mkdir()
     shutil.copy(ROOT / "benchmarks" / "NOTES.md", src / "benchmarks" / "NOTES.md")
@@ -81,6 +107,7 @@ def stage(src: Path, classroom: Path = CLASSROOM) -> dict:
         lines += ["## Classroom pages", ""] + [f'* <a href="classroom/{p.name}">{p.stem}</a>' for p in rooms] + [""]
     (src / "index.md").write_text("\n".join(lines))
     pages["Classroom"] = [Path("classroom") / p.name for p in rooms]
+    pages["missing figures"] = missing
     return pages
 
 
@@ -109,7 +136,9 @@ def main(argv=None) -> int:
         return 1
     for w in pages.pop("warnings"):
         print(w, file=sys.stderr)
-    n = sum(len(v) for v in pages.values())
+    for m in pages.pop("missing figures"):
+        print(f"build_site: figure not generated yet, shown as a note: {m}", file=sys.stderr)
+    n = sum(len(v) for v in pages.values())  # pages of the site
     print(f"site: {n} pages in {time.perf_counter() - start:.0f} s -> {args.out / 'index.html'}")
     return 0
 
