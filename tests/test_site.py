@@ -72,6 +72,15 @@ def _pages(out: Path) -> list[Path]:
     return sorted(p for p in out.rglob("*.html") if p.name not in skip and "_static" not in p.parts)
 
 
+def _settle(driver, seconds: float = 20.0) -> None:
+    """Wait until the page and its images have finished loading (a long notebook page on a busy machine may still
+    be decoding when get() returns); a page that never settles is then judged as it stands."""
+    ready = "return document.readyState === 'complete' && Array.from(document.images).every(i => i.complete)"
+    deadline = time.monotonic() + seconds
+    while not driver.execute_script(ready) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 @pytest.mark.needs_browser
 def test_every_page_in_a_browser(site, browser):
     out, _, _ = site
@@ -81,6 +90,7 @@ def test_every_page_in_a_browser(site, browser):
     for page in pages:
         name = page.relative_to(out).as_posix()
         browser.get(page.as_uri())
+        _settle(browser)
         images = browser.execute_script(
             "return Array.from(document.images).map(i => [i.getAttribute('src'), i.complete && i.naturalWidth > 0])")
         problems += [f"{name}: image {src} did not load" for src, ok in images if not ok]
