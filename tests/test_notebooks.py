@@ -1,10 +1,14 @@
 """Every notebook runs top to bottom without a cell error (nbclient), in the mode of this test run (the
 simulator in CI), within WALL_LIMIT seconds of wall time in the simulator (issue 19: a student on a 2-core laptop
-runs a whole lesson in under a minute). A notebook past it fails, naming its slowest cells."""
+runs a whole lesson in under a minute). A notebook past it fails, naming its slowest cells -- unless its kernel
+was visibly kept off the CPU by other processes (less than CONTENDED of the wall time on a core), where its CPU
+time plus the kernel's start is held to the limit instead and a warning says so: on a shared machine the wall
+time measures the neighbours."""
 
 import datetime as dt
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -21,6 +25,8 @@ pytest.importorskip("ipykernel")
 NOTEBOOKS = run_all.notebooks()
 CELL_TIMEOUT = 300  # seconds
 WALL_LIMIT = 45.0  # seconds for a whole notebook in the simulator, kernel start included
+CONTENDED = 0.6  # a kernel with less CPU time than this share of the wall time was kept waiting by other processes
+STARTUP = 5.0  # seconds of a notebook's wall time that are not its kernel's CPU (starting the kernel, messaging)
 
 
 def children_cpu() -> float:
@@ -62,7 +68,14 @@ def test_notebook_runs(path):
     first = next(c for c in nb.cells if c.cell_type == "code" and c.outputs)
     text = "".join(o.get("text", "") for o in first.outputs)
     assert "Ran on:" in text and "Date:" in text, "the first output must say where and when the notebook ran"
-    if gpukernels.is_simulator():  # on a GPU the cells time kernels and compile for the device: no such limit
-        # the CPU time tells a slow notebook (CPU near the wall time) from a machine busy with other work
-        assert wall <= WALL_LIMIT, (f"{path.name} took {wall:.0f} s in the simulator ({cpu:.0f} s of CPU in its "
-                                    f"kernel), more than {WALL_LIMIT:.0f} s; slowest: {slowest_cells(nb)}")
+    if gpukernels.is_simulator() and wall > WALL_LIMIT:  # on a GPU the cells time and compile: no such limit
+        why = f"{path.name} took {wall:.0f} s in the simulator ({cpu:.0f} s of CPU in its kernel)"
+        if cpu < CONTENDED * wall:
+            # The kernel had a core for less than CONTENDED of the time: other processes' load (a shared machine,
+            # the other xdist worker's subprocesses), not this notebook. Judge what it would take on an idle
+            # machine -- its CPU time and the kernel's start -- and say so.
+            assert cpu + STARTUP <= WALL_LIMIT, f"{why}: more than {WALL_LIMIT:.0f} s even on an idle machine; " \
+                                                 f"slowest: {slowest_cells(nb)}"
+            warnings.warn(f"{why}: over {WALL_LIMIT:.0f} s of wall time on a busy machine, within it in CPU time")
+        else:
+            pytest.fail(f"{why}, more than {WALL_LIMIT:.0f} s; slowest: {slowest_cells(nb)}")
