@@ -1,6 +1,7 @@
 # make test   - create .venv if missing, install, run the test suite (simulator unless a GPU is chosen)
 # make demo   - run every lesson's versions, check them, print the table
 # make classroom - every lesson's interactive classroom page into build/classroom/
+# make site   - build the course site into build/site (tools/build_site.py), the classroom pages included
 ifeq ($(OS),Windows_NT)
 PYTHON ?= python
 BIN    := Scripts
@@ -30,7 +31,7 @@ EXTRAS ?= $(if $(CUDA_EXTRA),$(CUDA_EXTRA)$(comma))dev
 # cu12 and cu13 keeps the other's wheels: `make clean` first.
 STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
-.PHONY: test test-nocuda demo install extras notebooks plots bench clean mutate classroom
+.PHONY: test test-nocuda demo install extras notebooks plots bench clean mutate classroom site
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -82,6 +83,11 @@ notebooks: $(STAMP)
 # performance figures use the newest benchmarks/results/*.json, or a labelled model without one).
 plots: $(STAMP)
 	GPUKERNELS_DEVICE=sim $(PY) -m gpukernels plots
+
+# The course site into build/site (open build/site/index.html): the notebooks with their committed outputs, docs/*.md,
+# the exercises' READMEs, and build/classroom/*.html if they were made. Nothing is executed (tools/build_site.py).
+site: classroom
+	$(PY) tools/build_site.py
 
 bench: $(STAMP)
 	$(PY) -m gpukernels bench --json benchmarks/results/latest.json

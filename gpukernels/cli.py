@@ -14,6 +14,8 @@ COMMANDS = {
     "bench": ("gpukernels.bench", "bench_main", "time every version on a GPU against cuBLAS / torch / cuDNN"),
     "trace": ("gpukernels.trace", "trace_main", "record a launch's memory accesses: traffic, coalescing, banks, races"),
     "resources": ("gpukernels.resources", "resources_main", "registers, shared memory, spills, occupancy (no GPU)"),
+    "source": ("gpukernels.source", "source_main", "print the code of one step of a lesson (by name or number)"),
+    "diff": ("gpukernels.source", "diff_main", "what changed from one step of a lesson to another (gpukernels diff matmul 8 9)"),
     "plots": ("gpukernels.viz", "plots_main", "write every lesson's figures and docs/gallery.md"),
     "grade": ("gpukernels.grade", "grade_main", "grade exercises (Gradescope results.json)"),
     "export-student": ("gpukernels.grade", "export_main", "copy the exercises without their solutions"),

@@ -1,0 +1,119 @@
+"""The course site (issue 19): `make site` builds it from the committed notebooks and docs without running a kernel,
+and every page works in a real browser -- images load, the code is highlighted, internal links resolve, nothing is
+logged to the console. One build per test session (a few seconds), into a temporary folder."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+from . import browser as _browser
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("myst_nb") is None,
+                                reason="needs sphinx and myst-nb (pip install -e '.[dev]')")
+NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+BUILD_LIMIT = 60  # seconds: the site is built from committed outputs, so a slow build means something runs
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """(output folder, pages, build seconds) of one build, with a stand-in classroom page for the hook."""
+    import build_site
+
+    tmp = tmp_path_factory.mktemp("site")
+    classroom = tmp / "classroom"
+    classroom.mkdir()
+    (classroom / "matmul.html").write_text("<!doctype html><title>matmul classroom</title><p>classroom page</p>")
+    start = time.perf_counter()
+    pages = build_site.build(tmp / "site", classroom=classroom)
+    return tmp / "site", pages, time.perf_counter() - start
+
+
+def test_the_build_is_quick_and_clean(site):
+    out, pages, seconds = site
+    assert seconds < BUILD_LIMIT, f"the site took {seconds:.0f} s to build"
+    assert not pages["warnings"], "\n".join(pages["warnings"])  # a broken reference or a missing image warns
+    assert not list(out.rglob("*.ipynb")), "the site should not ship a second copy of the notebooks"
+    for missing in pages["missing figures"]:  # a figure only a GPU run draws, not drawn yet: a note, not a hole
+        page, path = missing.split(": ")
+        assert "Figure not generated yet" in (out / "docs" / page.replace(".md", ".html")).read_text(), missing
+
+
+def test_the_index_lists_every_page(site):
+    out, pages, _ = site
+    index = (out / "index.html").read_text()
+    for stem in NOTEBOOKS:
+        assert f'href="notebooks/{stem}.html"' in index, stem
+    for readme in sorted((ROOT / "exercises").glob("[0-9][0-9]_*/README.md")):
+        assert f'href="exercises/{readme.parent.name}/README.html"' in index, readme
+    assert 'href="docs/gallery.html"' in index and 'href="benchmarks/NOTES.html"' in index
+    # the classroom hook: pages found in the classroom folder are copied as they are and linked
+    assert 'href="classroom/matmul.html"' in index and (out / "classroom" / "matmul.html").is_file()
+
+
+def test_nothing_is_fetched_from_outside(site):
+    out, _, _ = site
+    for page in out.rglob("*.html"):
+        text = page.read_text()
+        for attr in ('src="http', "src='http", 'href="http://', "<link rel=\"stylesheet\" href=\"http"):
+            assert attr not in text, f"{page.relative_to(out)} loads something from the network ({attr})"
+
+
+def _pages(out: Path) -> list[Path]:
+    skip = {"genindex.html", "search.html"}
+    return sorted(p for p in out.rglob("*.html") if p.name not in skip and "_static" not in p.parts)
+
+
+def _settle(driver, seconds: float = 20.0) -> None:
+    """Wait until the page and its images have finished loading (a long notebook page on a busy machine may still
+    be decoding when get() returns); a page that never settles is then judged as it stands."""
+    ready = "return document.readyState === 'complete' && Array.from(document.images).every(i => i.complete)"
+    deadline = time.monotonic() + seconds
+    while not driver.execute_script(ready) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+@pytest.mark.needs_browser
+def test_every_page_in_a_browser(site, browser):
+    out, _, _ = site
+    problems = []
+    pages = _pages(out)
+    assert len(pages) >= len(NOTEBOOKS) + 10, [p.name for p in pages]
+    for page in pages:
+        name = page.relative_to(out).as_posix()
+        browser.get(page.as_uri())
+        _settle(browser)
+        images = browser.execute_script(
+            "return Array.from(document.images).map(i => [i.getAttribute('src'), i.complete && i.naturalWidth > 0])")
+        problems += [f"{name}: image {src} did not load" for src, ok in images if not ok]
+        for href in browser.execute_script("return Array.from(document.links).map(a => a.href)"):
+            url = urlparse(href)
+            if url.scheme == "file":
+                target = Path(unquote(url.path))
+                if not target.exists():
+                    problems.append(f"{name}: link to {target} does not resolve")
+                elif url.fragment and target.suffix == ".html" and f'id="{url.fragment}"' not in target.read_text():
+                    problems.append(f"{name}: link to {target.name}#{url.fragment}: no such anchor")
+        if name.startswith("notebooks/"):
+            stem = Path(name).stem
+            if not [src for src, ok in images if ok]:
+                problems.append(f"{name}: no figure rendered")
+            # the notebook's own code cells, highlighted by Sphinx (pygments classes) ...
+            if not browser.execute_script("return document.querySelectorAll('div.highlight span.k, "
+                                          "div.highlight span.kn').length"):
+                problems.append(f"{name}: code cells not highlighted")
+            # ... and the lessons' source shown by gpukernels.source, highlighted inline
+            if stem in ("01_matmul", "02_softmax", "03_fused_cbr"):
+                shown = browser.execute_script("return document.querySelectorAll('div.gk-source span[style]').length")
+                if shown < 100:
+                    problems.append(f"{name}: the steps' source is not shown highlighted ({shown} spans)")
+        problems += [f"{name}: console: {m}" for m in _browser.console_errors(browser)]
+    assert not problems, "\n".join(problems[:30])
