@@ -29,6 +29,7 @@ from gpukernels.check import TOLERANCE, compare
 def demo_sim(lesson: str, shape: tuple, progress=None, task=None) -> list[dict]:
     """Run every version in the simulator: check it, and count its global traffic with the tracer."""
     try:
+        from gpukernels.trace import reuse
         from gpukernels.trace import trace as _trace
     except ImportError:  # the tracer is optional: correctness alone still makes a demo
         _trace = None
@@ -47,7 +48,7 @@ def demo_sim(lesson: str, shape: tuple, progress=None, task=None) -> list[dict]:
                 per_array[a.array] = (loads + a.loads, stores + a.stores, elements)
                 row["loaded_bytes"] = row.get("loaded_bytes", 0) + a.bytes_loaded
                 row["stored_bytes"] = row.get("stored_bytes", 0) + a.bytes_stored
-            row["reuse"] = ", ".join(f"{name} {loads / elements:.1f}" for name, (loads, _, elements)
+            row["reuse"] = ", ".join(f"{name} {reuse(loads, elements):.1f}" for name, (loads, _, elements)
                                      in per_array.items() if loads)
         else:
             out = version(*inputs)
