@@ -32,10 +32,11 @@ def fail(prog: str, message: str) -> int:
 
 def simulator_env(**extra) -> dict:
     """The environment of a child process that must run kernels on the simulator while this one may run them
-    on a GPU (numba.cuda picks its target once per process)."""
-    import os
+    on a GPU (numba.cuda picks its target once per process): ``gpukernels._modes.mode_env("sim")``; to run
+    one, ``gpukernels._modes.run_in_mode``."""
+    from ._modes import mode_env
 
-    return dict(os.environ, GPUKERNELS_DEVICE="sim", NUMBA_ENABLE_CUDASIM="1", **extra)
+    return mode_env("sim", **extra)
 
 
 def shape_names(lesson) -> tuple:

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import gpukernels
@@ -129,11 +127,10 @@ def save_figures(lesson: str, directory: Path, console, in_child: bool | None = 
     real target in this process, so there the figures are drawn by ``gpukernels plots`` in a simulator child
     process (as the notebooks do); its performance figures show the committed GPU results, labelled as such."""
     if gpukernels.MODE == "gpu" if in_child is None else in_child:
-        from gpukernels.cli import simulator_env
+        from gpukernels._modes import run_in_mode
 
-        env = simulator_env(MPLBACKEND="Agg")
-        proc = subprocess.run([sys.executable, "-m", "gpukernels", "plots", lesson, "--out", str(directory),
-                               "--gallery", str(directory / "gallery.md")], env=env, capture_output=True, text=True)
+        proc = run_in_mode("sim", module="gpukernels", env={"MPLBACKEND": "Agg"},
+                           args=["plots", lesson, "--out", directory, "--gallery", directory / "gallery.md"])
         if proc.returncode != 0:
             console.print(f"[yellow]figures skipped: the simulator child failed:\n{proc.stderr[-2000:]}[/]")
         return sorted(directory.glob("*.png"))

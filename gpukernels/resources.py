@@ -44,11 +44,12 @@ import json
 import math
 import os
 import re
-import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ._modes import COMPILE_PREAMBLE, ROOT, run_in_mode
 
 __all__ = [
     "Arch", "ARCHS", "Occupancy", "occupancy", "occupancy_sweep", "KernelResources", "parse_log",
@@ -510,19 +511,9 @@ def _compile_requests(requests: list[dict]) -> list[dict]:
     return out
 
 
-# A child process with the real compiler: numba.cuda must be imported before gpukernels selects the simulator.
-REAL_CUDA_PREAMBLE = r"""
-import json, os, sys, warnings
-os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
-os.environ.pop("GPUKERNELS_DEVICE", None)
-import numba.cuda                       # the compiler, not the simulator (Numba decides at first import)
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")     # gpukernels warns that numba.cuda came first: that is the point
-    import gpukernels
-os.environ["NUMBA_ENABLE_CUDASIM"] = "0"  # gpukernels set it to 1; numba re-reads its config when compiling
-from numba.cuda.core import config
-config.reload_config()
-"""
+# A child process with the real compiler (numba.cuda imported before gpukernels selects the simulator):
+# gpukernels._modes runs it; the name stays for code that prepends it itself.
+REAL_CUDA_PREAMBLE = COMPILE_PREAMBLE
 
 _WORKER = r"""
 from gpukernels.resources import _compile_requests
@@ -531,17 +522,11 @@ json.dump(_compile_requests(json.load(sys.stdin)), sys.stdout)
 
 
 def run_with_real_cuda(code: str, *args: str, stdin: str = "") -> str:
-    """Run ``code`` (after REAL_CUDA_PREAMBLE) in a child Python whose numba.cuda is the real compiler, with
+    """Run ``code`` (after the compile preamble) in a child Python whose numba.cuda is the real compiler, with
     this checkout's gpukernels importable; return its stdout. No GPU is needed to compile, but numba-cuda's
     toolchain is (ToolchainMissing otherwise)."""
     require_toolchain("compiling for a GPU")
-    env = dict(os.environ)
-    env.pop("GPUKERNELS_DEVICE", None)
-    env["NUMBA_ENABLE_CUDASIM"] = "0"
-    root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    proc = subprocess.run([sys.executable, "-c", REAL_CUDA_PREAMBLE + code, *args], input=stdin,
-                          capture_output=True, text=True, env=env, cwd=root)
+    proc = run_in_mode("compile", code, args=args, stdin=stdin, cwd=str(ROOT))
     if proc.returncode != 0:
         raise RuntimeError(f"the compile process failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
     return proc.stdout

@@ -66,6 +66,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ._tables import Table
 from .sim import _state
 from .sim import arrays as _arrays
 from .sim._source import location, source_line
@@ -926,68 +927,59 @@ class Summary:
     def to_json(self, **kw) -> str:
         return json.dumps(self.to_dict(), default=_jsonable, **kw)
 
+    def tables(self) -> dict:
+        """The analyses as tables (``gpukernels._tables.Table``: plain data, drawn as rich tables by
+        ``print(summary)`` and as Markdown in a notebook), by name: traffic, coalescing, bank_conflicts, hazards,
+        barriers, divergence -- the last three only when there is something to show."""
+        out = {}
+        rows = [[str(x.launch), x.kernel, x.array, str(x.shape), f"{x.loads:,}", f"{x.stores:,}",
+                 f"{x.bytes_loaded + x.bytes_stored:,}", f"{x.loads_per_element:.3g}"] for x in self.traffic]
+        out["traffic"] = Table("Global memory traffic", ["launch", "kernel", "array", "shape", "loads", "stores", "bytes",
+                                                         "loads/element"], rows,
+                               f"total global bytes: {self.global_bytes:,}",
+                               right=("loads", "stores", "bytes", "loads/element"))
+        rows = [[x.kernel, x.location, x.array, x.kind, f"{x.requests:,}", f"{x.sectors:,}", f"{x.min_sectors:,}",
+                 f"{x.efficiency:.3f}"] for x in self.coalescing.lines]
+        out["coalescing"] = Table("Coalescing (global, 32-byte sectors per warp access)",
+                                  ["kernel", "line", "array", "kind", "requests", "sectors", "minimum", "efficiency"],
+                                  rows, "per kernel: " + ", ".join(f"{k} {v:.3f}"
+                                                                   for k, v in self.coalescing.per_kernel.items()))
+        if self.bank_conflicts:
+            rows = [[x.kernel, x.location, x.array, x.kind, f"{x.requests:,}", str(x.max_degree), f"{x.mean_degree:.2f}"]
+                    for x in self.bank_conflicts]
+            out["bank_conflicts"] = Table("Shared-memory bank conflicts", ["kernel", "line", "array", "kind", "requests",
+                                                                           "max degree", "mean degree"], rows)
+        rows = [[r.kernel, f"race ({r.hazard})", r.array,
+                 f"{r.first_location} {r.first_kind} -> {r.second_location} {r.second_kind}", f"{r.elements:,}",
+                 f"{r.array}{list(r.example_element)} block {r.example_block} threads "
+                 f"{r.example_threads[0]} / {r.example_threads[1]}"] for r in self.hazards.races]
+        rows += [[u.kernel, "uninitialised read", u.array, u.location, f"{u.reads:,}",
+                  f"{u.array}{list(u.example_element)} block {u.example_block} thread {u.example_thread}"]
+                 for u in self.hazards.uninitialized]
+        caption = "a race means a cuda.syncthreads() is missing between the two lines" if rows else ""
+        out["hazards"] = Table("Hazards", ["kernel", "what", "array", "lines", "elements", "example"],
+                               rows or [["-", "none found", "", "", "", ""]], caption)
+        if any(b.syncthreads or b.syncwarp or b.shared_arrays for b in self.barriers):
+            rows = [[str(b.launch), b.kernel, f"{b.syncthreads:,}", f"{b.syncwarp:,}", ", ".join(b.shared_arrays) or "-",
+                     f"{b.shared_accesses:,}"] for b in self.barriers]
+            out["barriers"] = Table("Synchronisation and shared memory", ["launch", "kernel", "syncthreads", "syncwarp",
+                                                                         "shared arrays", "shared accesses"], rows)
+        if self.divergence:
+            rows = [[d.kernel, d.location, str(d.warp), f"{d.executions:,}", f"{d.mean_active:.1f}", str(d.min_active),
+                     str(d.lanes_in_warp)] for d in self.divergence[:30]]
+            out["divergence"] = Table("Divergence (warps with inactive lanes)", ["kernel", "line", "warp", "executions",
+                                                                                "mean active", "min active", "lanes"],
+                                      rows)
+        return out
+
     def __rich__(self):
         from rich.console import Group
-        from rich.table import Table
 
-        parts = []
-        t = Table(title="Global memory traffic", title_justify="left")
-        for col in ("launch", "kernel", "array", "shape", "loads", "stores", "bytes", "loads/element"):
-            t.add_column(col, justify="right" if col in ("loads", "stores", "bytes", "loads/element") else "left")
-        for x in self.traffic:
-            t.add_row(str(x.launch), x.kernel, x.array, str(x.shape), f"{x.loads:,}", f"{x.stores:,}",
-                      f"{x.bytes_loaded + x.bytes_stored:,}", f"{x.loads_per_element:.3g}")
-        t.caption = f"total global bytes: {self.global_bytes:,}"
-        parts.append(t)
-        t = Table(title="Coalescing (global, 32-byte sectors per warp access)", title_justify="left")
-        for col in ("kernel", "line", "array", "kind", "requests", "sectors", "minimum", "efficiency"):
-            t.add_column(col)
-        for x in self.coalescing.lines:
-            t.add_row(x.kernel, x.location, x.array, x.kind, f"{x.requests:,}", f"{x.sectors:,}",
-                      f"{x.min_sectors:,}", f"{x.efficiency:.3f}")
-        t.caption = "per kernel: " + ", ".join(f"{k} {v:.3f}" for k, v in self.coalescing.per_kernel.items())
-        parts.append(t)
-        if self.bank_conflicts:
-            t = Table(title="Shared-memory bank conflicts", title_justify="left")
-            for col in ("kernel", "line", "array", "kind", "requests", "max degree", "mean degree"):
-                t.add_column(col)
-            for x in self.bank_conflicts:
-                t.add_row(x.kernel, x.location, x.array, x.kind, f"{x.requests:,}", str(x.max_degree),
-                          f"{x.mean_degree:.2f}")
-            parts.append(t)
-        t = Table(title="Hazards", title_justify="left")
-        for col in ("kernel", "what", "array", "lines", "elements", "example"):
-            t.add_column(col)
-        for r in self.hazards.races:
-            t.add_row(r.kernel, f"race ({r.hazard})", r.array,
-                      f"{r.first_location} {r.first_kind} -> {r.second_location} {r.second_kind}", f"{r.elements:,}",
-                      f"{r.array}{list(r.example_element)} block {r.example_block} threads "
-                      f"{r.example_threads[0]} / {r.example_threads[1]}")
-        for u in self.hazards.uninitialized:
-            t.add_row(u.kernel, "uninitialised read", u.array, u.location, f"{u.reads:,}",
-                      f"{u.array}{list(u.example_element)} block {u.example_block} thread {u.example_thread}")
-        if not self.hazards.races and not self.hazards.uninitialized:
-            t.add_row("-", "none found", "", "", "", "")
-        else:
-            t.caption = "a race means a cuda.syncthreads() is missing between the two lines"
-        parts.append(t)
-        if any(b.syncthreads or b.syncwarp or b.shared_arrays for b in self.barriers):
-            t = Table(title="Synchronisation and shared memory", title_justify="left")
-            for col in ("launch", "kernel", "syncthreads", "syncwarp", "shared arrays", "shared accesses"):
-                t.add_column(col)
-            for b in self.barriers:
-                t.add_row(str(b.launch), b.kernel, f"{b.syncthreads:,}", f"{b.syncwarp:,}",
-                          ", ".join(b.shared_arrays) or "-", f"{b.shared_accesses:,}")
-            parts.append(t)
-        if self.divergence:
-            t = Table(title="Divergence (warps with inactive lanes)", title_justify="left")
-            for col in ("kernel", "line", "warp", "executions", "mean active", "min active", "lanes"):
-                t.add_column(col)
-            for d in self.divergence[:30]:
-                t.add_row(d.kernel, d.location, str(d.warp), f"{d.executions:,}", f"{d.mean_active:.1f}",
-                          str(d.min_active), str(d.lanes_in_warp))
-            parts.append(t)
-        return Group(*parts)
+        return Group(*(t.__rich__() for t in self.tables().values()))
+
+    def _repr_markdown_(self) -> str:
+        """In a notebook, a Summary shows its tables."""
+        return "\n\n".join(t.markdown() for t in self.tables().values())
 
     def __str__(self) -> str:
         from rich.console import Console
@@ -1046,13 +1038,13 @@ def trace_main(argv=None) -> int:
     simulator under the tracer, print the tables, optionally write them as JSON."""
     import argparse
     import os
-    import subprocess
 
     import gpukernels
     from rich.console import Console
 
     from . import _device
-    from .cli import UsageError, fail, parse_size, simulator_env
+    from ._modes import run_in_mode
+    from .cli import UsageError, fail, parse_size
 
     argv = sys.argv[1:] if argv is None else list(argv)
     prog = "gpukernels trace"
@@ -1078,7 +1070,7 @@ def trace_main(argv=None) -> int:
         return fail(prog, f"cannot write --json {args.json!r}: its folder does not exist")
     if not _device.is_simulator():
         # numba.cuda is the real GPU in this process; the tracer needs the simulator, so trace in a child
-        return subprocess.run([sys.executable, "-m", "gpukernels", "trace", *argv], env=simulator_env()).returncode
+        return run_in_mode("sim", module="gpukernels", args=["trace", *argv], capture=False).returncode
     inputs = lesson.make_inputs(shape, args.seed)
     with trace(events=args.events) as t:
         lesson.VERSIONS[version](*inputs)
