@@ -42,8 +42,9 @@ viz.grid_map(...)`` is the way to call them:
 
 from __future__ import annotations
 
-from ._common import (CMAP, CMAP_DIVERGE, GREYS, HATCHES, LIMIT_MARKERS, MARKERS, ROOT, _figure, _not_available,
-                      _save_png, _trace_module, tracer_available, unavailable)
+# a few private names too, for code written against the one-file viz (the demo saves PNGs with viz._save_png)
+from ._common import (CMAP, CMAP_DIVERGE, GREYS, HATCHES, LIMIT_MARKERS, MARKERS, ROOT, _figure,  # noqa: F401
+                      _not_available, _save_png, _trace_module, tracer_available, unavailable)
 from .gallery import GALLERY, GALLERY_HEADER, FigureSpec, figure_specs, plots_main, write_gallery
 from .maps import access_map, grid_map, reuse_heatmap, staged_sources, tile_phases
 from .memory import warp_banks, warp_sectors

@@ -9,8 +9,10 @@ import math
 import numpy as np
 from matplotlib.figure import Figure
 
-from ._common import CMAP, _figure, _naive_and_best
+from ._common import CMAP, _figure, _naive_and_best, _trace_module
 from .traced import _GLOBAL, _READ, _SHARED, _WRITE, Traced, traced
+
+reuse = _trace_module().reuse  # the tracer's definition: loads / elements
 
 
 def _montage(counts: np.ndarray) -> np.ndarray:
@@ -234,7 +236,7 @@ def reuse_heatmap(lesson: str = "matmul", versions=None, shape=None) -> Figure:
     versions = list(versions or _naive_and_best(lesson))
     trs = [traced(lesson, v, shape) for v in versions]
     names = trs[0].input_names
-    counts = {v: {n: tr.counts(n) for n in names if n in [a["name"] for a in tr.arrays]}
+    counts = {v: {n: tr.loads(n) for n in names if n in [a["name"] for a in tr.arrays]}
               for v, tr in zip(versions, trs)}
     fig = _figure(3.6 * len(names) + 0.8, 2.4 * len(versions) + 0.9)
     axes = fig.subplots(len(versions), len(names), squeeze=False)
@@ -249,7 +251,7 @@ def reuse_heatmap(lesson: str = "matmul", versions=None, shape=None) -> Figure:
             c = counts[version][name]
             img = _montage(np.maximum(c, 0))
             img = np.where(img == 0, np.nan, img)
-            mean = c.sum() / c.size
+            mean = reuse(c.sum(), c.size)
             im = _image(ax, img, f"{version}: {name} loaded {mean:.3g} times per element "
                                  f"(max {int(c.max())})", norm=norm)
             ax.set_xlabel(_montage_axes_label(c.shape, name), fontsize=7)
@@ -258,8 +260,8 @@ def reuse_heatmap(lesson: str = "matmul", versions=None, shape=None) -> Figure:
             cb.set_label("loads per element", fontsize=7)
     first, last = versions[0], versions[-1]
     n0 = names[0]
-    r0 = counts[first][n0].sum() / counts[first][n0].size
-    r1 = counts[last][n0].sum() / counts[last][n0].size if n0 in counts[last] else float("nan")
+    r0 = reuse(counts[first][n0].sum(), counts[first][n0].size)
+    r1 = reuse(counts[last][n0].sum(), counts[last][n0].size) if n0 in counts[last] else float("nan")
     fig.suptitle(f"{lesson} {'x'.join(map(str, trs[0].shape))}: global loads per input element\n{first} reads "
                  f"each element of {n0} {r0:.3g} times, {last} {r1:.3g} times", fontsize=10, x=0.01, ha="left")
     _grey_background(fig)

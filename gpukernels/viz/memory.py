@@ -130,9 +130,9 @@ def _efficiency(tr: Traced, rows: np.ndarray) -> float:
 
 
 def _most_improved(lesson, versions, shape, block, warp, kind_code):
-    """The (array, kind) of global access whose sector efficiency improves most from the first version to
-    the last (ties: the first version's worst) -- e.g. matmul's store of C: 1/8 of each sector used by naive,
-    all of it by coalesced."""
+    """The (array, kind) of global access whose coalescing efficiency improves most from the first version to
+    the last (ties: the one whose last version uses more bytes, then the first version's worst) -- e.g. matmul's
+    store of C: 32 sectors for 4 needed in naive, 4 for 4 in coalesced."""
     first, last = traced(lesson, versions[0], shape), traced(lesson, versions[-1], shape)
     best = None
     names = [a["name"] for a in first.arrays if a["space"] == _GLOBAL]
@@ -143,7 +143,10 @@ def _most_improved(lesson, versions, shape, block, warp, kind_code):
                 r1 = _warp_access(last, _GLOBAL, name, k, block, warp)[0]
             except ValueError:
                 continue
-            gain = (round(_efficiency(last, r1) - _efficiency(first, r0), 6),
+            # ties (matmul: a's read and c's store both go from 12.5% to 100%): the access whose last version
+            # uses more bytes -- c's store of 128 bytes shows coalescing, a's read became a 4-byte broadcast
+            used = len(np.unique(last.ev["elem"][r1])) * _itemsize(last, r1)
+            gain = (round(_efficiency(last, r1) - _efficiency(first, r0), 6), used,
                     tracer.sector_counts(first.ev["elem"][r0], _itemsize(first, r0))[0])
             if best is None or gain > best[0]:
                 best = (gain, name, k)

@@ -173,8 +173,10 @@ def _performance_model(fig, ax, lesson, arch):
     ax.set_xlabel(f"MODEL: attainable TFLOP/s = min({a.peak_fp32_tflops} TFLOP/s, intensity x "
                   f"{a.peak_bw_gbs / 1000:g} TB/s), {a.gpu} spec sheet")
     ax.set_xlim(0, max(values) * 1.6 if values else 1)
+    top = max(model, key=lambda m: m["attainable_tflops"])
     ax.set_title(f"MODEL, not a measurement -- {lesson}: the roofline's bound for each version's traced global\n"
-                 f"traffic at {'x'.join(map(str, model[0]['shape']))} (run `gpukernels bench` on a GPU to measure)",
+                 f"traffic at {'x'.join(map(str, model[0]['shape']))}. Notice: the fewest bytes per FLOP, "
+                 f"{top['version']}'s, allow the most (run `gpukernels bench` on a GPU to measure)",
                  fontsize=9.5, loc="left")
     fig.gpukernels_data = {"measured": False, "names": names, "values": values, "unit": "TFLOP/s"}
     return fig

@@ -22,7 +22,7 @@ from ._common import _lessons, _trace_module
 #: (and, for the reuse maps, for the reuse factor N / TILE to show). Editorial choices, one place.
 FIGURE_SHAPES = {"matmul": (64, 64, 64), "softmax": (32, 256), "cbr": (1, 4, 16, 16, 8, 3, 3)}
 
-_READ, _WRITE = 0, 1
+_READ, _WRITE, _ATOMIC = 0, 1, 2
 _GLOBAL, _SHARED = 0, 1
 
 
@@ -78,6 +78,11 @@ class Traced:
             sel &= mask
         shape = self.array_shape(name)
         return np.bincount(self.ev["elem"][sel], minlength=math.prod(shape)).reshape(shape)
+
+    def loads(self, name: str) -> np.ndarray:
+        """Loads per element of global array ``name`` as the tracer counts them: reads and atomics (an atomic
+        reads its element too), so that their sum is ``Trace.traffic()``'s ``loads``."""
+        return self.counts(name, kind=_READ) + self.counts(name, kind=_ATOMIC)
 
 
 def _param_names(kernel) -> list[str]:
