@@ -75,22 +75,31 @@ def demo_gpu(lesson: str, shape: tuple, progress=None, task=None) -> list[dict]:
     return bench.rows(report)
 
 
-def print_sim_table(console, rows: list[dict]) -> None:
-    from rich.table import Table
+def sim_table(rows: list[dict]):
+    """``demo_sim``'s rows as a table (``gpukernels._tables.Table``): printed by the demo, shown by the notebooks'
+    ``traffic_table``. ``x minimum``: global bytes moved / the lesson's ``min_bytes`` (each input read once, the
+    output written once)."""
+    from gpukernels._tables import Table
 
     lesson, shape = rows[0]["lesson"], rows[0]["shape"]
-    table = Table(title=f"{lesson} {'x'.join(map(str, shape))} -- simulator: correctness and counted traffic "
-                        "(no timings: the simulator cannot measure GPU speed)")
-    for col in ("version", "what it changes", "correct", "rel. error", "global loads", "global stores",
-                "loads/element"):
-        table.add_column(col)
+    floor = LESSONS[lesson].min_bytes(shape)
+    body = []
     for r in rows:
-        table.add_row(r["version"], r["idea"], "yes" if r["ok"] else "[bold red]NO[/]", f"{r['rel_error']:.1e}",
-                      _bytes(r.get("loaded_bytes")), _bytes(r.get("stored_bytes")), r.get("reuse", "-"))
-    console.print(table)
+        moved = (r.get("loaded_bytes") or 0) + (r.get("stored_bytes") or 0)
+        body.append([r["version"], r["idea"], "yes" if r["ok"] else "NO", f"{r['rel_error']:.1e}",
+                     _bytes(r.get("loaded_bytes")), _bytes(r.get("stored_bytes")),
+                     f"{moved / floor:.1f}x" if "loaded_bytes" in r else "-", r.get("reuse", "-")])
+    return Table(f"{lesson} {'x'.join(map(str, shape))} -- simulator: correctness and counted traffic "
+                 "(no timings: the simulator cannot measure GPU speed)",
+                 ["version", "what it changes", "correct", "rel. error", "global loads", "global stores", "x minimum",
+                  "loads/element"], body)
+
+
+def print_sim_table(console, rows: list[dict]) -> None:
+    console.print(sim_table(rows))
     for r in rows:
         if not r["ok"]:
-            console.print(f"[red]{lesson}.{r['version']}:[/] {r['detail']}")
+            console.print(f"[red]{r['lesson']}.{r['version']}:[/] {r['detail']}")
 
 
 def print_gpu_table(console, rows: list[dict], lesson: str, shape: tuple) -> None:

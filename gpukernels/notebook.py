@@ -317,30 +317,18 @@ def _bytes(n) -> str:
     return f"{n:.3g} TB"
 
 
-def _kib(n: int) -> str:
-    return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB"
-
-
 def resource_table(lesson: str, arch: str = "sm_90"):
-    """``gpukernels.resources.report`` for one lesson as a table (compiled for ``arch``, no GPU needed)."""
+    """``gpukernels.resources.report`` for one lesson (compiled for ``arch``, no GPU needed): the table that
+    ``gpukernels resources`` prints (``resources.table``), labelled with the shape that set the launches."""
     from gpukernels import resources
 
     try:
         rows = resources.report([lesson], arch, what="the resource table")
     except resources.ToolchainMissing as err:  # a Mac: one line, and the notebook goes on
         return _labelled(str(err))
-    a = resources.get_arch(arch)
-    body = []
-    for r in rows:
-        res, occ = r.resources, r.occupancy
-        body.append([r.version, r.kernel, "x".join(map(str, r.block)), res.registers,
-                     _kib(res.shared_bytes + r.dynamic_shared),
-                     _kib(res.local_bytes) + (" (spills!)" if res.spill_stores else ""), occ.blocks_per_sm,
-                     f"{occ.warps_per_sm}/{occ.max_warps_per_sm}", f"{100 * occ.occupancy:.3g}%", ", ".join(occ.binding)])
-    table = markdown_table(["version", "kernel", "block", "registers/thread", "shared/block", "local/thread",
-                            "blocks/SM", "warps/SM", "occupancy", "limited by"], body)
-    shape = "x".join(map(str, rows[0].shape)) if rows else ""
-    return _labelled(f"Compiled for {a.name} ({a.gpu}), launch configuration at shape {shape}:", table)
+    if not rows:
+        return _labelled(f"No kernels of {lesson} to compile.")
+    return _labelled(f"Launch configuration at shape {'x'.join(map(str, rows[0].shape))}:", resources.table(rows))
 
 
 def race_table(summary, kernel=None):
@@ -413,22 +401,17 @@ def results_table(report, lesson: str, label: str):
 
 
 def traffic_table(lesson: str, shape):
-    """Global traffic of every version at ``shape``, counted by the tracer (on the simulator)."""
+    """Global traffic of every version at ``shape``, counted by the tracer (on the simulator): the demo's own
+    table (``gpukernels.demo.sim_table``), labelled."""
     from gpukernels import demo
 
-    mod = gpukernels.LESSONS[lesson]
     rows = on_simulator(demo.demo_sim, lesson, tuple(shape))
-    floor = mod.min_bytes(shape)
-    body = []
-    for r in rows:
-        moved = (r.get("loaded_bytes") or 0) + (r.get("stored_bytes") or 0)
-        body.append([r["version"], "yes" if r["ok"] else "NO", _bytes(r.get("loaded_bytes")),
-                     _bytes(r.get("stored_bytes")), f"{moved / floor:.1f}x", r.get("reuse", "-")])
-    table = markdown_table(["version", "correct", "global loads", "global stores", "x minimum", "loads per element"],
-                           body)
+    floor = gpukernels.LESSONS[lesson].min_bytes(shape)
     label = (f"**Counted by the tracer** on the simulator, shape {'x'.join(map(str, shape))}: every global load and "
              f"store the kernels issue (no caches), against the minimum {_bytes(floor)} (each input read once, the "
              f"output written once).")
+    table = demo.sim_table(rows)
+    table.title = ""  # the label says it
     return _labelled(label, table)
 
 

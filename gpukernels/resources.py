@@ -656,31 +656,36 @@ def _fmt_bytes(n: int) -> str:
     return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KB"
 
 
+def table(rows: list[ResourceRow]):
+    """The rows as a table (``gpukernels._tables.Table``): printed by ``gpukernels resources``, shown by the
+    notebooks' ``resource_table``."""
+    from ._tables import Table
+
+    a = get_arch(rows[0].arch)
+    body = []
+    for r in rows:
+        res, occ = r.resources, r.occupancy
+        lmem = _fmt_bytes(res.local_bytes) + (" (spills!)" if res.spill_stores else "")
+        body.append([r.lesson, r.version, r.kernel, "x".join(map(str, r.block)), str(res.registers),
+                     _fmt_bytes(res.shared_bytes + r.dynamic_shared), lmem, str(res.barriers),
+                     str(occ.blocks_per_sm), f"{occ.warps_per_sm}/{occ.max_warps_per_sm}", _pct(occ.occupancy),
+                     ", ".join(occ.binding)])
+    return Table(f"Resources and occupancy on {a.name} ({a.gpu}: {a.max_warps_per_sm} warps, {a.regs_per_sm} "
+                 f"registers, {a.smem_per_sm // 1024} KB shared memory per SM)",
+                 ["lesson", "version", "kernel", "block", "regs", "smem", "lmem", "bar.", "blocks/SM", "warps/SM",
+                  "occupancy", "limited by"], body,
+                 "regs: registers per thread; smem: static + dynamic shared memory per block; lmem: local memory "
+                 "per thread (spills); bar.: named barriers.",
+                 right=("block", "regs", "smem", "lmem", "bar.", "blocks/SM", "warps/SM", "occupancy"))
+
+
 def print_table(rows: list[ResourceRow], console=None) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     console = console or (Console() if sys.stdout.isatty() else Console(width=200))
     if not rows:
         return
-    a = get_arch(rows[0].arch)
-    table = Table(title=f"Resources and occupancy on {a.name} ({a.gpu}: {a.max_warps_per_sm} warps, "
-                        f"{a.regs_per_sm} registers, {a.smem_per_sm // 1024} KB shared memory per SM)")
-    for col, just in (("lesson", "left"), ("version", "left"), ("kernel", "left"), ("block", "right"),
-                      ("regs", "right"), ("smem", "right"), ("lmem", "right"),
-                      ("bar.", "right"), ("blocks/SM", "right"), ("warps/SM", "right"),
-                      ("occupancy", "right"), ("limited by", "left")):
-        table.add_column(col, justify=just, no_wrap=True)
-    for r in rows:
-        res, occ = r.resources, r.occupancy
-        lmem = _fmt_bytes(res.local_bytes) + (" (spills!)" if res.spill_stores else "")
-        table.add_row(r.lesson, r.version, r.kernel, "x".join(map(str, r.block)), str(res.registers),
-                      _fmt_bytes(res.shared_bytes + r.dynamic_shared), lmem, str(res.barriers),
-                      str(occ.blocks_per_sm), f"{occ.warps_per_sm}/{occ.max_warps_per_sm}", _pct(occ.occupancy),
-                      ", ".join(occ.binding))
-    console.print(table)
-    console.print("regs: registers per thread; smem: static + dynamic shared memory per block; lmem: local memory "
-                  "per thread (spills); bar.: named barriers.")
+    console.print(table(rows))
     console.print(f"Shapes: {', '.join(sorted({f'{r.lesson} {r.shape}' for r in rows}))}. Compiled with "
                   f"numba.cuda.compile_ptx + nvJitLink; no GPU was used.")
 
