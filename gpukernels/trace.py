@@ -71,7 +71,7 @@ from .sim import _state
 from .sim import arrays as _arrays
 from .sim._source import location, source_line
 
-READ, WRITE, ATOMIC = _arrays.READ, _arrays.WRITE, _arrays.ATOMIC
+READ, WRITE, ATOMIC = _arrays.READ, _arrays.WRITE, _arrays.ATOMIC  # accesses()["kind"]
 _SPACES = {_arrays.GLOBAL: 0, _arrays.SHARED: 1, _arrays.LOCAL: 2}
 _SPACE_NAMES = {v: k for k, v in _SPACES.items()}
 # columns of a block's event buffer
@@ -93,6 +93,9 @@ __all__ = [
     "ArrayInfo",
     "LaunchInfo",
     "ACCESS_DTYPE",
+    "READ",
+    "WRITE",
+    "ATOMIC",
     "SECTOR_BYTES",
     "BANKS",
     "BANK_WORD_BYTES",
