@@ -52,6 +52,16 @@ def _not_available(title: str, why: str) -> Figure:
     return fig
 
 
+def _suptitle(fig: Figure, *lines: str, fontsize: float = 10) -> None:
+    """The figure's title, left-aligned, each line wrapped to the figure's width (a figure of two panels is
+    narrower than one of four): what it shows, then what to notice."""
+    import textwrap
+
+    width = max(40, int(fig.get_figwidth() * 72 / (0.55 * fontsize)))
+    fig.suptitle("\n".join(textwrap.fill(line, width) for line in lines if line), fontsize=fontsize, x=0.01,
+                 ha="left")
+
+
 def unavailable(fig: Figure) -> str | None:
     """Why ``fig`` is only a note (the compiler is not installed here), or None for a real figure."""
     return (getattr(fig, "gpukernels_data", None) or {}).get("unavailable")

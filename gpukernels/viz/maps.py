@@ -9,7 +9,7 @@ import math
 import numpy as np
 from matplotlib.figure import Figure
 
-from ._common import CMAP, _figure, _naive_and_best, _trace_module
+from ._common import CMAP, _figure, _naive_and_best, _suptitle, _trace_module
 from .traced import _GLOBAL, _READ, _SHARED, _WRITE, Traced, traced
 
 reuse = _trace_module().reuse  # the tracer's definition: loads / elements
@@ -142,9 +142,9 @@ def grid_map(lesson: str = "matmul", versions=None, shape=None, zoom=(8, 16)) ->
         data[version] = {"launch": li, "block": block, "thread": tid, "grid": gdims, "block_dims": bdims,
                          "warp0_span": (int(np.ptp(w0[:, 0]) + 1), int(np.ptp(w0[:, 1]) + 1)) if len(w0) else None}
     spans = ", ".join(f"{v} {d['warp0_span'][0]} x {d['warp0_span'][1]}" for v, d in data.items() if d["warp0_span"])
-    fig.suptitle(f"{lesson} {'x'.join(map(str, tr.shape))}: who computes which output element. Notice the shape of "
-                 f"one warp's outputs (rows x columns): {spans}\n(colour = block, labelled with blockIdx; zoom: "
-                 f"threadIdx of the writer, shade = warp)", fontsize=10, x=0.01, ha="left")
+    _suptitle(fig, f"{lesson} {'x'.join(map(str, tr.shape))}: who computes which output element (colour = block, "
+                   f"labelled with blockIdx; zoom: threadIdx of the writer, shade = warp)",
+              f"Notice the shape of one warp's outputs (rows x columns): {spans}")
     fig.gpukernels_data = {"shape": tr.shape, "versions": data}
     return fig
 
@@ -210,9 +210,9 @@ def access_map(lesson: str = "matmul", versions=None, who: str = "warp", index: 
                 cb.set_label("loads", fontsize=7)
             data[version][name] = c
     footprint = ", ".join(f"{v} {sum(int((c > 0).sum()) for c in d.values())}" for v, d in data.items())
-    fig.suptitle(f"{lesson} {'x'.join(map(str, trs[0].shape))}: the global elements one {who} reads. Notice the "
-                 f"footprint (distinct elements read): {footprint}\n(outlined; shade = loads, grey = not read)",
-                 fontsize=10, x=0.01, ha="left")
+    _suptitle(fig, f"{lesson} {'x'.join(map(str, trs[0].shape))}: the global elements one {who} reads (outlined; "
+                   f"shade = loads, grey = not read)",
+              f"Notice the footprint (distinct elements read): {footprint}")
     _grey_background(fig)
     fig.gpukernels_data = {"who": who, "index": index, "block": block, "counts": data}
     return fig
@@ -262,8 +262,8 @@ def reuse_heatmap(lesson: str = "matmul", versions=None, shape=None) -> Figure:
     n0 = names[0]
     r0 = reuse(counts[first][n0].sum(), counts[first][n0].size)
     r1 = reuse(counts[last][n0].sum(), counts[last][n0].size) if n0 in counts[last] else float("nan")
-    fig.suptitle(f"{lesson} {'x'.join(map(str, trs[0].shape))}: global loads per input element\n{first} reads "
-                 f"each element of {n0} {r0:.3g} times, {last} {r1:.3g} times", fontsize=10, x=0.01, ha="left")
+    _suptitle(fig, f"{lesson} {'x'.join(map(str, trs[0].shape))}: global loads per input element",
+              f"Notice: {first} reads each element of {n0} {r0:.3g} times, {last} {r1:.3g} times")
     _grey_background(fig)
     fig.gpukernels_data = {"counts": counts}
     return fig
@@ -356,10 +356,10 @@ def tile_phases(lesson: str = "matmul", version: str = "tiled", block: int | Non
         data.append({"interval": ph["interval"], "sources": ph["sources"], "padding": ph["padding"],
                      "shared": sorted(ph["shared"])})
     g = (block % gdims[0], (block // gdims[0]) % gdims[1])
-    fig.suptitle(f"{lesson}.{version} {'x'.join(map(str, tr.shape))}, block {g}: what the shared tiles hold in each "
-                 f"barrier interval. Notice: {len(data)} phases, each staging a new slice that the block's "
-                 f"outputs all share\n(dark: staged this phase, grey: earlier phases; hatched: the block's outputs)",
-                 fontsize=10, x=0.01, ha="left")
+    _suptitle(fig, f"{lesson}.{version} {'x'.join(map(str, tr.shape))}, block {g}: what the shared tiles hold in "
+                   f"each barrier interval (dark: staged this phase, grey: earlier phases; hatched: the block's "
+                   f"outputs)",
+              f"Notice: {len(data)} phases, each staging a new slice that all the block's outputs share")
     fig.gpukernels_data = {"block": block, "phases": data, "out_block_mask": out_mask}
     return fig
 

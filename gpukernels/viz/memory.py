@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from ._common import _figure, _naive_and_best, _rect, _trace_module
+from ._common import _figure, _naive_and_best, _rect, _suptitle, _trace_module
 from .traced import _GLOBAL, _READ, _SHARED, _WRITE, Traced, traced
 
 # The module gpukernels.trace (the package attribute of that name is its context manager): its definitions
@@ -112,9 +112,9 @@ def warp_sectors(lesson: str = "matmul", versions=None, array: str | None = None
         data[version] = {"array": name, "lanes": lanes, "elements": elems, "sectors": moved,
                          "min_sectors": needed, "efficiency": eff, "bytes_used": used, "location": loc}
         effs.append(f"{version} {eff:.0%}")
-    fig.suptitle(f"{lesson}: one warp access, lanes -> 32-byte sectors (warp {warp} of block {block}). Notice: "
-                 f"the fewer sectors per warp, the less bandwidth wasted -- efficiency {', '.join(effs)}",
-                 fontsize=10, x=0.01, ha="left")
+    _suptitle(fig, f"{lesson}: one warp access, lanes -> 32-byte sectors (warp {warp} of block {block})",
+              f"Notice: the fewer sectors per warp, the less bandwidth wasted -- coalescing efficiency "
+              f"{', '.join(effs)}")
     fig.gpukernels_data = data
     return fig
 
@@ -207,8 +207,8 @@ def warp_banks(lesson: str = "matmul", versions=("regblock_2d", "conflict_free")
         data[version] = {"array": name, "lanes": lanes, "words": words, "banks": banks, "degree": degree,
                          "location": loc}
     degrees = ", ".join(f"{v} {d['degree']}-way" for v, d in data.items())
-    fig.suptitle(f"{lesson}: one warp's shared-memory access, lanes -> banks. Notice: stacked boxes are different "
-                 f"words of one bank, served one after another -- conflict degree {degrees}", fontsize=10, x=0.01,
-                 ha="left")
+    _suptitle(fig, f"{lesson}: one warp's shared-memory access, lanes -> banks",
+              f"Notice: stacked boxes are different words of one bank, served one after another -- conflict degree "
+              f"{degrees}")
     fig.gpukernels_data = data
     return fig

@@ -99,7 +99,7 @@ def suite_heatmap(lesson: str = "matmul", report: dict | None = None) -> Figure:
     notice = (f"Notice: {len(winners)} different steps are fastest, depending on the shape" if len(winners) > 1
               else f"Notice: {next(iter(winners))} is fastest at every shape" if winners else "")
     ax.set_title(f"{lesson} suite on {env.get('device', 'GPU')} ({env.get('date', '')[:10]}"
-                 f"{'' if report.get('complete', True) else ', PARTIAL run'}): fraction of the library's speed. "
+                 f"{'' if report.get('complete', True) else ', PARTIAL run'}): fraction of the library's speed\n"
                  f"{notice}", fontsize=10, loc="left")
     fig.gpukernels_data = {"shapes": shapes, "steps": steps, "of_peer": grid}
     return fig
@@ -175,9 +175,8 @@ def _performance_model(fig, ax, lesson, arch):
     ax.set_xlim(0, max(values) * 1.6 if values else 1)
     top = max(model, key=lambda m: m["attainable_tflops"])
     ax.set_title(f"MODEL, not a measurement -- {lesson}: the roofline's bound for each version's traced global\n"
-                 f"traffic at {'x'.join(map(str, model[0]['shape']))}. Notice: the fewest bytes per FLOP, "
-                 f"{top['version']}'s, allow the most (run `gpukernels bench` on a GPU to measure)",
-                 fontsize=9.5, loc="left")
+                 f"traffic at {'x'.join(map(str, model[0]['shape']))} (run `gpukernels bench` on a GPU to measure)\n"
+                 f"Notice: the fewest bytes per FLOP, {top['version']}'s, allow the most", fontsize=9.5, loc="left")
     fig.gpukernels_data = {"measured": False, "names": names, "values": values, "unit": "TFLOP/s"}
     return fig
 
