@@ -102,17 +102,20 @@ def print_sim_table(console, rows: list[dict]) -> None:
             console.print(f"[red]{r['lesson']}.{r['version']}:[/] {r['detail']}")
 
 
-def print_gpu_table(console, rows: list[dict], lesson: str, shape: tuple) -> None:
-    from rich.table import Table
+def gpu_table(rows: list[dict], title: str = "", shapes: bool = False):
+    """Measured rows (``bench.rows``) as a table (``gpukernels._tables.Table``): printed by the demo on a GPU,
+    shown by the notebooks' ``results_table`` (with ``shapes``: a shape column, for rows of several shapes)."""
+    from gpukernels._tables import Table
 
-    table = Table(title=f"{lesson} {'x'.join(map(str, shape))} on {gpukernels.device_info().get('device')}")
-    for col in ("version", "ms", "TFLOP/s", "GB/s", "x naive", "x peer"):
-        table.add_column(col, justify="left" if col == "version" else "right")
-    for r in rows:
-        table.add_row(r["version"] if r["ok"] else f"{r['version']} (WRONG)", _num(r["ms"], ".4f"),
-                      _num(r["tflops"], ".2f"), _num(r["gbps"], ".0f"), _num(r["speedup"], ".1f"),
-                      _num(r["of_peer"], ".2f"))
-    console.print(table)
+    numbers = ("ms", "TFLOP/s", "GB/s", "x naive", "x peer")
+    body = [([r["shape"]] if shapes else []) + [r["version"] if r["ok"] else f"{r['version']} (WRONG)",
+                                                _num(r["ms"], ".4f"), _num(r["tflops"], ".2f"), _num(r["gbps"], ".0f"),
+                                                _num(r["speedup"], ".1f"), _num(r["of_peer"], ".2f")] for r in rows]
+    return Table(title, (["shape"] if shapes else []) + ["version", *numbers], body, right=numbers)
+
+
+def print_gpu_table(console, rows: list[dict], lesson: str, shape: tuple) -> None:
+    console.print(gpu_table(rows, f"{lesson} {'x'.join(map(str, shape))} on {gpukernels.device_info().get('device')}"))
 
 
 def _num(v, spec):

@@ -381,15 +381,14 @@ def committed_results(lesson: str | None = None):
 
 
 def results_table(report, lesson: str, label: str):
-    """The measured rows of ``lesson`` in ``report`` under ``label``: time, throughput, speed-ups."""
-    from gpukernels import bench
+    """The measured rows of ``lesson`` in ``report`` under ``label``: time, throughput, speed-ups -- the demo's
+    table of GPU measurements (``gpukernels.demo.gpu_table``), with a shape column."""
+    from gpukernels import bench, demo
 
     if report is None:
         return _labelled(label)
     rows = [r for r in bench.rows(report) if r["lesson"] == lesson]
-    body = [[r["shape"], r["version"] if r["ok"] else f"{r['version']} (WRONG)", r["ms"], r["tflops"], r["gbps"],
-             r["speedup"], r["of_peer"]] for r in rows]
-    table = markdown_table(["shape", "version", "time (ms)", "TFLOP/s", "GB/s", "x naive", "x peer"], body)
+    table = demo.gpu_table(rows, shapes=True)
     ceil = report.get("ceilings") or {}
     note = (f"\n\nCeilings measured in the same run: copy {ceil['copy_GBps']:,.0f} GB/s, library SGEMM "
             f"{ceil['sgemm_TFLOPs']:.1f} TFLOP/s." if ceil.get("copy_GBps") and ceil.get("sgemm_TFLOPs") else "")

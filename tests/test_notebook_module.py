@@ -116,3 +116,18 @@ def test_traffic_table_counts_every_version_against_the_minimum():
     rows = [line for line in text.splitlines() if line.startswith("| ") and "version" not in line]
     assert [r.split("|")[1].strip() for r in rows] == list(gpukernels.softmax.VERSIONS)
     assert "Counted by the tracer" in text and "1.0x" in text  # optimized: each element read once, written once
+
+
+def test_results_table_is_the_demos_gpu_table_under_its_label():
+    from gpukernels import bench, demo
+
+    report = {"environment": {"device": "Test GPU", "date": "2026-12-01"}, "method": "m", "ceilings": {},
+              "results": [dict(lesson="softmax", shape=[4, 64], name=name, kind=kind, median_ms=ms, min_ms=ms, max_ms=ms,
+                               runs=5, flops=10**9, bytes=10**9, rel_error=0.0, ok=ok, note="", extra={})
+                          for name, kind, ms, ok in (("naive", "kernel", 2.0, True), ("optimized", "kernel", 0.5, False),
+                                                     ("torch.softmax", "peer", 1.0, True))]}
+    shown = nb.results_table(report, "softmax", "**label**")
+    text = str(getattr(shown, "data", shown))
+    assert text.startswith("**label**") and demo.gpu_table(bench.rows(report), shapes=True).markdown() in text
+    assert "| 4x64 | naive | 2.0000 |" in text and "optimized (WRONG)" in text
+    assert "Not in this benchmark run (added since): `split_row`" in text
