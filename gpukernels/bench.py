@@ -78,11 +78,15 @@ class Result:
 
 class Timer:
     """Times a function that enqueues GPU work on the current stream: CUDA graph + events when PyTorch is
-    there, Numba events otherwise."""
+    there, Numba events otherwise.
 
-    def __init__(self, torch_mod=None):
+    ``min_runs`` and ``budget_ms``, when given, cap what every ``time()`` call asks for: a quick run (the
+    notebooks' performance tables: >= 5 runs, ~0.3 s a version); ``gpukernels bench`` keeps the full budget."""
+
+    def __init__(self, torch_mod=None, min_runs: int | None = None, budget_ms: float | None = None):
         self.torch = torch_mod
         self.method = "cuda-graph replay, torch events" if torch_mod else "numba events, back-to-back launches"
+        self.max_min_runs, self.max_budget_ms = min_runs, budget_ms
 
     def stream(self):
         from numba import cuda
@@ -110,6 +114,10 @@ class Timer:
         return cuda.event_elapsed_time(start, end) / sets
 
     def time(self, enqueue, sets: int, min_runs: int = 25, budget_ms: float = 1500.0) -> list[float]:
+        if self.max_min_runs is not None:
+            min_runs = min(min_runs, self.max_min_runs)
+        if self.max_budget_ms is not None:
+            budget_ms = min(budget_ms, self.max_budget_ms)
         est = max(self.estimate_ms(enqueue, sets), 1e-3)
         # Enough launches per timed region to dwarf the event resolution (~0.5 us) and replay overhead.
         inner = int(min(200, max(1, math.ceil(2.0 / est))))
@@ -357,17 +365,19 @@ def environment() -> dict:
     return env
 
 
-def run(lessons, sizes=None, versions=None, log=print, save=None, suite: bool = False) -> dict:
+def run(lessons, sizes=None, versions=None, log=print, save=None, suite: bool = False, min_runs: int | None = None,
+        budget_ms: float | None = None) -> dict:
     """Measure every shape of every lesson (``suite``: the lesson's suite, with `suite_versions` unless
     ``versions`` is given). ``save(report)``, when given, is called after each shape with the report so far
-    (``complete`` False until the end): a run cut off by a time limit keeps what it measured."""
+    (``complete`` False until the end): a run cut off by a time limit keeps what it measured. ``min_runs`` /
+    ``budget_ms`` cap every timing's runs and time (see ``Timer``): a quick, noisier run."""
     try:
         import torch
 
         _configure_torch(torch)
     except ImportError:
         torch = None
-    timer = Timer(torch)
+    timer = Timer(torch, min_runs, budget_ms)
     log("measuring ceilings (copy bandwidth, peer SGEMM)...")
     ceilings = measure_ceilings(timer, torch)
     env = environment()

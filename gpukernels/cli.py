@@ -32,14 +32,6 @@ def fail(prog: str, message: str) -> int:
     return 2
 
 
-def simulator_env(**extra) -> dict:
-    """The environment of a child process that must run kernels on the simulator while this one may run them
-    on a GPU (numba.cuda picks its target once per process)."""
-    import os
-
-    return dict(os.environ, GPUKERNELS_DEVICE="sim", NUMBA_ENABLE_CUDASIM="1", **extra)
-
-
 def shape_names(lesson) -> tuple:
     """Names of a lesson's shape dimensions: ``SHAPE_NAMES`` if it has one, else the ``shape = (M, N, K)`` its
     ``make_inputs`` docstring states, else d1, d2, ... as many as its trace shape has."""

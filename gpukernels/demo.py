@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import gpukernels
@@ -29,6 +27,7 @@ from gpukernels.check import TOLERANCE, compare
 def demo_sim(lesson: str, shape: tuple, progress=None, task=None) -> list[dict]:
     """Run every version in the simulator: check it, and count its global traffic with the tracer."""
     try:
+        from gpukernels.trace import reuse
         from gpukernels.trace import trace as _trace
     except ImportError:  # the tracer is optional: correctness alone still makes a demo
         _trace = None
@@ -47,7 +46,7 @@ def demo_sim(lesson: str, shape: tuple, progress=None, task=None) -> list[dict]:
                 per_array[a.array] = (loads + a.loads, stores + a.stores, elements)
                 row["loaded_bytes"] = row.get("loaded_bytes", 0) + a.bytes_loaded
                 row["stored_bytes"] = row.get("stored_bytes", 0) + a.bytes_stored
-            row["reuse"] = ", ".join(f"{name} {loads / elements:.1f}" for name, (loads, _, elements)
+            row["reuse"] = ", ".join(f"{name} {reuse(loads, elements):.1f}" for name, (loads, _, elements)
                                      in per_array.items() if loads)
         else:
             out = version(*inputs)
@@ -76,35 +75,47 @@ def demo_gpu(lesson: str, shape: tuple, progress=None, task=None) -> list[dict]:
     return bench.rows(report)
 
 
-def print_sim_table(console, rows: list[dict]) -> None:
-    from rich.table import Table
+def sim_table(rows: list[dict]):
+    """``demo_sim``'s rows as a table (``gpukernels._tables.Table``): printed by the demo, shown by the notebooks'
+    ``traffic_table``. ``x minimum``: global bytes moved / the lesson's ``min_bytes`` (each input read once, the
+    output written once)."""
+    from gpukernels._tables import Table
 
     lesson, shape = rows[0]["lesson"], rows[0]["shape"]
-    table = Table(title=f"{lesson} {'x'.join(map(str, shape))} -- simulator: correctness and counted traffic "
-                        "(no timings: the simulator cannot measure GPU speed)")
-    for col in ("version", "what it changes", "correct", "rel. error", "global loads", "global stores",
-                "loads/element"):
-        table.add_column(col)
+    floor = LESSONS[lesson].min_bytes(shape)
+    body = []
     for r in rows:
-        table.add_row(r["version"], r["idea"], "yes" if r["ok"] else "[bold red]NO[/]", f"{r['rel_error']:.1e}",
-                      _bytes(r.get("loaded_bytes")), _bytes(r.get("stored_bytes")), r.get("reuse", "-"))
-    console.print(table)
+        moved = (r.get("loaded_bytes") or 0) + (r.get("stored_bytes") or 0)
+        body.append([r["version"], r["idea"], "yes" if r["ok"] else "NO", f"{r['rel_error']:.1e}",
+                     _bytes(r.get("loaded_bytes")), _bytes(r.get("stored_bytes")),
+                     f"{moved / floor:.1f}x" if "loaded_bytes" in r else "-", r.get("reuse", "-")])
+    return Table(f"{lesson} {'x'.join(map(str, shape))} -- simulator: correctness and counted traffic "
+                 "(no timings: the simulator cannot measure GPU speed)",
+                 ["version", "what it changes", "correct", "rel. error", "global loads", "global stores", "x minimum",
+                  "loads/element"], body)
+
+
+def print_sim_table(console, rows: list[dict]) -> None:
+    console.print(sim_table(rows))
     for r in rows:
         if not r["ok"]:
-            console.print(f"[red]{lesson}.{r['version']}:[/] {r['detail']}")
+            console.print(f"[red]{r['lesson']}.{r['version']}:[/] {r['detail']}")
+
+
+def gpu_table(rows: list[dict], title: str = "", shapes: bool = False):
+    """Measured rows (``bench.rows``) as a table (``gpukernels._tables.Table``): printed by the demo on a GPU,
+    shown by the notebooks' ``results_table`` (with ``shapes``: a shape column, for rows of several shapes)."""
+    from gpukernels._tables import Table
+
+    numbers = ("ms", "TFLOP/s", "GB/s", "x naive", "x peer")
+    body = [([r["shape"]] if shapes else []) + [r["version"] if r["ok"] else f"{r['version']} (WRONG)",
+                                                _num(r["ms"], ".4f"), _num(r["tflops"], ".2f"), _num(r["gbps"], ".0f"),
+                                                _num(r["speedup"], ".1f"), _num(r["of_peer"], ".2f")] for r in rows]
+    return Table(title, (["shape"] if shapes else []) + ["version", *numbers], body, right=numbers)
 
 
 def print_gpu_table(console, rows: list[dict], lesson: str, shape: tuple) -> None:
-    from rich.table import Table
-
-    table = Table(title=f"{lesson} {'x'.join(map(str, shape))} on {gpukernels.device_info().get('device')}")
-    for col in ("version", "ms", "TFLOP/s", "GB/s", "x naive", "x peer"):
-        table.add_column(col, justify="left" if col == "version" else "right")
-    for r in rows:
-        table.add_row(r["version"] if r["ok"] else f"{r['version']} (WRONG)", _num(r["ms"], ".4f"),
-                      _num(r["tflops"], ".2f"), _num(r["gbps"], ".0f"), _num(r["speedup"], ".1f"),
-                      _num(r["of_peer"], ".2f"))
-    console.print(table)
+    console.print(gpu_table(rows, f"{lesson} {'x'.join(map(str, shape))} on {gpukernels.device_info().get('device')}"))
 
 
 def _num(v, spec):
@@ -128,11 +139,10 @@ def save_figures(lesson: str, directory: Path, console, in_child: bool | None = 
     real target in this process, so there the figures are drawn by ``gpukernels plots`` in a simulator child
     process (as the notebooks do); its performance figures show the committed GPU results, labelled as such."""
     if gpukernels.MODE == "gpu" if in_child is None else in_child:
-        from gpukernels.cli import simulator_env
+        from gpukernels._modes import run_in_mode
 
-        env = simulator_env(MPLBACKEND="Agg")
-        proc = subprocess.run([sys.executable, "-m", "gpukernels", "plots", lesson, "--out", str(directory),
-                               "--gallery", str(directory / "gallery.md")], env=env, capture_output=True, text=True)
+        proc = run_in_mode("sim", module="gpukernels", env={"MPLBACKEND": "Agg"},
+                           args=["plots", lesson, "--out", directory, "--gallery", directory / "gallery.md"])
         if proc.returncode != 0:
             console.print(f"[yellow]figures skipped: the simulator child failed:\n{proc.stderr[-2000:]}[/]")
         return sorted(directory.glob("*.png"))

@@ -44,11 +44,12 @@ import json
 import math
 import os
 import re
-import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ._modes import COMPILE_PREAMBLE, ROOT, run_in_mode
 
 __all__ = [
     "Arch", "ARCHS", "Occupancy", "occupancy", "occupancy_sweep", "KernelResources", "parse_log",
@@ -510,19 +511,9 @@ def _compile_requests(requests: list[dict]) -> list[dict]:
     return out
 
 
-# A child process with the real compiler: numba.cuda must be imported before gpukernels selects the simulator.
-REAL_CUDA_PREAMBLE = r"""
-import json, os, sys, warnings
-os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
-os.environ.pop("GPUKERNELS_DEVICE", None)
-import numba.cuda                       # the compiler, not the simulator (Numba decides at first import)
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")     # gpukernels warns that numba.cuda came first: that is the point
-    import gpukernels
-os.environ["NUMBA_ENABLE_CUDASIM"] = "0"  # gpukernels set it to 1; numba re-reads its config when compiling
-from numba.cuda.core import config
-config.reload_config()
-"""
+# A child process with the real compiler (numba.cuda imported before gpukernels selects the simulator):
+# gpukernels._modes runs it; the name stays for code that prepends it itself.
+REAL_CUDA_PREAMBLE = COMPILE_PREAMBLE
 
 _WORKER = r"""
 from gpukernels.resources import _compile_requests
@@ -531,17 +522,11 @@ json.dump(_compile_requests(json.load(sys.stdin)), sys.stdout)
 
 
 def run_with_real_cuda(code: str, *args: str, stdin: str = "") -> str:
-    """Run ``code`` (after REAL_CUDA_PREAMBLE) in a child Python whose numba.cuda is the real compiler, with
+    """Run ``code`` (after the compile preamble) in a child Python whose numba.cuda is the real compiler, with
     this checkout's gpukernels importable; return its stdout. No GPU is needed to compile, but numba-cuda's
     toolchain is (ToolchainMissing otherwise)."""
     require_toolchain("compiling for a GPU")
-    env = dict(os.environ)
-    env.pop("GPUKERNELS_DEVICE", None)
-    env["NUMBA_ENABLE_CUDASIM"] = "0"
-    root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    proc = subprocess.run([sys.executable, "-c", REAL_CUDA_PREAMBLE + code, *args], input=stdin,
-                          capture_output=True, text=True, env=env, cwd=root)
+    proc = run_in_mode("compile", code, args=args, stdin=stdin, cwd=str(ROOT))
     if proc.returncode != 0:
         raise RuntimeError(f"the compile process failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
     return proc.stdout
@@ -671,31 +656,36 @@ def _fmt_bytes(n: int) -> str:
     return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KB"
 
 
+def table(rows: list[ResourceRow]):
+    """The rows as a table (``gpukernels._tables.Table``): printed by ``gpukernels resources``, shown by the
+    notebooks' ``resource_table``."""
+    from ._tables import Table
+
+    a = get_arch(rows[0].arch)
+    body = []
+    for r in rows:
+        res, occ = r.resources, r.occupancy
+        lmem = _fmt_bytes(res.local_bytes) + (" (spills!)" if res.spill_stores else "")
+        body.append([r.lesson, r.version, r.kernel, "x".join(map(str, r.block)), str(res.registers),
+                     _fmt_bytes(res.shared_bytes + r.dynamic_shared), lmem, str(res.barriers),
+                     str(occ.blocks_per_sm), f"{occ.warps_per_sm}/{occ.max_warps_per_sm}", _pct(occ.occupancy),
+                     ", ".join(occ.binding)])
+    return Table(f"Resources and occupancy on {a.name} ({a.gpu}: {a.max_warps_per_sm} warps, {a.regs_per_sm} "
+                 f"registers, {a.smem_per_sm // 1024} KB shared memory per SM)",
+                 ["lesson", "version", "kernel", "block", "regs", "smem", "lmem", "bar.", "blocks/SM", "warps/SM",
+                  "occupancy", "limited by"], body,
+                 "regs: registers per thread; smem: static + dynamic shared memory per block; lmem: local memory "
+                 "per thread (spills); bar.: named barriers.",
+                 right=("block", "regs", "smem", "lmem", "bar.", "blocks/SM", "warps/SM", "occupancy"))
+
+
 def print_table(rows: list[ResourceRow], console=None) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     console = console or (Console() if sys.stdout.isatty() else Console(width=200))
     if not rows:
         return
-    a = get_arch(rows[0].arch)
-    table = Table(title=f"Resources and occupancy on {a.name} ({a.gpu}: {a.max_warps_per_sm} warps, "
-                        f"{a.regs_per_sm} registers, {a.smem_per_sm // 1024} KB shared memory per SM)")
-    for col, just in (("lesson", "left"), ("version", "left"), ("kernel", "left"), ("block", "right"),
-                      ("regs", "right"), ("smem", "right"), ("lmem", "right"),
-                      ("bar.", "right"), ("blocks/SM", "right"), ("warps/SM", "right"),
-                      ("occupancy", "right"), ("limited by", "left")):
-        table.add_column(col, justify=just, no_wrap=True)
-    for r in rows:
-        res, occ = r.resources, r.occupancy
-        lmem = _fmt_bytes(res.local_bytes) + (" (spills!)" if res.spill_stores else "")
-        table.add_row(r.lesson, r.version, r.kernel, "x".join(map(str, r.block)), str(res.registers),
-                      _fmt_bytes(res.shared_bytes + r.dynamic_shared), lmem, str(res.barriers),
-                      str(occ.blocks_per_sm), f"{occ.warps_per_sm}/{occ.max_warps_per_sm}", _pct(occ.occupancy),
-                      ", ".join(occ.binding))
-    console.print(table)
-    console.print("regs: registers per thread; smem: static + dynamic shared memory per block; lmem: local memory "
-                  "per thread (spills); bar.: named barriers.")
+    console.print(table(rows))
     console.print(f"Shapes: {', '.join(sorted({f'{r.lesson} {r.shape}' for r in rows}))}. Compiled with "
                   f"numba.cuda.compile_ptx + nvJitLink; no GPU was used.")
 

@@ -15,7 +15,18 @@ while a trace is active, the simulator wraps kernel arrays in hooked classes tha
     t.barriers()                # [Barriers]       syncthreads / syncwarp executed, shared arrays, per launch
 
 Memory stays bounded: accesses are buffered for one block at a time and folded into per-line counters when
-the block ends. ``trace(events=True)`` also keeps the full event log (``t.events()``, a NumPy record array).
+the block ends. ``trace(events=True)`` also keeps the full event log, readable two ways:
+
+    t.accesses()                # one numeric record per access (ACCESS_DTYPE): launch, block, thread, array,
+                                # element, kind, barrier interval, line, occurrence, program order
+    t.arrays()                  # [ArrayInfo]  what ``accesses()["array"]`` indexes: name, space, shape, ...
+    t.lines()                   # [(filename, lineno)]  what ``accesses()["line"]`` indexes
+    t.launches                  # [LaunchInfo] what ``accesses()["launch"]`` indexes: kernel, grid, block
+    t.events()                  # the same accesses with names spelled out (strings: ~20x the memory)
+
+The three measures the figures, tables, demo and grader quote are defined once, below under "Definitions"
+(``sector_counts``, ``coalescing_efficiency``, ``conflict_degree``, ``reuse``), and the analyses here use
+those functions.
 
 Conventions (stated so the numbers can be checked by hand):
 
@@ -24,9 +35,16 @@ Conventions (stated so the numbers can be checked by hand):
   one instruction;
 * global allocations start on a 256-byte boundary (as cudaMalloc's do), so element ``e`` of an array of
   ``itemsize`` bytes lies in sector ``e * itemsize // 32``;
+* *coalescing efficiency* of a warp access = the fewest 32-byte sectors that can hold the distinct bytes its
+  lanes use / the sectors it touches, in (0, 1]; over many warp accesses it is the ratio of the sums (not a
+  mean of ratios), so a line executed often weighs more. A broadcast (every lane, one float) is 1 sector for
+  1 needed: 100%, nothing to fix -- although it uses 4 of the 32 bytes moved. Lanes a row apart: 32 sectors
+  for 4 needed, 12.5%;
 * each shared array starts at bank 0; banks are 32 words of 4 bytes; lanes reading the same word are a
   broadcast, not a conflict; the *conflict degree* of a warp access is the largest number of distinct words
-  it needs from one bank (1 = conflict-free);
+  it needs from one bank (1 = conflict-free); a line's ``mean_degree`` is the ratio of the sums (wavefronts /
+  warp accesses);
+* *reuse* of an array = its loads / its elements (``loads_per_element``): 1 means each element read once;
 * an atomic (``cuda.atomic.add`` and the others) is a load and a store of its element: ``traffic()`` counts it
   in ``loads`` and ``stores`` (and in ``atomics``), and the race analysis treats it as a read and a write;
 * every view a kernel makes of an array (a slice, ``a[:, 0]``, ``.T``, ``reshape``, ``ravel``) is the array:
@@ -48,11 +66,12 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ._tables import Table
 from .sim import _state
 from .sim import arrays as _arrays
 from .sim._source import location, source_line
 
-READ, WRITE, ATOMIC = _arrays.READ, _arrays.WRITE, _arrays.ATOMIC
+READ, WRITE, ATOMIC = _arrays.READ, _arrays.WRITE, _arrays.ATOMIC  # accesses()["kind"]
 _SPACES = {_arrays.GLOBAL: 0, _arrays.SHARED: 1, _arrays.LOCAL: 2}
 _SPACE_NAMES = {v: k for k, v in _SPACES.items()}
 # columns of a block's event buffer
@@ -71,8 +90,89 @@ __all__ = [
     "Divergence",
     "Barriers",
     "Summary",
+    "ArrayInfo",
+    "LaunchInfo",
+    "ACCESS_DTYPE",
+    "READ",
+    "WRITE",
+    "ATOMIC",
+    "SECTOR_BYTES",
+    "BANKS",
+    "BANK_WORD_BYTES",
+    "sector_counts",
+    "coalescing_efficiency",
+    "conflict_degree",
+    "reuse",
     "trace_main",
 ]
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Definitions: the one place that says what coalescing efficiency, conflict degree and reuse are. The
+# tracer's analyses, the figures (gpukernels.viz), the demo and the grader all call these.
+# -------------------------------------------------------------------------------------------------------------
+
+SECTOR_BYTES = 32  # global memory moves in 32-byte sectors (an L2 / DRAM transaction)
+BANKS = 32  # shared memory: 32 banks ...
+BANK_WORD_BYTES = 4  # ... of 4-byte words
+
+
+def _group_sectors(group: np.ndarray, elements: np.ndarray, itemsize, ngroups: int) -> tuple:
+    """Per warp access (``group`` id): (sectors touched, fewest sectors that hold the distinct bytes used).
+
+    Global allocations start on a 256-byte boundary (as cudaMalloc's do), so element ``e`` lies in sector
+    ``e * itemsize // 32``."""
+    isz = np.broadcast_to(np.asarray(itemsize, np.int64), elements.shape)
+    moved = _count_distinct(group, (elements * isz) // SECTOR_BYTES, ngroups)
+    distinct = _count_distinct(group, elements, ngroups)
+    g_isz = np.zeros(ngroups, np.int64)
+    g_isz[group] = isz  # one array (one itemsize) per warp access
+    needed = -(-(distinct * g_isz) // SECTOR_BYTES)
+    return moved, needed
+
+
+def _group_conflict_degree(group: np.ndarray, elements: np.ndarray, itemsize, ngroups: int) -> np.ndarray:
+    """Per warp access (``group`` id): the largest number of distinct 4-byte words it needs from one bank."""
+    isz = np.broadcast_to(np.asarray(itemsize, np.int64), elements.shape)
+    words = (elements * isz) // BANK_WORD_BYTES
+    span = int(words.max()) + 1
+    pairs = np.unique(group * span + words)  # distinct words per warp access: a broadcast counts once
+    pg, pw = pairs // span, pairs % span
+    gb, counts = np.unique(pg * BANKS + pw % BANKS, return_counts=True)  # distinct words per (access, bank)
+    degree = np.zeros(ngroups, np.int64)
+    np.maximum.at(degree, gb // BANKS, counts)
+    return degree
+
+
+def sector_counts(elements, itemsize: int = 4) -> tuple[int, int]:
+    """(sectors moved, sectors needed) for ONE warp access: the flat ``elements`` its lanes touch in one
+    global array. Sectors needed = ceil(distinct bytes used / 32): the fewest any access of those bytes
+    could move."""
+    e = np.asarray(elements, np.int64).ravel()
+    if not len(e):
+        return 0, 0
+    moved, needed = _group_sectors(np.zeros(len(e), np.int64), e, itemsize, 1)
+    return int(moved[0]), int(needed[0])
+
+
+def coalescing_efficiency(sectors_needed, sectors_moved) -> float:
+    """Sectors needed / sectors moved, in (0, 1]; give sums over many warp accesses for their aggregate (a
+    ratio of sums). 1.0 when nothing moved."""
+    return sectors_needed / sectors_moved if sectors_moved else 1.0
+
+
+def conflict_degree(elements, itemsize: int = 4) -> int:
+    """Conflict degree of ONE warp access to a shared array (flat ``elements`` of its lanes): the passes the
+    banks need, 1 = conflict-free (lanes reading the same word are a broadcast); 0 for no access."""
+    e = np.asarray(elements, np.int64).ravel()
+    if not len(e):
+        return 0
+    return int(_group_conflict_degree(np.zeros(len(e), np.int64), e, itemsize, 1)[0])
+
+
+def reuse(loads, elements) -> float:
+    """Loads per element of an array (sums over launches for several): 1 = each element read once."""
+    return loads / elements if elements else 0.0
 
 
 # -------------------------------------------------------------------------------------------------------------
@@ -125,6 +225,15 @@ class LineCoalescing:
 class Coalescing:
     lines: list
     per_kernel: dict  # kernel -> efficiency over all its global accesses
+
+    def by_array(self) -> dict:
+        """(array, kind) -> coalescing efficiency over all its lines and launches (a ratio of sums)."""
+        sums: dict = {}
+        for x in self.lines:
+            acc = sums.setdefault((x.array, x.kind), [0, 0])
+            acc[0] += x.min_sectors
+            acc[1] += x.sectors
+        return {key: coalescing_efficiency(need, moved) for key, (need, moved) in sums.items()}
 
 
 @dataclass
@@ -236,11 +345,44 @@ class _ArrayInfo:
 
 
 @dataclass
-class _LaunchInfo:
+class LaunchInfo:
+    """One traced launch (``Trace.launches[i]``; ``accesses()["launch"]`` indexes them)."""
+
     index: int
     kernel: str
     grid: tuple
     block: tuple
+
+
+_LaunchInfo = LaunchInfo
+
+
+@dataclass(frozen=True)
+class ArrayInfo:
+    """One array of one launch, as the tracer names it (``Trace.arrays()[i]``; ``accesses()["array"]``
+    indexes them). ``name`` is the kernel's parameter name (or the shared / local array's variable);
+    ``space`` is "global", "shared" or "local"; ``size`` its element count."""
+
+    index: int
+    launch: int
+    kernel: str
+    name: str
+    space: str
+    shape: tuple
+    itemsize: int
+    size: int
+
+
+#: One record per access, numbers only (about 50 bytes each, so the half a million accesses of a 64^3 matmul
+#: fit easily; ``events()`` spells names out as strings instead). ``thread`` is the linear thread index in
+#: the block (x fastest): its warp is ``thread // 32`` and lane ``thread % 32``. ``kind``: READ, WRITE or
+#: ATOMIC. ``interval``: barriers the thread had passed. ``line``: index into ``Trace.lines()``.
+#: ``occurrence``: how many times before this thread made this access (same array, kind and line) --
+#: accesses with equal (launch, block, warp, array, kind, line, occurrence) are one *warp access*.
+#: ``order``: the access's index in its thread's program order.
+ACCESS_DTYPE = np.dtype([("launch", "i4"), ("block", "i4", (3,)), ("thread", "i4"), ("array", "i4"),
+                         ("element", "i8"), ("kind", "i1"), ("interval", "i4"), ("line", "i4"),
+                         ("occurrence", "i4"), ("order", "i8")])
 
 
 class Trace:
@@ -248,7 +390,7 @@ class Trace:
 
     def __init__(self, events: bool = False):
         self.keep_events = events
-        self.launches: list[_LaunchInfo] = []
+        self.launches: list[LaunchInfo] = []
         self._arrays: list[_ArrayInfo] = []
         self._akeys: dict = {}
         self._pcs: list = []  # pc id -> (filename, lineno): one per source line
@@ -284,7 +426,7 @@ class Trace:
         return aid
 
     def begin(self, launch):
-        self.launches.append(_LaunchInfo(len(self.launches), launch.name, launch.grid, launch.block))
+        self.launches.append(LaunchInfo(len(self.launches), launch.name, launch.grid, launch.block))
         self._launch = launch
 
     def hook_for(self, launch):
@@ -394,9 +536,7 @@ class Trace:
         # coalescing: global
         sel = space == 0
         if sel.any():
-            sectors = _count_distinct(gid[sel], (e[sel, ELEM] * isz[sel]) >> 5, ngroups)
-            elems = _count_distinct(gid[sel], e[sel, ELEM], ngroups)
-            need = -(-(elems * self._isz[g_aid]) // 32)
+            sectors, need = _group_sectors(gid[sel], e[sel, ELEM], isz[sel], ngroups)
             for g in np.flatnonzero(sectors):
                 c = self._coal[(int(g_aid[g]), int(g_pc[g]), int(g_kind[g]))]
                 c[0] += 1
@@ -406,13 +546,7 @@ class Trace:
         # bank conflicts: shared
         sel = space == 1
         if sel.any():
-            words = (e[sel, ELEM] * isz[sel]) >> 2
-            g = gid[sel]
-            pairs = np.unique(g * (int(words.max()) + 1) + words)  # distinct words per warp access
-            pg, pw = pairs // (int(words.max()) + 1), pairs % (int(words.max()) + 1)
-            gb, counts = np.unique(pg * 32 + (pw & 31), return_counts=True)  # distinct words per bank
-            degree = np.zeros(ngroups, np.int64)
-            np.maximum.at(degree, gb // 32, counts)
+            degree = _group_conflict_degree(gid[sel], e[sel, ELEM], isz[sel], ngroups)
             for gg in np.flatnonzero(degree):
                 c = self._banks[(int(g_aid[gg]), int(g_pc[gg]), int(g_kind[gg]))]
                 c[0] += 1
@@ -538,7 +672,7 @@ class Trace:
                     launch=info.launch, kernel=info.kernel, array=info.name, space=sp, shape=info.shape,
                     itemsize=info.itemsize, elements=info.size, loads=loads, stores=stores, atomics=atomics,
                     bytes_loaded=loads * info.itemsize, bytes_stored=stores * info.itemsize,
-                    loads_per_element=loads / info.size if info.size else 0.0,
+                    loads_per_element=reuse(loads, info.size),
                     elements_loaded=self._count_seen(aid, True), elements_stored=self._count_seen(aid, False),
                 )
             )
@@ -584,11 +718,11 @@ class Trace:
             kern[info.kernel][1] += need
         out = [
             LineCoalescing(kernel=k, location=loc, source=src, array=name, kind=_KIND[kind], requests=req,
-                           sectors=sec, min_sectors=need, efficiency=need / sec if sec else 1.0)
+                           sectors=sec, min_sectors=need, efficiency=coalescing_efficiency(need, sec))
             for (k, loc, name, kind), (req, sec, need, src) in lines.items()
         ]
         out.sort(key=lambda x: (x.kernel, _line_no(x.location)))
-        return Coalescing(out, {k: (n / s if s else 1.0) for k, (s, n) in kern.items()})
+        return Coalescing(out, {k: coalescing_efficiency(n, s) for k, (s, n) in kern.items()})
 
     def bank_conflicts(self) -> list:
         lines: dict = {}
@@ -601,7 +735,7 @@ class Trace:
             cur[2] = max(cur[2], mx)
         out = [
             BankConflicts(kernel=k, location=loc, source=src, array=name, kind=_KIND[kind], requests=req,
-                          wavefronts=w, max_degree=mx, mean_degree=w / req if req else 0.0)
+                          wavefronts=w, max_degree=mx, mean_degree=w / req if req else 0.0)  # ratio of sums
             for (k, loc, name, kind), (req, w, mx, src) in lines.items()
         ]
         out.sort(key=lambda x: (x.kernel, _line_no(x.location)))
@@ -652,10 +786,38 @@ class Trace:
         out.sort(key=lambda x: (x.kernel, _line_no(x.location), x.warp))
         return out
 
-    def events(self) -> np.ndarray:
-        """Every access as a record array (only with ``trace(events=True)``)."""
+    def _need_events(self):
         if not self.keep_events:
             raise RuntimeError("the full event log is kept only with gpukernels.trace(events=True)")
+
+    def arrays(self) -> list:
+        """[ArrayInfo] of every array the traced launches touched or allocated, in the order first seen."""
+        return [ArrayInfo(i, a.launch, a.kernel, a.name, _SPACE_NAMES[a.space], tuple(a.shape), a.itemsize, a.size)
+                for i, a in enumerate(self._arrays)]
+
+    def lines(self) -> list:
+        """[(filename, lineno)]: the source lines that made accesses (``accesses()["line"]`` indexes them)."""
+        return list(self._pcs)
+
+    def accesses(self) -> np.ndarray:
+        """Every access of every traced launch as a record array of ACCESS_DTYPE, in execution order within
+        each block (only with ``trace(events=True)``). See ACCESS_DTYPE for the columns."""
+        self._need_events()
+        out = np.zeros(sum(len(e) for _, _, e in self._events), ACCESS_DTYPE)
+        at = 0
+        for li, block, e in self._events:
+            rec = out[at: at + len(e)]
+            at += len(e)
+            rec["launch"] = li
+            rec["block"] = block
+            for name, col in (("thread", TID), ("array", AID), ("element", ELEM), ("kind", KIND),
+                              ("interval", BAR), ("line", PC), ("occurrence", OCC), ("order", ORDER)):
+                rec[name] = e[:, col]
+        return out
+
+    def events(self) -> np.ndarray:
+        """Every access as a record array (only with ``trace(events=True)``)."""
+        self._need_events()
         dtype = [("launch", "i4"), ("kernel", "U64"), ("block", "i4", 3), ("thread", "i4", 3), ("warp", "i4"),
                  ("lane", "i4"), ("array", "U64"), ("space", "U8"), ("element", "i8"), ("kind", "U6"),
                  ("interval", "i4"), ("location", "U256"), ("order", "i8")]
@@ -768,68 +930,59 @@ class Summary:
     def to_json(self, **kw) -> str:
         return json.dumps(self.to_dict(), default=_jsonable, **kw)
 
+    def tables(self) -> dict:
+        """The analyses as tables (``gpukernels._tables.Table``: plain data, drawn as rich tables by
+        ``print(summary)`` and as Markdown in a notebook), by name: traffic, coalescing, bank_conflicts, hazards,
+        barriers, divergence -- the last three only when there is something to show."""
+        out = {}
+        rows = [[str(x.launch), x.kernel, x.array, str(x.shape), f"{x.loads:,}", f"{x.stores:,}",
+                 f"{x.bytes_loaded + x.bytes_stored:,}", f"{x.loads_per_element:.3g}"] for x in self.traffic]
+        out["traffic"] = Table("Global memory traffic", ["launch", "kernel", "array", "shape", "loads", "stores", "bytes",
+                                                         "loads/element"], rows,
+                               f"total global bytes: {self.global_bytes:,}",
+                               right=("loads", "stores", "bytes", "loads/element"))
+        rows = [[x.kernel, x.location, x.array, x.kind, f"{x.requests:,}", f"{x.sectors:,}", f"{x.min_sectors:,}",
+                 f"{x.efficiency:.3f}"] for x in self.coalescing.lines]
+        out["coalescing"] = Table("Coalescing (global, 32-byte sectors per warp access)",
+                                  ["kernel", "line", "array", "kind", "requests", "sectors", "minimum", "efficiency"],
+                                  rows, "per kernel: " + ", ".join(f"{k} {v:.3f}"
+                                                                   for k, v in self.coalescing.per_kernel.items()))
+        if self.bank_conflicts:
+            rows = [[x.kernel, x.location, x.array, x.kind, f"{x.requests:,}", str(x.max_degree), f"{x.mean_degree:.2f}"]
+                    for x in self.bank_conflicts]
+            out["bank_conflicts"] = Table("Shared-memory bank conflicts", ["kernel", "line", "array", "kind", "requests",
+                                                                           "max degree", "mean degree"], rows)
+        rows = [[r.kernel, f"race ({r.hazard})", r.array,
+                 f"{r.first_location} {r.first_kind} -> {r.second_location} {r.second_kind}", f"{r.elements:,}",
+                 f"{r.array}{list(r.example_element)} block {r.example_block} threads "
+                 f"{r.example_threads[0]} / {r.example_threads[1]}"] for r in self.hazards.races]
+        rows += [[u.kernel, "uninitialised read", u.array, u.location, f"{u.reads:,}",
+                  f"{u.array}{list(u.example_element)} block {u.example_block} thread {u.example_thread}"]
+                 for u in self.hazards.uninitialized]
+        caption = "a race means a cuda.syncthreads() is missing between the two lines" if rows else ""
+        out["hazards"] = Table("Hazards", ["kernel", "what", "array", "lines", "elements", "example"],
+                               rows or [["-", "none found", "", "", "", ""]], caption)
+        if any(b.syncthreads or b.syncwarp or b.shared_arrays for b in self.barriers):
+            rows = [[str(b.launch), b.kernel, f"{b.syncthreads:,}", f"{b.syncwarp:,}", ", ".join(b.shared_arrays) or "-",
+                     f"{b.shared_accesses:,}"] for b in self.barriers]
+            out["barriers"] = Table("Synchronisation and shared memory", ["launch", "kernel", "syncthreads", "syncwarp",
+                                                                         "shared arrays", "shared accesses"], rows)
+        if self.divergence:
+            rows = [[d.kernel, d.location, str(d.warp), f"{d.executions:,}", f"{d.mean_active:.1f}", str(d.min_active),
+                     str(d.lanes_in_warp)] for d in self.divergence[:30]]
+            out["divergence"] = Table("Divergence (warps with inactive lanes)", ["kernel", "line", "warp", "executions",
+                                                                                "mean active", "min active", "lanes"],
+                                      rows)
+        return out
+
     def __rich__(self):
         from rich.console import Group
-        from rich.table import Table
 
-        parts = []
-        t = Table(title="Global memory traffic", title_justify="left")
-        for col in ("launch", "kernel", "array", "shape", "loads", "stores", "bytes", "loads/element"):
-            t.add_column(col, justify="right" if col in ("loads", "stores", "bytes", "loads/element") else "left")
-        for x in self.traffic:
-            t.add_row(str(x.launch), x.kernel, x.array, str(x.shape), f"{x.loads:,}", f"{x.stores:,}",
-                      f"{x.bytes_loaded + x.bytes_stored:,}", f"{x.loads_per_element:.3g}")
-        t.caption = f"total global bytes: {self.global_bytes:,}"
-        parts.append(t)
-        t = Table(title="Coalescing (global, 32-byte sectors per warp access)", title_justify="left")
-        for col in ("kernel", "line", "array", "kind", "requests", "sectors", "minimum", "efficiency"):
-            t.add_column(col)
-        for x in self.coalescing.lines:
-            t.add_row(x.kernel, x.location, x.array, x.kind, f"{x.requests:,}", f"{x.sectors:,}",
-                      f"{x.min_sectors:,}", f"{x.efficiency:.3f}")
-        t.caption = "per kernel: " + ", ".join(f"{k} {v:.3f}" for k, v in self.coalescing.per_kernel.items())
-        parts.append(t)
-        if self.bank_conflicts:
-            t = Table(title="Shared-memory bank conflicts", title_justify="left")
-            for col in ("kernel", "line", "array", "kind", "requests", "max degree", "mean degree"):
-                t.add_column(col)
-            for x in self.bank_conflicts:
-                t.add_row(x.kernel, x.location, x.array, x.kind, f"{x.requests:,}", str(x.max_degree),
-                          f"{x.mean_degree:.2f}")
-            parts.append(t)
-        t = Table(title="Hazards", title_justify="left")
-        for col in ("kernel", "what", "array", "lines", "elements", "example"):
-            t.add_column(col)
-        for r in self.hazards.races:
-            t.add_row(r.kernel, f"race ({r.hazard})", r.array,
-                      f"{r.first_location} {r.first_kind} -> {r.second_location} {r.second_kind}", f"{r.elements:,}",
-                      f"{r.array}{list(r.example_element)} block {r.example_block} threads "
-                      f"{r.example_threads[0]} / {r.example_threads[1]}")
-        for u in self.hazards.uninitialized:
-            t.add_row(u.kernel, "uninitialised read", u.array, u.location, f"{u.reads:,}",
-                      f"{u.array}{list(u.example_element)} block {u.example_block} thread {u.example_thread}")
-        if not self.hazards.races and not self.hazards.uninitialized:
-            t.add_row("-", "none found", "", "", "", "")
-        else:
-            t.caption = "a race means a cuda.syncthreads() is missing between the two lines"
-        parts.append(t)
-        if any(b.syncthreads or b.syncwarp or b.shared_arrays for b in self.barriers):
-            t = Table(title="Synchronisation and shared memory", title_justify="left")
-            for col in ("launch", "kernel", "syncthreads", "syncwarp", "shared arrays", "shared accesses"):
-                t.add_column(col)
-            for b in self.barriers:
-                t.add_row(str(b.launch), b.kernel, f"{b.syncthreads:,}", f"{b.syncwarp:,}",
-                          ", ".join(b.shared_arrays) or "-", f"{b.shared_accesses:,}")
-            parts.append(t)
-        if self.divergence:
-            t = Table(title="Divergence (warps with inactive lanes)", title_justify="left")
-            for col in ("kernel", "line", "warp", "executions", "mean active", "min active", "lanes"):
-                t.add_column(col)
-            for d in self.divergence[:30]:
-                t.add_row(d.kernel, d.location, str(d.warp), f"{d.executions:,}", f"{d.mean_active:.1f}",
-                          str(d.min_active), str(d.lanes_in_warp))
-            parts.append(t)
-        return Group(*parts)
+        return Group(*(t.__rich__() for t in self.tables().values()))
+
+    def _repr_markdown_(self) -> str:
+        """In a notebook, a Summary shows its tables."""
+        return "\n\n".join(t.markdown() for t in self.tables().values())
 
     def __str__(self) -> str:
         from rich.console import Console
@@ -888,13 +1041,13 @@ def trace_main(argv=None) -> int:
     simulator under the tracer, print the tables, optionally write them as JSON."""
     import argparse
     import os
-    import subprocess
 
     import gpukernels
     from rich.console import Console
 
     from . import _device
-    from .cli import UsageError, fail, parse_size, simulator_env
+    from ._modes import run_in_mode
+    from .cli import UsageError, fail, parse_size
 
     argv = sys.argv[1:] if argv is None else list(argv)
     prog = "gpukernels trace"
@@ -920,7 +1073,7 @@ def trace_main(argv=None) -> int:
         return fail(prog, f"cannot write --json {args.json!r}: its folder does not exist")
     if not _device.is_simulator():
         # numba.cuda is the real GPU in this process; the tracer needs the simulator, so trace in a child
-        return subprocess.run([sys.executable, "-m", "gpukernels", "trace", *argv], env=simulator_env()).returncode
+        return run_in_mode("sim", module="gpukernels", args=["trace", *argv], capture=False).returncode
     inputs = lesson.make_inputs(shape, args.seed)
     with trace(events=args.events) as t:
         lesson.VERSIONS[version](*inputs)

@@ -194,3 +194,22 @@ def test_bench_measures_a_small_shape_end_to_end(tmp_path):
     # the naive version is the slowest kernel: one thread per row against a warp or block per row
     naive = next(r for r in kernels if r["name"] == "naive")
     assert all(r["median_ms"] <= naive["median_ms"] for r in kernels)
+
+
+def test_timer_caps_runs_and_budget_for_a_quick_run(monkeypatch):
+    """Timer(min_runs=, budget_ms=) caps what each time() asks (the notebooks' quick tables); without them the
+    harness's own asks stand. At 1 ms a launch, 2 launches a timed region: 1500 ms buys 750 regions (capped at
+    200), 300 ms buys 150, and min_runs=5 lets a slow kernel stop at 5 instead of 25."""
+    asked = []
+
+    def fake(timer_cls_kwargs, est):
+        timer = bench.Timer(None, **timer_cls_kwargs)
+        monkeypatch.setattr(timer, "estimate_ms", lambda enqueue, sets: est)
+        monkeypatch.setattr(timer, "_time_events", lambda enqueue, sets, inner, runs: asked.append((inner, runs)))
+        timer.time(lambda i: None, 1)
+        return asked[-1]
+
+    assert fake({}, 1.0) == (2, 200)
+    assert fake({"budget_ms": 300.0}, 1.0) == (2, 150)
+    assert fake({}, 1000.0) == (1, 25)  # slow: the floor of runs decides
+    assert fake({"min_runs": 5, "budget_ms": 300.0}, 1000.0) == (1, 5)

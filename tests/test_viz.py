@@ -106,7 +106,7 @@ def test_load_bench_picks_newest(tmp_path, monkeypatch):
     is not a report, or is a suite report, is passed over unless a suite is asked for."""
     import os
 
-    monkeypatch.setattr(viz, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(viz.performance, "RESULTS_DIR", tmp_path)
     assert viz.load_bench() is None
     files = {"z_oldest.json": ("oldest", False, 100), "b_newest.json": ("newest", False, 300),
              "a_middle.json": ("middle", False, 200), "c_suite.json": ("suite", True, 400)}
@@ -128,8 +128,8 @@ def test_load_bench_picks_newest(tmp_path, monkeypatch):
 
 
 def test_plots_main_writes_gallery(fake_compiles, tmp_path, monkeypatch):
-    monkeypatch.setattr(viz, "RESULTS_DIR", tmp_path / "none")
-    monkeypatch.setattr(viz, "tracer_available", lambda: False)
+    monkeypatch.setattr(viz.performance, "RESULTS_DIR", tmp_path / "none")
+    monkeypatch.setattr(viz.gallery, "tracer_available", lambda: False)
     out, gallery = tmp_path / "figures", tmp_path / "gallery.md"
     assert viz.plots_main(["softmax", "--arch", "sm_80", "--out", str(out), "--gallery", str(gallery)]) == 0
     pngs = sorted(p.name for p in out.glob("*.png"))
@@ -213,12 +213,29 @@ def test_warp_sectors_naive_vs_coalesced():
     assert d["naive"]["sectors"] == 32  # lanes one row apart: a sector each
     assert d["coalesced"]["sectors"] == 4  # 32 consecutive floats = 128 bytes
     assert sorted(d["coalesced"]["lanes"].tolist()) == list(range(32))
+    # the tracer's definition (sectors needed / moved): a row apart needs 4 sectors of the 32 moved
+    assert (d["naive"]["min_sectors"], d["naive"]["efficiency"]) == (4, 4 / 32)
+    assert d["coalesced"]["efficiency"] == 1.0
+
+
+@sim_only
+def test_warp_sectors_figure_and_coalescing_table_agree():
+    # issue 19: coalesced's read of a is a broadcast (every lane, one float): 1 sector moved, 4 bytes used. The
+    # figure once said 12% (bytes used / moved) while the table said 100% (sectors needed / moved).
+    shape = (32, 32, 4)
+    d = viz.warp_sectors("matmul", ["naive", "coalesced"], array="a", kind="read", shape=shape).gpukernels_data
+    a, b = gpukernels.matmul.make_inputs(shape, 0)
+    for version in ("naive", "coalesced"):
+        with gpukernels.trace() as t:
+            gpukernels.matmul.VERSIONS[version](a, b)
+        table = t.coalescing().by_array()[("a", "read")]
+        assert d[version]["efficiency"] == table  # every warp access of a is alike in both versions
+    assert (d["coalesced"]["sectors"], d["coalesced"]["bytes_used"], d["coalesced"]["efficiency"]) == (1, 4, 1.0)
+    assert d["naive"]["efficiency"] == 4 / 16  # lanes a row of a (K = 4 floats, 16 bytes) apart: 16 sectors
 
 
 @sim_only
 def test_warp_banks_and_conflict_degree():
-    assert viz._conflict_degree(np.array([0, 32, 64, 1])) == 3
-    assert viz._conflict_degree(np.array([5, 5, 5])) == 1  # a broadcast
     fig = viz.warp_banks("matmul", ["tiled"], array="b_tile", kind="read", shape=(16, 16, 16))
     d = fig.gpukernels_data["tiled"]
     assert d["degree"] == 1  # b_tile[kk, tx]: 16 consecutive words, the other half-warp reads the same ones

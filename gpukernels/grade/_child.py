@@ -205,8 +205,11 @@ def observe(t, rename: dict) -> dict:
         acc = sectors.setdefault((name, kind), [0, 0])
         acc[0] += line.sectors
         acc[1] += line.min_sectors
+    # summed per spec name first (rename may map several traced arrays to one), then the tracer's definition
+    from gpukernels.trace import coalescing_efficiency
+
     for (name, kind), (sec, need) in sectors.items():
-        arrays.setdefault(name, {})[f"{kind}_efficiency"] = need / sec if sec else 1.0
+        arrays.setdefault(name, {})[f"{kind}_efficiency"] = coalescing_efficiency(need, sec)
     shared_traffic = t.traffic("shared")
     # each access once: a tracer that counts an atomic in its loads and its stores would count it three times
     shared_accesses = sum(tr.loads + tr.stores + (-tr.atomics if hasattr(tr, "elements_loaded") else tr.atomics)

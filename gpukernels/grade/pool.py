@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._modes import mode_env
 from .protocol import Job, Report
 
 CHILD = Path(__file__).with_name("_child.py")
@@ -240,18 +241,24 @@ def run_pool(children: list, jobs: int, on_done, on_progress=None, fork: bool | 
 
 
 def child_env(mode: str) -> dict:
-    """The environment of a child in ``mode`` (``sim``, ``compile`` or ``speed``)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_", "GPUKERNELS_"))}
+    """The environment of a child in ``mode`` (``sim``, ``compile`` or ``speed``).
+
+    Only the choice of numba.cuda's target is shared with the rest of the package (``_modes.mode_env``, the
+    one definition of the sim / compile / gpu modes). The rest is the grader's own and stays here: no NUMBA_*
+    or GPUKERNELS_* setting of the grader's environment reaches a submission, no PYTHONPATH is added (the
+    child is a script that loads its siblings by path), and Python is pinned down; the children themselves
+    (zygote forks, sessions, limits) are started by this module, not by ``_modes.run_in_mode``. In sim mode
+    ``NUMBA_ENABLE_CUDASIM=1`` comes with ``GPUKERNELS_DEVICE=sim``: the child imports gpukernels before
+    numba.cuda, which sets the same value, so the submission sees the environment it saw before."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_", "GPUKERNELS_"))}
+    env = mode_env(_MODE_OF[mode], base=base)
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # no __pycache__ next to the submission
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONHASHSEED"] = "0"
-    if mode == "sim":
-        env["GPUKERNELS_DEVICE"] = "sim"
-    else:
-        env["NUMBA_ENABLE_CUDASIM"] = "0"
-        if mode == "speed":
-            env["GPUKERNELS_DEVICE"] = "gpu"
     return env
+
+
+_MODE_OF = {"sim": "sim", "compile": "compile", "speed": "gpu"}  # the grader's gates -> numba.cuda's modes
 
 
 __all__ = ["Child", "run_pool", "child_env", "kill_session", "CHILD"]

@@ -122,7 +122,8 @@ class MaxStoresPerElement(Check):
 
 @dataclass(frozen=True)
 class Coalesced(Check):
-    """The global accesses to ``arrays`` are coalesced: useful bytes / bytes moved in 32-byte sectors."""
+    """The global accesses to ``arrays`` are coalesced: ``gpukernels.trace.coalescing_efficiency`` (sectors the
+    bytes used need / 32-byte sectors moved, summed over the array's warp accesses) at least ``min_efficiency``."""
 
     arrays: tuple
     min_efficiency: float = 0.75

@@ -1,0 +1,289 @@
+"""Performance figures: measured (``benchmarks/results/*.json``, written by ``gpukernels bench`` on a GPU) or,
+without a measurement, a roofline MODEL from the traced traffic that says so in its title."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from .. import resources as _res
+from ._common import GREYS, MARKERS, ROOT, _figure, _lessons, _shades, _versions
+from .traced import traffic
+
+RESULTS_DIR = ROOT / "benchmarks" / "results"
+
+# ----------------------------------------------------------------------------------------------------------
+# 6. Performance: measured (benchmarks/results/*.json) or a labelled model
+# ----------------------------------------------------------------------------------------------------------
+
+
+def load_bench(path: str | Path | None = None, suite: bool = False) -> dict | None:
+    """The benchmark report at ``path``, else the newest ``benchmarks/results/*.json`` of the benchmark's shapes
+    (``suite``: of ``gpukernels bench --suite``), else None."""
+    if path is not None:
+        return json.loads(Path(path).read_text())
+    files = sorted(RESULTS_DIR.glob("*.json"), key=lambda p: p.stat().st_mtime) if RESULTS_DIR.is_dir() else []
+    for p in reversed(files):
+        try:
+            report = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(report, dict) and report.get("results") and bool(report.get("suite")) == suite:
+            report.setdefault("_path", str(p))
+            return report
+    return None
+
+
+def bench_results(report: dict, lesson: str, shape=None) -> tuple[tuple, list[dict]]:
+    """The results of one lesson at one shape (default: the shape of the lesson's first bench entry that
+    was measured), kernels in VERSIONS order, then peers."""
+    rs = [r for r in report["results"] if r["lesson"] == lesson]
+    if not rs:
+        return (), []
+    shapes = [tuple(r["shape"]) for r in rs]
+    if shape is None:
+        wanted = [tuple(s) for s in _lessons()[lesson].SHAPES["bench"]]
+        shape = next((s for s in wanted if s in shapes), shapes[0])
+    shape = tuple(shape)
+    rs = [r for r in rs if tuple(r["shape"]) == shape]
+    order = {name: i for i, name in enumerate(_versions(lesson))}
+    rs.sort(key=lambda r: (r["kind"] != "kernel", order.get(r["name"], 99)))
+    return shape, rs
+
+
+def suite_heatmap(lesson: str = "matmul", report: dict | None = None) -> Figure:
+    """Shapes x steps of a ``gpukernels bench --suite`` report, each cell the library's time over the step's.
+
+    Teaches: no one kernel is fastest everywhere. Rows are the suite's shapes grouped by regime (compute-bound
+    squares, matrix-vector products, few tiles, ...), columns the steps the run timed in ``VERSIONS`` order; a cell
+    is green where the step reaches the library and red where it falls behind, so the dispatcher's job -- picking
+    the greenest cell of each row -- is visible at a glance. Unmeasured cells stay grey.
+    """
+    from matplotlib.colors import LinearSegmentedColormap, LogNorm
+
+    from .. import bench
+
+    report = load_bench(suite=True) if report is None else report
+    rows = [r for r in bench.rows(report or {"results": []}) if r["lesson"] == lesson and r["kind"] == "kernel"]
+    fig = _figure(8.5, 0.9 + 0.32 * max(1, len({r["shape"] for r in rows})))
+    ax = fig.add_subplot()
+    if not rows:
+        ax.text(0.5, 0.5, f"no suite measurement of {lesson} (run gpukernels bench --suite --json FILE)",
+                ha="center", va="center")
+        ax.set_axis_off()
+        return fig
+    regime = {"x".join(map(str, r["shape"])): r.get("extra", {}).get("regime", "") for r in report["results"]
+              if r["lesson"] == lesson}
+    order = {name: i for i, name in enumerate(_versions(lesson))}
+    steps = sorted({r["version"] for r in rows}, key=lambda n: order.get(n, 99))
+    shapes = list(dict.fromkeys(r["shape"] for r in rows))
+    grid = np.full((len(shapes), len(steps)), np.nan)
+    for r in rows:
+        if r["of_peer"]:
+            grid[shapes.index(r["shape"]), steps.index(r["version"])] = r["of_peer"]
+    cmap = LinearSegmentedColormap.from_list("peer", ["#b2182b", "#f7f7f7", "#1a9850"])
+    cmap.set_bad("#dddddd")
+    im = ax.imshow(grid, cmap=cmap, norm=LogNorm(vmin=0.1, vmax=10), aspect="auto")
+    for (i, j), v in np.ndenumerate(grid):
+        if v == v:
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(len(steps)), steps, rotation=30, ha="right", fontsize=8)
+    ax.set_yticks(range(len(shapes)), [f"{regime.get(s, '')}  {s}" for s in shapes], fontsize=8)
+    fig.colorbar(im, ax=ax, label="library time / step time")
+    env = report.get("environment", {})
+    winners = {steps[int(np.nanargmax(r))] for r in grid if np.isfinite(r).any()}
+    notice = (f"Notice: {len(winners)} different steps are fastest, depending on the shape" if len(winners) > 1
+              else f"Notice: {next(iter(winners))} is fastest at every shape" if winners else "")
+    ax.set_title(f"{lesson} suite on {env.get('device', 'GPU')} ({env.get('date', '')[:10]}"
+                 f"{'' if report.get('complete', True) else ', PARTIAL run'}): fraction of the library's speed\n"
+                 f"{notice}", fontsize=10, loc="left")
+    fig.gpukernels_data = {"shapes": shapes, "steps": steps, "of_peer": grid}
+    return fig
+
+
+def _memory_bound(lesson: str) -> bool:
+    mod = _lessons()[lesson]
+    shape = mod.SHAPES["demo_gpu"]
+    return mod.flops(shape) / mod.min_bytes(shape) < _res.ARCHS["sm_90"].ridge
+
+
+def performance_bars(lesson: str, report: dict | None = None, shape=None, arch: str = "sm_90") -> Figure:
+    """Naive vs optimized vs the library peer, measured on a GPU.
+
+    Teaches: how far each idea moves the needle, and how far the best version still is from cuBLAS / PyTorch /
+    cuDNN. Compute-bound lessons are shown in TFLOP/s, memory-bound ones (softmax) in GB/s of the minimum
+    traffic; each bar is labelled with its median time and its speed-up over naive. Without a benchmark
+    report the bars are the roofline *model* (``roofline_model``) and the title says MODEL.
+    """
+    report = load_bench() if report is None else report
+    memory = _memory_bound(lesson)
+    fig = _figure(8.5, 3.9)
+    ax = fig.add_subplot()
+    if report is None or not bench_results(report, lesson, shape)[1]:
+        return _performance_model(fig, ax, lesson, arch)
+    shape, rs = bench_results(report, lesson, shape)
+    naive = next((r for r in rs if r["kind"] == "kernel" and r["ok"]), None)
+    names, values, labels = [], [], []
+    for r in rs:
+        ms = r["median_ms"]
+        ok = r.get("ok", True) and ms == ms
+        v = (r["bytes"] / (ms * 1e-3) / 1e9) if memory else (r["flops"] / (ms * 1e-3) / 1e12)
+        names.append(r["name"] + (" (peer)" if r["kind"] == "peer" else "") + ("" if ok else " WRONG"))
+        values.append(v if ok else 0.0)
+        sp = f", {naive['median_ms'] / ms:.1f}x naive" if naive and ok else ""
+        labels.append(f"{ms:.3g} ms{sp}" if ok else "wrong result: not timed")
+    ys = np.arange(len(names))[::-1]
+    shades = _shades(len(rs))
+    for i, (y, v, r) in enumerate(zip(ys, values, rs)):
+        peer = r["kind"] == "peer"
+        ax.barh(y, v, color="white" if peer else shades[i], hatch="///" if peer else "",
+                edgecolor="black", height=0.65)
+        ax.text(v, y, "  " + labels[i], va="center", fontsize=8)
+    ax.set_yticks(ys, names, fontsize=9)
+    unit = "GB/s (minimum DRAM bytes / median time)" if memory else "TFLOP/s (FP32, median time)"
+    ax.set_xlabel(unit)
+    ax.set_xlim(0, max(values) * 1.45 if values and max(values) > 0 else 1)
+    env = report.get("environment", {})
+    best = max((v, n) for v, n, r in zip(values, names, rs) if r["kind"] == "kernel")
+    peer = next(((v, n) for v, n, r in zip(values, names, rs) if r["kind"] == "peer"), None)
+    vs = f" = {best[0] / peer[0]:.0%} of the peer" if peer and peer[0] else ""
+    ax.set_title(f"{lesson} {'x'.join(map(str, shape))} on {env.get('device', 'GPU')}, measured:\n"
+                 f"the best version, {best[1]}, runs at {best[0]:.3g} {'GB/s' if memory else 'TFLOP/s'}{vs}",
+                 fontsize=10, loc="left")
+    fig.gpukernels_data = {"measured": True, "shape": shape, "names": names, "values": values,
+                           "unit": "GB/s" if memory else "TFLOP/s"}
+    return fig
+
+
+def _performance_model(fig, ax, lesson, arch):
+    a = _res.get_arch(arch)
+    model = roofline_model(lesson, arch=a.name)
+    names = [m["version"] for m in model]
+    values = [m["attainable_tflops"] for m in model]
+    ys = np.arange(len(names))[::-1]
+    for i, (y, m) in enumerate(zip(ys, model)):
+        ax.barh(y, m["attainable_tflops"], color=GREYS[min(i, 3)], edgecolor="black", height=0.65, hatch="..")
+        ax.text(m["attainable_tflops"], y, f"  AI {m['intensity']:.2f} FLOP/B -> {m['bound']}-bound",
+                va="center", fontsize=8)
+    ax.set_yticks(ys, names, fontsize=9)
+    ax.set_xlabel(f"MODEL: attainable TFLOP/s = min({a.peak_fp32_tflops} TFLOP/s, intensity x "
+                  f"{a.peak_bw_gbs / 1000:g} TB/s), {a.gpu} spec sheet")
+    ax.set_xlim(0, max(values) * 1.6 if values else 1)
+    top = max(model, key=lambda m: m["attainable_tflops"])
+    ax.set_title(f"MODEL, not a measurement -- {lesson}: the roofline's bound for each version's traced global\n"
+                 f"traffic at {'x'.join(map(str, model[0]['shape']))} (run `gpukernels bench` on a GPU to measure)\n"
+                 f"Notice: the fewest bytes per FLOP, {top['version']}'s, allow the most", fontsize=9.5, loc="left")
+    fig.gpukernels_data = {"measured": False, "names": names, "values": values, "unit": "TFLOP/s"}
+    return fig
+
+
+def roofline_model(lesson: str, shape=None, arch: str = "sm_90") -> list[dict]:
+    """Per version: FLOPs, global bytes the tracer counted (loads + stores, 4 bytes each, no caches) at the
+    lesson's trace shape, intensity = FLOPs / bytes, and the roofline's attainable TFLOP/s. A model."""
+    a = _res.get_arch(arch)
+    mod = _lessons()[lesson]
+    shape = tuple(shape or mod.SHAPES["trace"])
+    out = []
+    for name in mod.VERSIONS:
+        t = traffic(lesson, name, shape)
+        nbytes = t["bytes"]  # loads + stores, in bytes of their arrays
+        ai = mod.flops(shape) / max(nbytes, 1)
+        attainable = min(a.peak_fp32_tflops, ai * a.peak_bw_gbs / 1000)
+        out.append({"version": name, "shape": shape, "flops": mod.flops(shape), "bytes": nbytes,
+                    "intensity": ai, "attainable_tflops": attainable,
+                    "bound": "compute" if ai >= a.ridge else "memory"})
+    return out
+
+
+def roofline(report: dict | None = None, arch: str = "sm_90", lessons=None) -> Figure:
+    """Every version of every lesson as a point under the roofline: FP32 peak and DRAM bandwidth ceilings.
+
+    Teaches: a kernel left of the ridge point (~14 FLOP/byte on an H200) cannot beat bandwidth x intensity
+    however well it computes -- softmax lives there; matmul and CBR can reach the compute roof only if data is
+    reused. Measured (from a benchmark report): x is the *minimum* intensity (FLOPs / minimum DRAM bytes), y
+    the measured TFLOP/s, and the ceilings are those measured in the same run (solid) and the spec sheet
+    (dashed). Without a report: a MODEL, x from the tracer's counted global bytes and y on the roof.
+    """
+    a = _res.get_arch(arch)
+    report = load_bench() if report is None else report
+    lessons = list(lessons or _lessons())
+    fig = _figure(8.5, 5.2)
+    ax = fig.add_subplot()
+    measured = report is not None and any(bench_results(report, l)[1] for l in lessons)
+    peak, bw = a.peak_fp32_tflops, a.peak_bw_gbs
+    xs = np.logspace(-2, 3.5, 200)
+    ax.plot(xs, np.minimum(peak, xs * bw / 1000), "--", color="0.4", lw=1.2,
+            label=f"spec sheet {a.gpu}: {peak} TFLOP/s, {bw / 1000:g} TB/s")
+    ceilings = (report or {}).get("ceilings", {}) if measured else {}
+    if ceilings.get("sgemm_TFLOPs") and ceilings.get("copy_GBps"):
+        mp, mb = ceilings["sgemm_TFLOPs"], ceilings["copy_GBps"]
+        ax.plot(xs, np.minimum(mp, xs * mb / 1000), "-", color="black", lw=1.6,
+                label=f"measured: peer SGEMM {mp:.1f} TFLOP/s, copy {mb / 1000:.2f} TB/s")
+    points = []
+    for li, lesson in enumerate(lessons):
+        mod = _lessons()[lesson]
+        if measured:
+            shape, rs = bench_results(report, lesson)
+            for vi, r in enumerate(rs):
+                if not r.get("ok", True) or not r["median_ms"] == r["median_ms"]:
+                    continue
+                x = r["flops"] / r["bytes"]
+                y = r["flops"] / (r["median_ms"] * 1e-3) / 1e12
+                points.append((lesson, r["name"], x, y, r["kind"] == "peer", vi))
+        else:
+            for vi, m in enumerate(roofline_model(lesson, arch=a.name)):
+                points.append((lesson, m["version"], m["intensity"], m["attainable_tflops"], False, vi))
+    label_y = _spread([(x, y) for _, _, x, y, _, _ in points], min_gap=0.15)
+    # A lesson's labels go to the left of its column when another lesson's column is close on the right.
+    column = {l: min(x for ll, _, x, _, _, _ in points if ll == l) for l in {p[0] for p in points}}
+    left = {l: any(0 < math.log10(column[o] / column[l]) < 1.3 for o in column) for l in column}
+    for (lesson, name, x, y, peer, vi), ly in zip(points, label_y):
+        li = lessons.index(lesson)
+        n_versions = len(_versions(lesson))
+        ax.plot(x, y, MARKERS[li % len(MARKERS)], markersize=8 if not peer else 10, zorder=3,
+                markerfacecolor="white" if peer else _shades(n_versions)[min(vi, n_versions - 1)],
+                markeredgecolor="black")
+        ax.annotate(f"{lesson}.{name}" if not peer else f"{lesson}: {name}", (x, y),
+                    xytext=(x / 1.25 if left[lesson] else x * 1.25, ly), ha="right" if left[lesson] else "left",
+                    textcoords="data", fontsize=7, va="center",
+                    arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.5"} if abs(ly / y - 1) > 0.05 else None)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(xs[0], xs[-1])
+    ymin = min([p[3] for p in points] + [peak]) / 3
+    ax.set_ylim(max(ymin, 1e-4), peak * 3)
+    ax.grid(True, which="major", color="0.9")
+    ax.set_xlabel("arithmetic intensity (FLOP per byte)  " +
+                  ("[FLOPs / minimum DRAM bytes]" if measured else "[MODEL: FLOPs / traced global bytes, no caches]"))
+    ax.set_ylabel("TFLOP/s" + ("" if measured else " (MODEL: on the roof)"))
+    ax.axvline(a.ridge, color="0.6", lw=0.8, ls=":")
+    ax.text(a.ridge, peak * 1.4, f" ridge {a.ridge:.0f} FLOP/B", fontsize=7.5, color="0.3")
+    ax.legend(fontsize=7.5, loc="lower right")
+    device = (report or {}).get("environment", {}).get("device", "GPU")
+    title = (f"Roofline, measured on {device}: left of the ridge, bandwidth caps the speed; right of it, FP32 peak"
+             if measured else "Roofline MODEL, not a measurement: data reuse moves a version right, towards the "
+                              "compute roof")
+    ax.set_title(title, fontsize=10, loc="left")
+    fig.gpukernels_data = {"measured": measured, "points": [
+        {"lesson": l, "version": n, "intensity": x, "tflops": y, "peer": p} for l, n, x, y, p, _ in points]}
+    return fig
+
+
+def _spread(points: list[tuple[float, float]], min_gap: float) -> list[float]:
+    """Label heights for points on a log-y axis: points in the same column (same x within 20 %) get labels at
+    least ``min_gap`` decades apart, as close to their points as possible."""
+    out = [y for _, y in points]
+    order = sorted(range(len(points)), key=lambda i: (round(math.log10(points[i][0]) * 5), points[i][1]))
+    prev_i = None
+    for i in order:
+        if prev_i is not None and abs(math.log10(points[i][0] / points[prev_i][0])) < 0.08:
+            lo = math.log10(out[prev_i]) + min_gap
+            if math.log10(out[i]) < lo:
+                out[i] = 10 ** lo
+        prev_i = i
+    return out
+
