@@ -14,8 +14,8 @@ analysis or a plot:
   measured performance, labelled with where and when), ``traffic_table`` (the demo's counted traffic), and
   ``markdown_table`` for a notebook's own rows.
 
-Figures are displayed at ``DPI`` dots per inch so that the committed notebooks stay small. ``notebooks/nbutil.py``
-re-exports all of this for the notebooks' ``from nbutil import ...``.
+Figures are displayed at ``DPI`` dots per inch so that the committed notebooks stay small. The notebooks import
+it as ``from gpukernels.notebook import ...``.
 """
 
 from __future__ import annotations

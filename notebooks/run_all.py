@@ -6,7 +6,7 @@
 
 The kernel inherits this process's environment, so ``GPUKERNELS_DEVICE=sim`` or ``=gpu`` chooses where the
 kernels run (unset: a GPU if there is one). The kernel is the ``python3`` kernel of the Python running this
-script, started in this folder (so that ``import nbutil`` works, as in JupyterLab).
+script, started in this folder, as in JupyterLab.
 """
 
 from __future__ import annotations

@@ -118,7 +118,11 @@ def test_load_bench_picks_newest(tmp_path, monkeypatch):
         os.utime(tmp_path / name, (mtime, mtime))
     (tmp_path / "d_broken.json").write_text("{not json")
     (tmp_path / "e_empty.json").write_text(json.dumps({"results": []}))
-    for name in ("d_broken.json", "e_empty.json"):
+    # `bench --overhead`'s report (host us per call, no kernel times) and a sweep's list are not timing reports
+    (tmp_path / "f_overhead.json").write_text(json.dumps({"kind": "overhead", "results": [
+        {"kind": "overhead", "lesson": "softmax", "name": "optimized", "us_per_call": 9.6}]}))
+    (tmp_path / "g_sweep.json").write_text(json.dumps([{"lesson": "matmul", "ms": 1.0}]))
+    for name in ("d_broken.json", "e_empty.json", "f_overhead.json", "g_sweep.json"):
         os.utime(tmp_path / name, (500, 500))
     got = viz.load_bench()
     assert got["environment"]["device"] == "newest" and got["_path"].endswith("b_newest.json")

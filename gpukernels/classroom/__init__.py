@@ -120,15 +120,13 @@ def page_data_anywhere(lesson: str, versions=None, shape=None, seed: int = 0) ->
     if gpukernels.MODE != "gpu":
         return page_data(lesson, versions, shape, seed)
     import json
-    import subprocess
-    import sys
 
-    from ..cli import simulator_env
+    from .._modes import run_in_mode
 
     code = ("import json, sys; from gpukernels.classroom import page_data; json.dump(page_data("
             f"{lesson!r}, {list(versions) if versions else None!r}, {tuple(shape) if shape else None!r}, {seed!r}), "
             "sys.stdout)")
-    proc = subprocess.run([sys.executable, "-c", code], env=simulator_env(), capture_output=True, text=True)
+    proc = run_in_mode("sim", code)
     if proc.returncode != 0:
         from .data import TooLarge
 

@@ -32,7 +32,10 @@ def load_bench(path: str | Path | None = None, suite: bool = False) -> dict | No
             report = json.loads(p.read_text())
         except (OSError, ValueError):
             continue
-        if isinstance(report, dict) and report.get("results") and bool(report.get("suite")) == suite:
+        # a timing report of kernels: not `bench --overhead`'s host-microsecond rows (top-level "kind"), nor a
+        # sweep's list of candidates
+        if (isinstance(report, dict) and report.get("results") and report.get("kind", "bench") == "bench"
+                and all("median_ms" in r for r in report["results"]) and bool(report.get("suite")) == suite):
             report.setdefault("_path", str(p))
             return report
     return None
