@@ -17,6 +17,7 @@ exclude_patterns = ["_build", "**/.ipynb_checkpoints"]
 html_theme = "alabaster"  # ships with Sphinx: no theme package to install or keep in step
 html_theme_options = {"page_width": "1240px", "sidebar_width": "240px", "fixed_sidebar": True}
 html_title = "gpukernels course"
+html_favicon = "favicon.svg"  # a tile of four blocks; without one every page logs a 404 for /favicon.ico
 html_static_path = []
 html_copy_source = False  # the site is read, not reassembled: no second copy of every notebook
 # The classroom pages (issue 20) are copied in as they are, by tools/build_site.py, not parsed by Sphinx.

@@ -1,11 +1,16 @@
 """The course site (issue 19): `make site` builds it from the committed notebooks and docs without running a kernel,
 and every page works in a real browser -- images load, the code is highlighted, internal links resolve, nothing is
-logged to the console. One build per test session (a few seconds), into a temporary folder."""
+logged to the console. One build per test session (a few seconds), into a temporary folder, served on localhost
+as a web server would serve it (the classroom pages themselves are also opened from file://, in
+test_classroom_page.py, as from a USB stick)."""
 
 from __future__ import annotations
 
+import functools
+import http.server
 import importlib.util
 import sys
+import threading
 import time
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -31,7 +36,7 @@ def site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("site")
     classroom = tmp / "classroom"
     classroom.mkdir()
-    (classroom / "matmul.html").write_text("<!doctype html><title>matmul classroom</title><p>classroom page</p>")
+    (classroom / "matmul.html").write_text("<!doctype html><title>matmul classroom</title><link rel=icon href='data:,'><p>classroom page</p>")
     start = time.perf_counter()
     pages = build_site.build(tmp / "site", classroom=classroom)
     return tmp / "site", pages, time.perf_counter() - start
@@ -81,23 +86,45 @@ def _settle(driver, seconds: float = 20.0) -> None:
         time.sleep(0.1)
 
 
+@pytest.fixture(scope="module")
+def served(site):
+    """The built site on http://127.0.0.1:PORT (a thread of http.server, quiet), for the module's tests."""
+    out = site[0]
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(out)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.mark.needs_browser
-def test_every_page_in_a_browser(site, browser):
+def test_every_page_in_a_browser(site, served, browser):
     out, _, _ = site
     problems = []
     pages = _pages(out)
     assert len(pages) >= len(NOTEBOOKS) + 10, [p.name for p in pages]
+    host = urlparse(served).netloc
     for page in pages:
         name = page.relative_to(out).as_posix()
-        browser.get(page.as_uri())
+        browser.get(f"{served}/{name}")
         _settle(browser)
         images = browser.execute_script(
             "return Array.from(document.images).map(i => [i.getAttribute('src'), i.complete && i.naturalWidth > 0])")
         problems += [f"{name}: image {src} did not load" for src, ok in images if not ok]
         for href in browser.execute_script("return Array.from(document.links).map(a => a.href)"):
             url = urlparse(href)
-            if url.scheme == "file":
-                target = Path(unquote(url.path))
+            if url.scheme == "http" and url.netloc == host:  # a page of the site: its file under the build
+                target = out / unquote(url.path).lstrip("/")
+                if target.is_dir():
+                    target = target / "index.html"
                 if not target.exists():
                     problems.append(f"{name}: link to {target} does not resolve")
                 elif url.fragment and target.suffix == ".html" and f'id="{url.fragment}"' not in target.read_text():
