@@ -27,16 +27,22 @@ class DeviceError(RuntimeError):
     """The requested device cannot be used."""
 
 
-def _driver_gpu_count() -> tuple[int, str]:
-    """Number of CUDA devices the driver sees, and why it is 0 when it is."""
-    names = ["libcuda.so.1", "libcuda.so", "nvcuda.dll", "libcuda.dylib"]
-    lib = None
+DRIVER_LIBRARIES = ("libcuda.so.1", "libcuda.so", "nvcuda.dll", "libcuda.dylib")
+
+
+def load_driver(names=DRIVER_LIBRARIES):
+    """The CUDA driver library (ctypes), the first of ``names`` that loads, or None."""
     for name in names:
         try:
-            lib = ctypes.CDLL(name)
-            break
+            return ctypes.CDLL(name)
         except OSError:
             continue
+    return None
+
+
+def _driver_gpu_count() -> tuple[int, str]:
+    """Number of CUDA devices the driver sees, and why it is 0 when it is."""
+    lib = load_driver()
     if lib is None:
         return 0, "no CUDA driver library (libcuda) found"
     rc = lib.cuInit(0)

@@ -265,13 +265,9 @@ class CudaBackend:
     """What the fast path needs from the GPU. Tests replace `BACKEND` with a fake that records instead."""
 
     def __init__(self, library: str | None = None):
-        lib = None
-        for name in [library] if library else ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
-            try:
-                lib = ctypes.CDLL(name)
-                break
-            except OSError:
-                continue
+        from ._device import DRIVER_LIBRARIES, load_driver
+
+        lib = load_driver([library] if library else DRIVER_LIBRARIES)
         if lib is None:
             raise OSError("no CUDA driver library (libcuda) found")
         vp, ui = ctypes.c_void_p, ctypes.c_uint
