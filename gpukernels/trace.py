@@ -15,7 +15,9 @@ while a trace is active, the simulator wraps kernel arrays in hooked classes tha
     t.barriers()                # [Barriers]       syncthreads / syncwarp executed, shared arrays, per launch
 
 Memory stays bounded: accesses are buffered for one block at a time and folded into per-line counters when
-the block ends. ``trace(events=True)`` also keeps the full event log, readable two ways:
+the block ends. ``trace(events=True)`` also keeps the full event log (``trace(events=True, local=False)``: of global
+and shared memory only -- a thread's private local arrays, often most of the accesses, are then only counted, as
+without the log), readable two ways:
 
     t.accesses()                # one numeric record per access (ACCESS_DTYPE): launch, block, thread, array,
                                 # element, kind, barrier interval, line, occurrence, program order
@@ -388,8 +390,9 @@ ACCESS_DTYPE = np.dtype([("launch", "i4"), ("block", "i4", (3,)), ("thread", "i4
 class Trace:
     """Collects the accesses of every simulated launch made while it is active; see the module docstring."""
 
-    def __init__(self, events: bool = False):
+    def __init__(self, events: bool = False, local: bool = True):
         self.keep_events = events
+        self.keep_local = events and local  # local arrays' accesses in the event log too
         self.launches: list[LaunchInfo] = []
         self._arrays: list[_ArrayInfo] = []
         self._akeys: dict = {}
@@ -436,11 +439,11 @@ class Trace:
         ev = self._ev = []
         pcs_by_code, getframe = self._pcs_by_code, sys._getframe
         append = ev.append
-        local, keep = _arrays.LOCAL, self.keep_events
+        local, keep_local = _arrays.LOCAL, self.keep_local
         local_counts, local_seen = self._local_counts, self._local_seen
 
         def hook(arr, elem, kind):
-            if arr.space is local and not keep:
+            if arr.space is local and not keep_local:
                 local_counts[arr.aid * 3 + kind] += 1
                 local_seen[arr.aid * 3 + kind].add(elem)
                 return
@@ -1016,8 +1019,9 @@ def _jsonable(x):
 
 
 @contextmanager
-def trace(events: bool = False):
-    """Trace every simulated kernel launch in the ``with`` block: ``with gpukernels.trace() as t: ...``."""
+def trace(events: bool = False, local: bool = True):
+    """Trace every simulated kernel launch in the ``with`` block: ``with gpukernels.trace() as t: ...``.
+    ``events``: keep the full event log; ``local=False``: without local arrays' accesses (they are still counted)."""
     import time
 
     from . import _device
@@ -1026,7 +1030,7 @@ def trace(events: bool = False):
         raise RuntimeError("gpukernels.trace() records accesses on the simulator; run with GPUKERNELS_DEVICE=sim")
     if _state.TRACER is not None:
         raise RuntimeError("a gpukernels.trace() is already active")
-    t = Trace(events=events)
+    t = Trace(events=events, local=local)
     _state.TRACER = t
     start = time.perf_counter()
     try:

@@ -130,3 +130,22 @@ def test_accesses_need_the_event_log():
     with pytest.raises(RuntimeError, match="events=True"):
         t.accesses()
     assert [a.name for a in t.arrays()] == ["x", "out"]  # arrays and lines are kept without it
+
+
+@sim_only
+def test_an_event_log_without_local_arrays_counts_them_the_same():
+    # regblock_2d keeps its accumulators in local arrays: local=False leaves them out of the log, not the counts
+    from gpukernels import matmul
+
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((33, 17)).astype(np.float32), rng.standard_normal((17, 31)).astype(np.float32)
+    logs = {}
+    for local in (True, False):
+        with gpukernels.trace(events=True, local=local) as t:
+            matmul.regblock_2d(a, b)
+        spaces = {arr.index: arr.space for arr in t.arrays()}
+        logs[local] = ({spaces[i] for i in t.accesses()["array"].tolist()},
+                       [(x.array, x.space, x.loads, x.stores) for x in t.traffic(space=None)], len(t.accesses()))
+    assert "local" in logs[True][0] and "local" not in logs[False][0]
+    assert logs[True][1] == logs[False][1] and any(s == "local" and n for _, s, n, _ in logs[False][1])
+    assert logs[False][2] < logs[True][2]

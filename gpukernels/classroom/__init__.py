@@ -36,8 +36,9 @@ from pathlib import Path
 PAGES = {
     "matmul": (("naive", "tiled"), (32, 32, 32), "K phase"),
     "softmax": (("naive", "optimized"), (32, 64), "phase"),
-    # a 1x1 filter: fused_direct's 256 threads keep PX x KB accumulators in local arrays, and every access to them
-    # is in the event log (~60 per filter tap and thread): a 3x3 filter would be 9x as many, beyond a page
+    # a 1x1 filter by default: fused_direct's 256 threads walk PX x KB accumulators in local arrays (~60 accesses
+    # per filter tap and thread); the page's log leaves them out (trace(local=False)), but the simulator still
+    # runs them: a 3x3 filter took 31 s at --size 1,4,6,6,4,3,3 on 2 busy cores, against 11 s for this one
     "cbr": (("naive", "fused_direct"), (1, 8, 8, 8, 4, 1, 1), "channel chunk"),
 }
 
@@ -85,12 +86,15 @@ def write_page(path, lesson: str, versions=None, shape=None, seed: int = 0) -> P
     return path
 
 
-@dataclass
+@dataclass(repr=False)
 class Page:
     """A classroom page in a notebook: displays as an iframe holding the page (``srcdoc``)."""
 
     html: str
     height: int = 1000
+
+    def __repr__(self) -> str:  # the text/plain twin of the iframe in a notebook: not a second copy of the page
+        return f"<classroom page, {len(self.html) // 1024} KB: shown as an iframe in a notebook; .save(path) writes it>"
 
     def _repr_html_(self) -> str:
         import html
