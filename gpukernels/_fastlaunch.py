@@ -28,6 +28,16 @@ A plan's work must therefore all be in its launches: a later call with the same 
 calling the plan again. (A workspace must be written by the plan's kernels before they read it -- softmax's
 ``split_row`` writes its (max, sum) pairs before its second kernel reads them.)
 
+Plans of several kernels (split-K's zero pass, softmax's two passes over a workspace, CBR's bias / sliced
+convolution / ReLU) pay the driver's launch once per kernel: on the H200 machine about 6 us each, so three
+launches cost more than the issue's whole budget. An entry of several launches therefore replays them as one CUDA
+graph (`GraphCache`): the second time a call brings the same data pointers, the launches are captured once into
+a graph on a private stream and instantiated; from then on a call with those pointers is one ``cuGraphLaunch``
+on the call's stream. A graph holds the parameters it was captured with, so it is keyed by the pointers
+(everything else is fixed by the entry's key); new pointers launch kernel by kernel, as before. A call whose
+stream is being captured (torch's CUDA graphs) launches kernel by kernel too: its launches become nodes of the
+caller's graph.
+
 Streams. Every array names the stream its pending work is on: ``__cuda_array_interface__["stream"]`` (CuPy's
 current stream, a Numba array's bound stream), a torch tensor torch's current stream. A launcher launches on
 ``stream=`` when given, else on the first array's stream, else on the legacy default stream; when an array's
@@ -53,6 +63,9 @@ ENABLED = False
 #: Counts of what calls did: "hit", "miss" (recorded), "uncached" (checked path, nothing recorded), and why not.
 STATS: dict[str, int] = {}
 MAX_ENTRIES = 256  # per version: the oldest entry goes when a version has seen this many configurations
+#: Replay plans of several kernels as one CUDA graph (GPUKERNELS_FAST_GRAPHS=0: kernel by kernel, the "before").
+GRAPHS = os.environ.get("GPUKERNELS_FAST_GRAPHS", "1").strip().lower() not in ("0", "off", "no", "false")
+MAX_GRAPHS = 4  # per entry: graphs for this many sets of pointers (the oldest is destroyed for a fifth)
 
 _SCALARS = (int, float, bool, str, type(None))
 
@@ -270,6 +283,7 @@ class CudaBackend:
         lib = load_driver([library] if library else DRIVER_LIBRARIES)
         if lib is None:
             raise OSError("no CUDA driver library (libcuda) found")
+        self._lib = lib
         vp, ui = ctypes.c_void_p, ctypes.c_uint
         # argtypes left unset: every argument is passed as a ctypes value built once (`prepare`), which saves
         # ctypes converting eleven Python ints on every launch.
@@ -335,6 +349,78 @@ class CudaBackend:
                 ev = self._events[ctx] = ev.value
             self._check(self._record(ev, producer), "cuEventRecord")
             self._check(self._wait(stream, ev, 0), "cuStreamWaitEvent")
+
+    # -- CUDA graphs: a plan's launches captured once, replayed with one cuGraphLaunch ------------------------
+
+    def _graph_api(self) -> bool:
+        """Bind the graph calls on first use (False: this driver lacks one; every plan launches kernel by kernel)."""
+        api = getattr(self, "_graph", None)
+        if api is None:
+            lib = self._lib
+            vp, ui, pvp = ctypes.c_void_p, ctypes.c_uint, ctypes.POINTER(ctypes.c_void_p)
+            names = {"cuStreamIsCapturing": [vp, ctypes.POINTER(ctypes.c_int)], "cuStreamCreate": [pvp, ui],
+                     "cuStreamBeginCapture_v2": [vp, ctypes.c_int], "cuStreamEndCapture": [vp, pvp],
+                     "cuGraphInstantiateWithFlags": [pvp, vp, ctypes.c_ulonglong], "cuGraphDestroy": [vp],
+                     "cuGraphLaunch": [vp, vp], "cuGraphExecDestroy": [vp]}
+            api = {}
+            for name, argtypes in names.items():
+                fn = getattr(lib, name, None)
+                if fn is None:
+                    api = False
+                    break
+                fn.argtypes, fn.restype = argtypes, ctypes.c_int
+                api[name] = fn
+            self._graph = api
+            self._capture_streams: dict = {}
+            self._capturing = ctypes.c_int()
+            self._capturing_ref = ctypes.byref(self._capturing)
+        return bool(api)
+
+    def capturing(self, stream: int) -> bool:
+        """Is ``stream`` being captured into a graph (or can we not tell)? Then its launches must be its own."""
+        if not self._graph_api():
+            return True
+        if self._graph["cuStreamIsCapturing"](stream or None, self._capturing_ref):
+            return True  # e.g. the legacy stream while another stream captures in global mode: do as before
+        return self._capturing.value != 0
+
+    def build_graph(self, launches: list) -> int | None:
+        """An executable graph of ``launches`` (prepared, their parameter blocks as they are now), or None."""
+        if not self._graph_api():
+            return None
+        g, ctx = self._graph, self.context()
+        cap = self._capture_streams.get(ctx)
+        if cap is None:
+            h = ctypes.c_void_p()
+            if g["cuStreamCreate"](ctypes.byref(h), 1):  # CU_STREAM_NON_BLOCKING: private to the capture
+                return None
+            cap = self._capture_streams[ctx] = h.value
+        if g["cuStreamBeginCapture_v2"](cap, 2):  # CU_STREAM_CAPTURE_MODE_RELAXED: other threads are not ours
+            return None
+        failed = False
+        for prepared in launches:
+            if self._launch(*prepared[:8], ctypes.c_void_p(cap), prepared[8], None):
+                failed = True
+                break
+        graph = ctypes.c_void_p()
+        rc = g["cuStreamEndCapture"](cap, ctypes.byref(graph))  # ends the capture even after a failed launch
+        if failed or rc or not graph.value:
+            if graph.value:
+                g["cuGraphDestroy"](graph)
+            return None
+        exe = ctypes.c_void_p()
+        rc = g["cuGraphInstantiateWithFlags"](ctypes.byref(exe), graph, 0)
+        g["cuGraphDestroy"](graph)  # the executable graph is a copy: the template is not needed
+        return exe.value if rc == 0 and exe.value else None
+
+    def graph_launch(self, exe: int, stream: int) -> None:
+        rc = self._graph["cuGraphLaunch"](exe, stream or None)
+        if rc:
+            self._check(rc, "cuGraphLaunch")
+
+    def destroy_graph(self, exe: int) -> None:
+        """Free an executable graph (one still running is freed when it completes)."""
+        self._graph["cuGraphExecDestroy"](exe)
 
     def function(self, kernel_handle: int) -> int:
         """The current context's CUfunction of a CUkernel (cuLaunchKernel takes either; resolving once is cheaper)."""
@@ -443,7 +529,7 @@ BACKEND: Any = None
 class Entry:
     """A recorded configuration of a version: its launches and where each data pointer comes from."""
 
-    __slots__ = ("launches", "slots", "keep", "stream", "out_shape", "out_dtype", "lock")
+    __slots__ = ("launches", "slots", "keep", "stream", "out_shape", "out_dtype", "lock", "graphs")
 
     def __init__(self, launches, slots, keep, stream, out_shape, out_dtype):
         self.launches = launches  # [the backend's prepared arguments of each launch]
@@ -452,13 +538,67 @@ class Entry:
         self.stream = stream  # the stream a workspace belongs to (None: no workspace)
         self.out_shape, self.out_dtype = out_shape, out_dtype
         self.lock = threading.Lock()  # two threads must not interleave writing pointers and launching
+        self.graphs = GraphCache() if len(launches) > 1 else None
 
     def run(self, backend, bases: list, stream: int) -> None:
         with self.lock:
             for slot, i, offset in self.slots:
                 slot.value = bases[i] + offset
+            if self.graphs is not None and GRAPHS and self.graphs.replay(backend, self.launches, bases, stream):
+                return
             for prepared in self.launches:
                 backend.launch(prepared, stream)
+
+
+    def release(self, backend) -> None:
+        """Destroy the entry's graphs (it is leaving the cache)."""
+        if self.graphs is not None:
+            with self.lock:
+                for exe in self.graphs.graphs.values():
+                    backend.destroy_graph(exe)
+                self.graphs.graphs.clear()
+
+
+class GraphCache:
+    """An entry's executable graphs, keyed by the data pointers they were captured with (the rest of a launch is
+    fixed by the entry). A set of pointers is captured the second time it comes -- one-off pointers (``out``
+    allocated per call) would pay a capture (tens of microseconds) for nothing -- and at most MAX_GRAPHS are kept,
+    the least recently used destroyed first."""
+
+    __slots__ = ("graphs", "seen", "broken")
+
+    def __init__(self):
+        self.graphs: dict = {}  # pointers -> executable graph
+        self.seen: dict = {}  # pointers seen once (insertion-ordered, bounded like graphs)
+        self.broken = False  # the backend could not capture this plan: kernel by kernel from now on
+
+    def replay(self, backend, launches: list, bases: list, stream: int) -> bool:
+        """Launch the graph for these pointers on ``stream`` (True), or leave it to the caller (False)."""
+        if self.broken:
+            return False
+        key = tuple(bases)
+        exe = self.graphs.pop(key, None)
+        if exe is None and key not in self.seen:
+            self.seen[key] = True
+            if len(self.seen) > MAX_GRAPHS:
+                self.seen.pop(next(iter(self.seen)))
+            return False
+        if backend.capturing(stream):  # the caller's graph records these launches one by one
+            if exe is not None:
+                self.graphs[key] = exe
+            return False
+        if exe is None:
+            exe = backend.build_graph(launches)
+            if exe is None:
+                self.broken = True
+                return False
+            self.seen.pop(key, None)
+            if len(self.graphs) >= MAX_GRAPHS:
+                backend.destroy_graph(self.graphs.pop(next(iter(self.graphs))))
+        self.graphs[key] = exe  # most recently used last
+        backend.graph_launch(exe, stream)
+        _count("graph")
+        return True
 
 
 def build_entry(backend, templates: list, bases: list, stream: int, out_shape, out_dtype) -> Entry | None:
@@ -508,6 +648,8 @@ def clear() -> None:
     from ._launch import Version
 
     for v in Version.instances:
+        for entry in v._fast.values():
+            entry.release(BACKEND)
         v._fast.clear()
     STATS.clear()
 
@@ -620,7 +762,7 @@ def _miss(version, backend, key, descs, od, args, out, stream, params, s):
     key = (ctx,) + key[1:]
     cache = version._fast
     if len(cache) >= MAX_ENTRIES:
-        cache.pop(next(iter(cache)))
+        cache.pop(next(iter(cache))).release(backend)
     cache[key if entry.stream is None else (key, s)] = entry
     _count("miss")
     return result

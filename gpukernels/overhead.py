@@ -10,6 +10,8 @@ clock; the row's figure is the median. In the same run, for comparison:
   ``F.relu(F.conv2d(...))``), timed the same way;
 * ``checked_us_per_call``: the same call with the fast path off (`gpukernels._fastlaunch.disable`): every call takes
   the checked path, as every call did before the fast path -- the "before" of the before/after table;
+* ``kernel_by_kernel_us_per_call`` (plans of several launches): the same hits with the fast path's CUDA graph
+  replay off (``_fastlaunch.GRAPHS``), one ``cuLaunchKernel`` per launch of the plan; ``launches`` counts them;
 * ``device_us``: the kernels' own time for one call, from CUDA events around a CUDA graph of the call's launches
   (what ``gpukernels bench`` reports), so that host time and device time stand side by side.
 
@@ -155,12 +157,20 @@ def measure(lessons=None, kinds=None, log=print) -> dict:
             d_in = [cuda.to_device(x) for x in host]
             d_out = cuda.device_array(ref.shape, np.float32)
             dev_us = device_us(version, d_in, d_out, torch)
+            n_launches = len(version.launches(*d_in, out=d_out))
             for kind, (to, empty) in available.items():
                 if kinds and kind not in kinds:
                     continue
                 args, out = [to(x) for x in host], empty(ref.shape)
                 call = lambda: version(*args, out=out)  # noqa: E731
                 fast = host_us(call)
+                by_kernel = None
+                if n_launches > 1:  # the same hits, kernel by kernel instead of one graph launch
+                    _fastlaunch.GRAPHS = False
+                    try:
+                        by_kernel = host_us(call)
+                    finally:
+                        _fastlaunch.GRAPHS = True
                 _fastlaunch.disable()
                 try:
                     checked = host_us(call, calls=min(CALLS, 100))
@@ -174,6 +184,7 @@ def measure(lessons=None, kinds=None, log=print) -> dict:
                 rows.append({"kind": "overhead", "lesson": lesson, "name": name, "array_kind": kind,
                              "shape": list(shape), "us_per_call": fast, "peer_us_per_call": peer_us,
                              "checked_us_per_call": checked, "device_us": dev_us, "ok": ok,
+                             "launches": n_launches, "kernel_by_kernel_us_per_call": by_kernel,
                              "target_us": TARGET_US[kind], "meets_target": fast <= TARGET_US[kind]})
                 log(f"  {lesson} {name} {kind}: {fast:.1f} us per call (checked path {checked:.1f}, "
                     f"device {dev_us if dev_us is None else round(dev_us, 1)})")

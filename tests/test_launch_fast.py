@@ -100,6 +100,9 @@ class FakeBackend:
         self.waits: list = []
         self.workspace: dict = {}  # id(workspace array) -> pointer
         self.allocs: list = []
+        self.graph_list: list = []  # what each graph replays
+        self.graph_launches: list = []
+        self.destroyed: list = []
 
     def context(self):
         return 7
@@ -148,6 +151,32 @@ class FakeBackend:
         if is_pointer and value in self.workspace.values():
             return "workspace"
         return value
+
+    # CUDA graphs: a graph is the decoded launches as they were when it was built; replaying it records them again
+    graphs_work = True
+    capture_streams: set = set()
+
+    def capturing(self, stream):
+        return stream in self.capture_streams
+
+    def build_graph(self, launches):
+        if not self.graphs_work:
+            return None
+        before = len(self.launched)
+        for prepared in launches:
+            self.launch(prepared, None)
+        snapshot = self.launched[before:]
+        del self.launched[before:]
+        self.graph_list.append(snapshot)
+        return len(self.graph_list)  # a handle: never 0
+
+    def graph_launch(self, exe, stream):
+        assert exe not in self.destroyed
+        self.graph_launches.append(exe)
+        self.launched.extend((k, g, b, sh, stream, vals) for k, g, b, sh, _, vals in self.graph_list[exe - 1])
+
+    def destroy_graph(self, exe):
+        self.destroyed.append(exe)
 
     def checked_launch(self, launch, numba_stream):
         self.checked.append(launch)
@@ -254,6 +283,85 @@ def test_multi_kernel_plans_are_replayed_whole(fake):
     want = expected(fake, softmax.optimized, (x,), y)
     assert len(want) == 2 and "workspace" in want[0][4] and "workspace" in want[1][4]
     assert replayed(fake, 2) == want
+
+
+def test_plans_of_several_kernels_replay_as_one_graph(fake):
+    """The second call with the same pointers captures the plan's launches into a graph; later calls with those
+    pointers launch that graph, which replays exactly the plan's launches for them. New pointers launch kernel by
+    kernel (and are captured when they come back)."""
+    x, y = FakeDev((4, 65536)), FakeDev((4, 65536))
+    softmax.optimized(x, out=y)  # a miss: the checked path
+    want = expected(fake, softmax.optimized, (x,), y)
+    assert len(want) == 2
+    softmax.optimized(x, out=y)  # first hit with these pointers: kernel by kernel
+    assert fake.graph_list == [] and replayed(fake, 2) == want
+    for n in range(3):  # second and later: one graph, built once
+        softmax.optimized(x, out=y)
+        assert len(fake.graph_list) == 1 and fake.graph_launches == [1] * (n + 1)
+        assert replayed(fake, 2) == want
+    assert _fastlaunch.STATS["graph"] == 3
+    # a plan without a workspace (split-K) is one entry for every stream: its graph goes to the call's stream
+    a, b, c = FakeDev((256, 4096)), FakeDev((4096, 256)), FakeDev((256, 256))
+    matmul.optimized(a, b, out=c)  # the miss
+    for s in (0, 0, 5, 6):
+        matmul.optimized(a, b, out=c, stream=s)
+        assert replayed(fake, 2) == expected(fake, matmul.optimized, (a, b), c)
+    assert fake.graph_launches[-2:] == [2, 2] and [r[4] for r in fake.launched[-2:]] == [6, 6]
+    fake.graph_list.pop()
+    x2, y2 = FakeDev((4, 65536)), FakeDev((4, 65536))  # other pointers: never the first graph
+    for _ in range(2):
+        softmax.optimized(x2, out=y2)
+        assert replayed(fake, 2) == expected(fake, softmax.optimized, (x2,), y2)
+    assert len(fake.graph_list) == 2
+    softmax.optimized(x, out=y)
+    assert fake.graph_launches[-1] == 1 and replayed(fake, 2) == want
+    # single-kernel plans never make graphs
+    a = FakeDev((64, 1024))
+    for _ in range(3):
+        softmax.naive(a, out=FakeDev((64, 1024)))
+    assert len(fake.graph_list) == 2
+
+
+def test_graphs_are_bounded_and_destroyed(fake, monkeypatch):
+    monkeypatch.setattr(_fastlaunch, "MAX_GRAPHS", 2)
+    pairs = [(FakeDev((4, 65536)), FakeDev((4, 65536))) for _ in range(3)]
+    softmax.optimized(*pairs[0][:1], out=pairs[0][1])  # the miss
+    for x, y in pairs:
+        for _ in range(2):
+            softmax.optimized(x, out=y)
+            assert replayed(fake, 2) == expected(fake, softmax.optimized, (x,), y)
+    assert len(fake.graph_list) == 3 and fake.destroyed == [1]  # the third graph evicted the first
+    x, y = pairs[0]
+    for _ in range(2):  # the first pointers again: seen once more, then captured anew
+        softmax.optimized(x, out=y)
+        assert replayed(fake, 2) == expected(fake, softmax.optimized, (x,), y)
+    assert len(fake.graph_list) == 4 and fake.destroyed == [1, 2]
+    _fastlaunch.clear()
+    assert sorted(fake.destroyed) == [1, 2, 3, 4]
+
+
+def test_no_graph_while_the_stream_is_captured(fake):
+    """Inside the caller's stream capture (torch.cuda.graph) the launches are the caller's graph's nodes."""
+    fake.capture_streams = {9}
+    a, b, c = FakeDev((256, 4096)), FakeDev((4096, 256)), FakeDev((256, 256))
+    matmul.optimized(a, b, out=c, stream=9)  # the miss
+    for _ in range(4):
+        matmul.optimized(a, b, out=c, stream=9)
+        assert replayed(fake, 2) == expected(fake, matmul.optimized, (a, b), c)
+    assert fake.graph_list == [] and [r[4] for r in fake.launched[-2:]] == [9, 9]
+    matmul.optimized(a, b, out=c, stream=3)  # not captured: now a graph (the pointers were seen)
+    assert fake.graph_launches == [1]
+
+
+def test_a_plan_that_cannot_be_captured_launches_kernel_by_kernel(fake, monkeypatch):
+    fake.graphs_work = False
+    monkeypatch.setattr(_fastlaunch, "GRAPHS", True)
+    x, y = FakeDev((4, 65536)), FakeDev((4, 65536))
+    softmax.optimized(x, out=y)  # the miss
+    for _ in range(4):
+        softmax.optimized(x, out=y)
+        assert replayed(fake, 2) == expected(fake, softmax.optimized, (x,), y)
+    assert fake.graph_launches == [] and "graph" not in _fastlaunch.STATS
 
 
 def test_views_at_an_offset_follow_their_array(fake):
@@ -633,6 +741,68 @@ def test_gpu_fast_path_gives_the_checked_result(lesson, name, seed):
             assert _fastlaunch.STATS.get("hit", 0) >= hits + 2, (kind, shape, _fastlaunch.STATS)
 
 
+MULTI = {"softmax split_row": ("softmax", "split_row", (4, 65536)),
+         "matmul split_k": ("matmul", "optimized", (256, 256, 4096)),
+         "cbr split_c": ("cbr", "optimized", (1, 16, 16, 16, 16, 3, 3))}
+
+
+def _write(kind, dst, src):
+    """New values into the same device memory (the pointers stay: the graph replays)."""
+    if kind == "numba":
+        dst.copy_to_device(src)
+    elif kind == "torch":
+        import torch
+
+        dst.copy_(torch.from_numpy(src))
+    else:
+        dst.set(src)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", list(MULTI))
+def test_gpu_graph_replay_of_several_kernels(case, seed):
+    """The same arrays called again and again (the graph is captured on the second call, launched from the
+    third), new values written into them before every call: every result right, with every kind of array; for
+    torch, on a non-default stream right after a slow producer there."""
+    from gpukernels.check import TOLERANCE, compare
+
+    lesson, name, shape = MULTI[case]
+    mod, version = LESSONS[lesson], LESSONS[lesson].VERSIONS[name]
+    for kind, (to, back) in _kinds().items():
+        host = mod.make_inputs(shape, seed)
+        ref = mod.reference(*host)
+        dev = [to(x) for x in host]
+        out = to(np.full(ref.shape, np.nan, np.float32))
+        graphs = _fastlaunch.STATS.get("graph", 0)
+        side = None
+        if kind == "torch":
+            import torch
+
+            side, busy = torch.cuda.Stream(), torch.randn(4096, 4096, device="cuda")
+        for i in range(5):
+            host = mod.make_inputs(shape, seed + 1 + i)
+            ref = mod.reference(*host)
+            if side is None:
+                for d, x in zip(dev, host):
+                    _write(kind, d, x)
+                _write(kind, out, np.full(ref.shape, np.nan, np.float32))
+                version(*dev, out=out)
+            else:
+                torch.cuda.synchronize()
+                with torch.cuda.stream(side):
+                    torch.mm(busy, busy)  # milliseconds of work before the inputs are written
+                    for d, x in zip(dev, host):
+                        _write(kind, d, x)
+                    out.fill_(float("nan"))
+                    version(*dev, out=out)
+                    result = out.clone()  # the consumer, on the same stream
+                torch.cuda.synchronize()
+            got = back(out) if side is None else result.cpu().numpy()
+            check = compare(got, ref, TOLERANCE[lesson])
+            assert check.ok, f"{kind} {case} call {i}: {check}"
+        assert _fastlaunch.STATS.get("graph", 0) >= graphs + 3, (kind, _fastlaunch.STATS)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("label,call,fragments", BAD, ids=[b[0] for b in BAD])
 def test_gpu_bad_input_same_error_after_a_hit(label, call, fragments):
@@ -678,6 +848,7 @@ MOCK_LIBCUDA = r"""
 #include <stdint.h>
 #include <string.h>
 static uint64_t values[64]; static int sizes[64]; static int nparams;
+static void *capture; static int captured, graph_launches, destroyed; static uint64_t captured_values[64];
 static unsigned dims[7]; static void *last_stream, *recorded_on, *waiting; static int launches;
 void mock_sizes(int n, const int *s) { nparams = n; memcpy(sizes, s, n * sizeof(int)); }
 uint64_t mock_value(int i) { return values[i]; }
@@ -692,9 +863,26 @@ int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
     unsigned d[7] = {gx, gy, gz, bx, by, bz, shared};
     memcpy(dims, d, sizeof d);
     last_stream = stream;
-    for (int i = 0; i < nparams; i++) { values[i] = 0; memcpy(&values[i], params[i], sizes[i]); }
+    uint64_t *into = stream && stream == capture ? captured_values : values;
+    for (int i = 0; i < nparams; i++) { into[i] = 0; memcpy(&into[i], params[i], sizes[i]); }
+    if (into == captured_values) { captured++; return 0; }
     launches++;
     return 0;
+}
+/* graphs: launches on the capturing stream are recorded, not run; a graph launch replays the last one recorded */
+int mock_captured(void) { return captured; }
+int mock_graph_launches(void) { return graph_launches; }
+int mock_destroyed(void) { return destroyed; }
+int cuStreamCreate(void **s, unsigned flags) { *s = (void *)0xC5; return flags == 1 ? 0 : 1; }
+int cuStreamIsCapturing(void *s, int *status) { *status = s && s == capture; return 0; }
+int cuStreamBeginCapture_v2(void *s, int mode) { if (capture || mode != 2) return 900; capture = s; return 0; }
+int cuStreamEndCapture(void *s, void **graph) { if (s != capture) return 901; capture = 0; *graph = (void *)0x6A; return 0; }
+int cuGraphInstantiateWithFlags(void **exe, void *graph, unsigned long long flags) { *exe = (void *)0xE8; return graph == (void *)0x6A ? 0 : 400; }
+int cuGraphDestroy(void *graph) { return 0; }
+int cuGraphExecDestroy(void *exe) { destroyed++; return 0; }
+int cuGraphLaunch(void *exe, void *stream) {
+    if (exe != (void *)0xE8) return 400;
+    last_stream = stream; memcpy(values, captured_values, sizeof values); graph_launches++; return 0;
 }
 int cuCtxGetCurrent(void **ctx) { *ctx = (void *)0x1234; return 0; }
 int cuEventCreate(void **ev, unsigned flags) { *ev = (void *)0xE0; return flags == 2 ? 0 : 1; }
@@ -748,6 +936,27 @@ def test_driver_calls_through_ctypes(mock_libcuda):
     with pytest.raises(CudaAPIError, match="CUDA_ERROR_INVALID_HANDLE"):
         backend.launch(backend.prepare((0, 1, 1, 1, 1, 1, 1, 0), params), 0)
     assert mock.mock_launches() == 2
+
+
+def test_graph_calls_through_ctypes(mock_libcuda):
+    """Capture on a private stream, instantiate, launch on the call's stream, destroy: the driver calls as ctypes
+    makes them (the stand-in records a launch on the capturing stream instead of running it)."""
+    backend = _fastlaunch.CudaBackend(mock_libcuda)
+    mock = ctypes.CDLL(mock_libcuda)
+    mock.mock_value.restype = ctypes.c_uint64
+    mock.mock_stream.restype = ctypes.c_void_p
+    mock.mock_sizes(1, (ctypes.c_int * 1)(8))
+    params, keep = _fastlaunch.pack_params([0xA000], {0})
+    prepared = backend.prepare((0x1001, 1, 1, 1, 32, 1, 1, 0), params)
+    launches = mock.mock_launches()
+    exe = backend.build_graph([prepared, prepared])
+    assert exe == 0xE8 and mock.mock_captured() == 2 and mock.mock_launches() == launches  # recorded, not run
+    assert not backend.capturing(0xC5) and not backend.capturing(0)  # the capture has ended
+    keep[0].value = 0xB000  # the graph keeps the parameters it was captured with
+    backend.graph_launch(exe, 0x77)
+    assert mock.mock_graph_launches() == 1 and mock.mock_stream() == 0x77 and mock.mock_value(0) == 0xA000
+    backend.destroy_graph(exe)
+    assert mock.mock_destroyed() == 1
 
 
 def test_replay_through_the_driver_stand_in(fake, mock_libcuda, monkeypatch):
