@@ -536,15 +536,42 @@ def _compile_in_child(requests: list[dict]) -> list[dict]:
     return json.loads(run_with_real_cuda(_WORKER, stdin=json.dumps(requests)))
 
 
+#: Compile in at most this many child processes at once (GPUKERNELS_COMPILE_JOBS; default: the CPUs, up to 8).
+#: NVVM compiles one kernel on one core, and a lesson's unrolled kernels take 10-20 s each: a whole lesson
+#: compiled in one process took minutes on the H200 machine's first (uncached) run of 01_matmul.
+MAX_COMPILE_JOBS = 8
+
+
+def compile_jobs(n: int) -> int:
+    """Child processes for ``n`` uncached compiles: one per CPU this process may use, at most MAX_COMPILE_JOBS."""
+    env = os.environ.get("GPUKERNELS_COMPILE_JOBS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        jobs = int(env)
+    else:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        jobs = min(cpus, MAX_COMPILE_JOBS)
+    return max(1, min(jobs, n))
+
+
 def compile_requests(requests: list[dict]) -> list[dict]:
-    """Compile in this process when numba.cuda is the real target, else in a child process. Raises
-    ToolchainMissing where numba-cuda's compiler is not installed (cached results need no compiler)."""
+    """Compile in this process when numba.cuda is the real target and there is one core to use, else in child
+    processes, several at once (`compile_jobs`), each given every jobs-th request. Raises ToolchainMissing where
+    numba-cuda's compiler is not installed (cached results need no compiler)."""
     if not requests:
         return []
     require_toolchain()
-    if _real_numba_cuda():
-        return _compile_requests(requests)
-    return _compile_in_child(requests)
+    jobs = compile_jobs(len(requests))
+    if jobs == 1:
+        return _compile_requests(requests) if _real_numba_cuda() else _compile_in_child(requests)
+    from concurrent.futures import ThreadPoolExecutor
+
+    chunks = [requests[i::jobs] for i in range(jobs)]  # interleaved: the slow unrolled steps are spread out
+    with ThreadPoolExecutor(jobs) as pool:  # threads that each wait on one child process
+        results = list(pool.map(_compile_in_child, chunks))
+    out = [None] * len(requests)
+    for i, chunk_results in enumerate(results):
+        out[i::jobs] = chunk_results
+    return out
 
 
 # ----------------------------------------------------------------------------------------------------------

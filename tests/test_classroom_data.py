@@ -8,6 +8,9 @@ import gpukernels
 from gpukernels.classroom import data, racy
 
 SHAPE = (32, 32, 32)
+#: The tracer runs in this process only on the simulator; on a GPU machine the page is traced in a simulator child
+#: (the last test, which runs everywhere).
+sim_only = pytest.mark.skipif(gpukernels.MODE != "sim", reason="the tracer runs on the simulator")
 
 
 @pytest.fixture(scope="module")
@@ -20,6 +23,7 @@ def traced():
     return out
 
 
+@sim_only
 @pytest.mark.parametrize("name", ["naive", "tiled", "broken"])
 def test_loads_per_step_add_up_to_the_tracers_traffic(traced, name):
     t = traced[name]
@@ -30,6 +34,7 @@ def test_loads_per_step_add_up_to_the_tracers_traffic(traced, name):
         assert sum(sum(s["loads"].get(a.array, [])) for s in d["steps"]) == a.loads
 
 
+@sim_only
 def test_tiled_steps_are_its_k_phases(traced):
     d = data.version_data(traced["tiled"], "tiled", "", "K phase")
     assert [s["label"] for s in d["steps"]] == ["tiled_kernel: K phase 1 of 2", "tiled_kernel: K phase 2 of 2"]
@@ -43,6 +48,7 @@ def test_tiled_steps_are_its_k_phases(traced):
     assert sorted(cells[1::2]) == sorted(r * 32 + c for r in range(16) for c in range(16, 32))
 
 
+@sim_only
 @pytest.mark.parametrize("name", ["naive", "tiled"])
 def test_warp_accesses_use_the_tracers_definitions(traced, name):
     t = traced[name]
@@ -59,6 +65,7 @@ def test_warp_accesses_use_the_tracers_definitions(traced, name):
         assert max(w["degree"] for w in mine) == line.max_degree
 
 
+@sim_only
 def test_the_race_view_draws_as_many_elements_as_the_tracer_counts(traced):
     t = traced["broken"]
     d = data.version_data(t, "broken", "", races=True)
@@ -77,6 +84,7 @@ def test_runs():
     assert sum((data.expand(*r) for r in data.runs([3, 1, 9, 7, 5, 2])), []) == [1, 2, 3, 5, 7, 9]
 
 
+@sim_only
 def test_a_size_too_large_for_a_page_is_refused():
     mod = gpukernels.matmul
     with pytest.raises(data.TooLarge, match="choose a smaller --size"):

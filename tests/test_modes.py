@@ -33,7 +33,13 @@ def test_bad_requests_are_refused():
 
 
 def test_a_sim_child_imports_this_checkouts_gpukernels_in_simulator_mode(tmp_path, monkeypatch):
-    monkeypatch.delenv("PYTHONPATH", raising=False)  # an installed gpukernels (another checkout's) must not win
+    # another checkout's gpukernels on PYTHONPATH must not win (the rest of PYTHONPATH stays: on a machine whose
+    # dependencies live there, the child needs them)
+    decoy = tmp_path / "other" / "gpukernels"
+    decoy.mkdir(parents=True)
+    (decoy / "__init__.py").write_text("raise ImportError('the other checkout was imported')\n")
+    rest = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", str(decoy.parent) + (os.pathsep + rest if rest else ""))
     code = ("import sys, gpukernels; print(gpukernels.MODE, gpukernels.__file__, sys.argv[1:], sys.stdin.read(), "
             "sep='|')")
     proc = run_in_mode("sim", code, args=["a", 2], stdin="fed", cwd=tmp_path)

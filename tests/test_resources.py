@@ -168,3 +168,23 @@ def test_cli_json(tmp_path, monkeypatch, capsys):
     assert {r["lesson"] for r in data["rows"]} == set(gpukernels.LESSONS)
     assert all(r["registers"] == 31 and r["shared_bytes"] == 3072 for r in data["rows"])
     assert "Resources and occupancy on sm_80" in capsys.readouterr().out
+
+
+def test_compiles_are_spread_over_child_processes_in_order(monkeypatch):
+    """Uncached compiles go to several children at once (every jobs-th request to each); the results come back in
+    the order of the requests whatever the split, and GPUKERNELS_COMPILE_JOBS chooses how many."""
+    calls = []
+
+    def child(chunk):
+        calls.append([r["index"] for r in chunk])
+        return [{"compiled": r["index"]} for r in chunk]
+
+    monkeypatch.setattr(R, "_compile_in_child", child)
+    monkeypatch.setattr(R, "require_toolchain", lambda *a: None)
+    requests = [{"index": i} for i in range(7)]
+    monkeypatch.setenv("GPUKERNELS_COMPILE_JOBS", "3")
+    assert R.compile_requests(requests) == [{"compiled": i} for i in range(7)]
+    assert sorted(calls) == [[0, 3, 6], [1, 4], [2, 5]]
+    assert R.compile_jobs(2) == 2 and R.compile_jobs(1) == 1
+    monkeypatch.setenv("GPUKERNELS_COMPILE_JOBS", "")
+    assert 1 <= R.compile_jobs(100) <= R.MAX_COMPILE_JOBS
