@@ -305,6 +305,7 @@ class CudaBackend:
         self._error_name.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
         self._events: dict = {}
         self._order_lock = threading.Lock()
+        self._graph_lock = threading.Lock()
 
     def _check(self, rc: int, what: str) -> None:
         if rc:
@@ -388,6 +389,10 @@ class CudaBackend:
         """An executable graph of ``launches`` (prepared, their parameter blocks as they are now), or None."""
         if not self._graph_api():
             return None
+        with self._graph_lock:  # one capture at a time on the private stream (two threads' entries may build)
+            return self._build_graph(launches)
+
+    def _build_graph(self, launches: list) -> int | None:
         g, ctx = self._graph, self.context()
         cap = self._capture_streams.get(ctx)
         if cap is None:
