@@ -12,6 +12,8 @@ is missing -- the same answers a student's Mac gets (``make test-nocuda`` runs t
 """
 
 import importlib.util
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -50,7 +52,34 @@ def _skips() -> dict:
     return skips
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--resume-from", nargs="+", metavar="LOG", default=None,
+        help="leave out the tests that PASSED or SKIPPED in these `pytest -v` logs (a GPU suite run split over "
+             "several calls of a time-limited machine: each call resumes where the last one was cut off)")
+
+
+# `pytest -v -n N` writes "[gw3] [ 10%] PASSED tests/...::name"; without xdist, "tests/...::name PASSED [ 10%]"
+_RESULT = re.compile(r"(?:PASSED|SKIPPED) (tests/\S+::.+?)(?:@\S+)? *$", re.M)
+_RESULT_SERIAL = re.compile(r"^(tests/\S+::.+?)(?:@\S+)? (?:PASSED|SKIPPED)\b", re.M)
+
+
+def finished_in(logs) -> set:
+    """Node ids that passed or were skipped in ``pytest -v`` logs (xdist's ``@group`` suffix dropped)."""
+    done = set()
+    for log in logs:
+        text = Path(log).read_text(errors="replace")
+        done.update(m.strip() for m in _RESULT.findall(text) + _RESULT_SERIAL.findall(text))
+    return done
+
+
 def pytest_collection_modifyitems(config, items):
+    logs = config.getoption("--resume-from")
+    if logs:
+        done = finished_in(logs)
+        keep = [i for i in items if i.nodeid.split("@")[0] not in done]
+        config.hook.pytest_deselected(items=[i for i in items if i.nodeid.split("@")[0] in done])
+        items[:] = keep
     skips = {name: pytest.mark.skip(reason=why) for name, why in _skips().items()}
     for item in items:
         for name, mark in skips.items():

@@ -1,0 +1,30 @@
+"""``pytest --resume-from LOG``: a GPU suite run split over several calls of a time-limited machine."""
+
+import subprocess
+import sys
+
+from .conftest import finished_in
+
+
+def test_finished_in_reads_passed_and_skipped_with_xdist_groups(tmp_path):
+    log = tmp_path / "a.log"
+    log.write_text("tests/test_x.py::test_a \n"
+                   "[gw3] [ 10%] PASSED tests/test_x.py::test_a \n"
+                   "[gw1] [ 20%] SKIPPED tests/test_x.py::test_b[matmul list]@matmul.tiled \n"
+                   "[gw2] [ 30%] FAILED tests/test_x.py::test_c \n"
+                   "tests/test_x.py::test_d \n"  # started, cut off: not finished
+                   "tests/test_x.py::test_e PASSED                [ 40%]\n")  # without xdist
+    assert finished_in([log]) == {"tests/test_x.py::test_a", "tests/test_x.py::test_b[matmul list]",
+                                 "tests/test_x.py::test_e"}
+
+
+def test_a_resumed_run_leaves_out_what_finished(tmp_path):
+    first = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "tests/test_resume.py",
+                            "-k", "finished_in"], capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stdout[-2000:]
+    log = tmp_path / "first.log"
+    log.write_text(first.stdout)
+    again = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "tests/test_resume.py",
+                            "-k", "finished_in", "--resume-from", str(log)], capture_output=True, text=True,
+                           timeout=300)
+    assert "2 deselected / 0 selected" in again.stdout and "PASSED" not in again.stdout, again.stdout[-2000:]
