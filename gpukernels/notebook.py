@@ -399,20 +399,96 @@ def results_table(report, lesson: str, label: str):
     return _labelled(label, table, note.strip())
 
 
-def traffic_table(lesson: str, shape):
-    """Global traffic of every version at ``shape``, counted by the tracer (on the simulator): the demo's own
-    table (``gpukernels.demo.sim_table``), labelled."""
+#: Traced traffic tables kept beside the notebooks: tracing all 19 matmul steps takes ~18 s of the simulator, which
+#: is most of 01_matmul's 45 s budget. A table is used only while its key -- a hash of every source file that decides
+#: the counts (the lesson's kernels and launchers, the simulator, the tracer) -- matches; a student who edits a
+#: kernel gets a live trace. tests/test_notebook_module.py re-traces the committed tables and fails when stale.
+TRACED = Path(__file__).resolve().parent.parent / "notebooks" / "traced"
+
+
+def traced_key(lesson: str, shape) -> str:
+    """The hash of what decides ``lesson``'s traced counts at ``shape``: its sources, the simulator's, the tracer's."""
+    import hashlib
+
+    pkg = Path(gpukernels.__file__).resolve().parent
+    lesson_src = pkg / lesson
+    files = sorted(lesson_src.glob("*.py")) if lesson_src.is_dir() else [pkg / f"{lesson}.py"]
+    files += sorted((pkg / "sim").rglob("*.py")) + [pkg / n for n in ("trace.py", "_launch.py", "_intrinsics.py",
+                                                                      "demo.py")]
+    h = hashlib.sha256(repr((lesson, tuple(shape))).encode())
+    for f in files:
+        h.update(f.relative_to(pkg).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:20]
+
+
+def traced_path(lesson: str, shape) -> Path:
+    return TRACED / f"{lesson}-{'x'.join(map(str, shape))}.json"
+
+
+def traffic_rows(lesson: str, shape, fresh: bool = False) -> tuple[list, bool]:
+    """(the demo's traced rows for every version at ``shape``, whether they came from the kept table)."""
+    import json
+
+    path = traced_path(lesson, shape)
+    if not fresh and path.exists():
+        kept = json.loads(path.read_text())
+        if kept.get("key") == traced_key(lesson, shape):
+            return kept["rows"], True
     from gpukernels import demo
 
-    rows = on_simulator(demo.demo_sim, lesson, tuple(shape))
+    return on_simulator(demo.demo_sim, lesson, tuple(shape)), False
+
+
+def keep_traffic(lesson: str, shape) -> Path:
+    """Trace ``lesson`` at ``shape`` now and keep the table beside the notebooks (``python -m gpukernels.notebook
+    keep matmul 64 64 8``)."""
+    import json
+
+    rows, _ = traffic_rows(lesson, shape, fresh=True)
+    path = traced_path(lesson, shape)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    clean = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in r.items()} for r in rows]
+    path.write_text(json.dumps({"lesson": lesson, "shape": list(shape), "key": traced_key(lesson, shape),
+                                "rows": clean}, indent=1) + "\n")
+    return path
+
+
+def traffic_table(lesson: str, shape):
+    """Global traffic of every version at ``shape``, counted by the tracer (on the simulator): the demo's own
+    table (``gpukernels.demo.sim_table``), labelled. Taken from the table kept in notebooks/traced/ when the
+    kernels, simulator and tracer are the ones it was traced with (`traffic_rows`)."""
+    from gpukernels import demo
+
+    rows, kept = traffic_rows(lesson, shape)
     floor = gpukernels.LESSONS[lesson].min_bytes(shape)
-    label = (f"**Counted by the tracer** on the simulator, shape {'x'.join(map(str, shape))}: every global load and "
-             f"store the kernels issue (no caches), against the minimum {_bytes(floor)} (each input read once, the "
-             f"output written once).")
+    how = (f"traced with these very sources, kept in `notebooks/traced/{traced_path(lesson, shape).name}`" if kept
+           else "traced now")
+    label = (f"**Counted by the tracer** on the simulator ({how}), shape {'x'.join(map(str, shape))}: every global "
+             f"load and store the kernels issue (no caches), against the minimum {_bytes(floor)} (each input read "
+             f"once, the output written once).")
     table = demo.sim_table(rows)
     table.title = ""  # the label says it
     return _labelled(label, table)
 
 
 __all__ = ["DPI", "GPU", "where_and_when", "png", "on_simulator", "run_traced", "try_launch", "markdown_table",
-           "resource_table", "race_table", "measurements", "committed_results", "results_table", "traffic_table"]
+           "resource_table", "race_table", "measurements", "committed_results", "results_table", "traffic_table",
+           "traffic_rows", "keep_traffic", "traced_key"]
+
+
+def main(argv=None) -> int:
+    """``python -m gpukernels.notebook keep LESSON DIM...``: trace and keep a notebook's traffic table."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m gpukernels.notebook")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    keep = sub.add_parser("keep", help="trace every version of LESSON at the shape and keep the table")
+    keep.add_argument("lesson", choices=list(gpukernels.LESSONS))
+    keep.add_argument("dims", nargs="+", type=int, help="the shape, e.g. 64 64 8")
+    args = parser.parse_args(argv)
+    print(keep_traffic(args.lesson, tuple(args.dims)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -111,6 +111,34 @@ def test_a_cell_kernel_is_rebuilt_from_its_cells_definitions():
 
 
 @sim_only
+@pytest.mark.parametrize("kept", sorted(nb.TRACED.glob("*.json")), ids=lambda p: p.stem)
+def test_kept_traffic_tables_are_what_the_tracer_counts_now(kept):
+    """A table kept beside the notebooks (notebooks/traced/) is used only while its key matches the sources; this
+    re-traces it and fails when it is stale or its counts differ."""
+    import json
+
+    table = json.loads(kept.read_text())
+    lesson, shape = table["lesson"], tuple(table["shape"])
+    assert table["key"] == nb.traced_key(lesson, shape), (
+        f"{kept.name} is stale: run python -m gpukernels.notebook keep {lesson} {' '.join(map(str, shape))}")
+    live, from_kept = nb.traffic_rows(lesson, shape, fresh=True)
+    assert not from_kept
+    fields = ("version", "loaded_bytes", "stored_bytes", "reuse", "ok")
+    assert [[r.get(f) for f in fields] for r in live] == [[r.get(f) for f in fields] for r in table["rows"]]
+    assert nb.traffic_rows(lesson, shape) == (table["rows"], True)
+
+
+@sim_only
+def test_a_kept_traffic_table_is_not_used_once_a_source_changes(tmp_path, monkeypatch):
+    monkeypatch.setattr(nb, "TRACED", tmp_path)
+    nb.keep_traffic("softmax", (4, 64))
+    assert nb.traffic_rows("softmax", (4, 64))[1] is True
+    monkeypatch.setattr(nb, "traced_key", lambda lesson, shape: "another")  # as after an edit to a kernel
+    rows, kept = nb.traffic_rows("softmax", (4, 64))
+    assert not kept and [r["version"] for r in rows] == list(gpukernels.softmax.VERSIONS)
+
+
+@sim_only
 def test_traffic_table_counts_every_version_against_the_minimum():
     text = str(getattr(nb.traffic_table("softmax", (4, 64)), "data", ""))
     rows = [line for line in text.splitlines() if line.startswith("| ") and "version" not in line]
