@@ -247,6 +247,13 @@ def _is_literal(node) -> bool:
 # ----------------------------------------------------------------------------------------------------------
 
 
+#: The versions the notebooks draw event figures of (reuse maps, tile phases) after checking every version with
+#: `run_traced`: their traces keep the event log, so that the figures need no second simulation. (Every version's
+#: events would cost more than they save: the register-blocked steps' logs are the largest.)
+FIGURE_VERSIONS = {"matmul": ("naive", "coalesced", "tiled"), "cbr": ("naive", "fused_direct"),
+                   "softmax": ("naive",)}
+
+
 def run_traced(lesson: str, version: str, shape, kernel=None, seed: int = 0):
     """Run ``lesson.VERSIONS[version]`` on inputs of ``shape`` under the tracer -- with its kernel replaced by
     ``kernel`` if given (same launch configuration: the launcher's own plan). Returns (CheckResult, Summary)."""
@@ -265,9 +272,14 @@ def run_traced(lesson: str, version: str, shape, kernel=None, seed: int = 0):
     launches = mod.VERSIONS[version].launches(*d_inputs, out=out)
     if kernel is not None:
         launches = [dataclasses.replace(launch, kernel=kernel) for launch in launches]
-    with gpukernels.trace() as t:
+    keep = kernel is None and version in FIGURE_VERSIONS.get(lesson, ())
+    with gpukernels.trace(events=keep) as t:
         for launch in launches:
             launch()
+    if keep:  # the notebook's figures of this version at this shape reuse this very trace (viz.traced's cache)
+        from gpukernels.viz.traced import remember
+
+        remember(lesson, version, shape, seed, t, launches, d_inputs)
     return compare(out.copy_to_host(), ref, TOLERANCE[lesson]), t.summary()
 
 
