@@ -75,9 +75,10 @@ def _count(what: str) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Reading an array: (ptr, shape, typestr, strides, stream, lo, hi)
-#   strides: as the interface gives them (None: C-contiguous); stream: the stream its pending work is on, or None;
-#   [lo, hi): the bytes it spans.
+# Reading an array: (ptr, shape, typestr, strides, stream)
+#   strides: as the interface gives them (None: C-contiguous); stream: the stream its pending work is on, or None.
+#   `read_array` adds [lo, hi), the bytes it spans; a hit does not compute that: the key fixes shape and strides,
+#   so the entry keeps each array's span as offsets from its pointer.
 # ----------------------------------------------------------------------------------------------------------
 
 
@@ -111,7 +112,7 @@ def read_cai(x: Any) -> tuple | None:
         return None
     if strides is not None:
         strides = tuple(strides)
-    return (ptr, shape, typestr, strides, stream) + span(ptr, shape, strides, int(typestr[2:]))
+    return ptr, shape, typestr, strides, stream
 
 
 def read_numba(a: Any) -> tuple:
@@ -122,9 +123,7 @@ def read_numba(a: Any) -> tuple:
     except AttributeError:  # no memory (a zero-size array)
         ptr = a.device_ctypes_pointer.value or 0
     st = a.stream
-    stream = (int(st) or None) if st else None
-    shape, strides, dtype = a.shape, a.strides, a.dtype
-    return (ptr, shape, dtype, strides, stream) + span(ptr, shape, strides, dtype.itemsize)
+    return ptr, a.shape, a.dtype, a.strides, (int(st) or None) if st else None
 
 
 _TORCH_TYPESTR: dict = {}
@@ -143,11 +142,11 @@ def read_torch(t: Any) -> tuple | None:
     typestr = _TORCH_TYPESTR.get(t.dtype)
     if typestr is None:
         return None
-    shape = tuple(t.shape)
-    itemsize = t.element_size()
-    strides = None if t.is_contiguous() else tuple(s * itemsize for s in t.stride())
-    ptr = t.data_ptr()
-    return (ptr, shape, typestr, strides, torch_stream(t.get_device())) + span(ptr, shape, strides, itemsize)
+    strides = None
+    if not t.is_contiguous():
+        itemsize = t.element_size()
+        strides = tuple(s * itemsize for s in t.stride())
+    return t.data_ptr(), tuple(t.shape), typestr, strides, torch_stream(t.get_device())
 
 
 def torch_stream(device: int) -> int:
@@ -178,10 +177,19 @@ def reader_for(tp: type):
     return reader
 
 
+def itemsize_of(typestr) -> int:
+    """The item size of a typestr ("<f4") or of a NumPy dtype (what `read_numba` gives in its place)."""
+    return int(typestr[2:]) if isinstance(typestr, str) else typestr.itemsize
+
+
 def read_array(x: Any) -> tuple | None:
-    """The description of a device array, or None (not a device array, or one the checked path must see)."""
+    """The description of a device array with its span, (ptr, shape, typestr, strides, stream, lo, hi), or None
+    (not a device array, or one the checked path must see)."""
     reader = reader_for(type(x))
-    return reader(x) if reader is not None else None
+    d = reader(x) if reader is not None else None
+    if d is None:
+        return None
+    return d + span(d[0], d[1], d[3], itemsize_of(d[2]))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -284,17 +292,22 @@ class CudaBackend:
         if lib is None:
             raise OSError("no CUDA driver library (libcuda) found")
         self._lib = lib
+        # The calls a hit makes go through a PyDLL view of the same library: ctypes keeps the GIL for them instead
+        # of releasing and re-taking it (a few tenths of a microsecond each). They return at once -- a launch is
+        # queued, not waited for -- as torch's launches, which also keep the GIL, do. (Captures and instantiation,
+        # which take long, go through the CDLL and release it.)
+        fast = ctypes.PyDLL(lib._name, handle=lib._handle)
         vp, ui = ctypes.c_void_p, ctypes.c_uint
         # argtypes left unset: every argument is passed as a ctypes value built once (`prepare`), which saves
         # ctypes converting eleven Python ints on every launch.
-        self._launch = lib.cuLaunchKernel
+        self._launch = fast.cuLaunchKernel
         self._launch.restype = ctypes.c_int
-        self._ctx = lib.cuCtxGetCurrent  # called with a per-thread buffer's byref (`context`)
+        self._ctx = fast.cuCtxGetCurrent  # called with a per-thread buffer's byref (`context`)
         self._ctx.restype = ctypes.c_int
         self._local = threading.local()
-        self._record = lib.cuEventRecord
+        self._record = fast.cuEventRecord
         self._record.argtypes = [vp, vp]
-        self._wait = lib.cuStreamWaitEvent
+        self._wait = fast.cuStreamWaitEvent
         self._wait.argtypes = [vp, vp, ui]
         self._event_create = lib.cuEventCreate
         self._event_create.argtypes = [ctypes.POINTER(vp), ui]
@@ -303,6 +316,7 @@ class CudaBackend:
             self._kernel_function.argtypes = [ctypes.POINTER(vp), vp]
         self._error_name = lib.cuGetErrorName
         self._error_name.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+        self._fast_lib = fast
         self._events: dict = {}
         self._order_lock = threading.Lock()
         self._graph_lock = threading.Lock()
@@ -328,14 +342,13 @@ class CudaBackend:
         return buf.value or 0
 
     @staticmethod
-    def prepare(fixed: tuple, params: int) -> tuple:
-        """A launch's arguments to cuLaunchKernel as ctypes values, once: (function, grid, block, shared bytes)
-        and the parameter block, the stream left out."""
+    def prepare(fixed: tuple, params: int) -> Prepared:
+        """A launch's arguments to cuLaunchKernel as ctypes values, built once per stream (`Prepared`)."""
         ui = ctypes.c_uint
-        return (ctypes.c_void_p(fixed[0]),) + tuple(ui(v) for v in fixed[1:]) + (ctypes.c_void_p(params),)
+        return Prepared((ctypes.c_void_p(fixed[0]),) + tuple(ui(v) for v in fixed[1:]), ctypes.c_void_p(params))
 
-    def launch(self, prepared: tuple, stream: int) -> None:
-        rc = self._launch(*prepared[:8], ctypes.c_void_p(stream), prepared[8], None)
+    def launch(self, prepared: Prepared, stream: int) -> None:
+        rc = self._launch(*prepared[stream])
         if rc:
             self._check(rc, "cuLaunchKernel")
 
@@ -364,8 +377,9 @@ class CudaBackend:
                      "cuGraphInstantiateWithFlags": [pvp, vp, ctypes.c_ulonglong], "cuGraphDestroy": [vp],
                      "cuGraphLaunch": [vp, vp], "cuGraphExecDestroy": [vp]}
             api = {}
+            quick = ("cuStreamIsCapturing", "cuGraphLaunch")  # a hit's calls: through the PyDLL view
             for name, argtypes in names.items():
-                fn = getattr(lib, name, None)
+                fn = getattr(self._fast_lib if name in quick else lib, name, None)
                 if fn is None:
                     api = False
                     break
@@ -373,17 +387,21 @@ class CudaBackend:
                 api[name] = fn
             self._graph = api
             self._capture_streams: dict = {}
-            self._capturing = ctypes.c_int()
-            self._capturing_ref = ctypes.byref(self._capturing)
         return bool(api)
 
     def capturing(self, stream: int) -> bool:
         """Is ``stream`` being captured into a graph (or can we not tell)? Then its launches must be its own."""
         if not self._graph_api():
             return True
-        if self._graph["cuStreamIsCapturing"](stream or None, self._capturing_ref):
+        try:
+            buf, ref = self._local.capturing  # per thread: another thread may ask between our call and our read
+        except AttributeError:
+            buf = ctypes.c_int()
+            ref = ctypes.byref(buf)
+            self._local.capturing = buf, ref
+        if self._graph["cuStreamIsCapturing"](stream or None, ref):
             return True  # e.g. the legacy stream while another stream captures in global mode: do as before
-        return self._capturing.value != 0
+        return buf.value != 0
 
     def build_graph(self, launches: list) -> int | None:
         """An executable graph of ``launches`` (prepared, their parameter blocks as they are now), or None."""
@@ -404,7 +422,7 @@ class CudaBackend:
             return None
         failed = False
         for prepared in launches:
-            if self._launch(*prepared[:8], ctypes.c_void_p(cap), prepared[8], None):
+            if self._launch(*prepared[cap]):
                 failed = True
                 break
         graph = ctypes.c_void_p()
@@ -446,6 +464,23 @@ class CudaBackend:
         from numba import cuda
 
         return cuda.device_array(shape, dtype=dtype)
+
+
+class Prepared(dict):
+    """cuLaunchKernel's eleven arguments as ctypes values, per stream: ``prepared[stream]`` is the whole tuple,
+    built the first time a stream comes (so a hit builds no ctypes value; a few streams are kept)."""
+
+    __slots__ = ("head", "params")
+
+    def __init__(self, head: tuple, params):
+        super().__init__()
+        self.head, self.params = head, params  # (function, grid x, y, z, block x, y, z, shared bytes), the block
+
+    def __missing__(self, stream: int) -> tuple:
+        if len(self) >= 8:
+            self.clear()
+        args = self[stream] = self.head + (ctypes.c_void_p(stream or None), self.params, None)
+        return args
 
 
 class LaunchTemplate:
@@ -534,10 +569,11 @@ BACKEND: Any = None
 class Entry:
     """A recorded configuration of a version: its launches and where each data pointer comes from."""
 
-    __slots__ = ("launches", "slots", "keep", "stream", "out_shape", "out_dtype", "lock", "graphs")
+    __slots__ = ("launches", "slots", "keep", "stream", "out_shape", "out_dtype", "lock", "graphs", "spans")
 
-    def __init__(self, launches, slots, keep, stream, out_shape, out_dtype):
+    def __init__(self, launches, slots, keep, stream, out_shape, out_dtype, spans=()):
         self.launches = launches  # [the backend's prepared arguments of each launch]
+        self.spans = spans  # [(lo, hi) of each array argument, then of out, as offsets from its pointer]
         self.slots = slots  # [(ctypes value, base index, byte offset)]
         self.keep = keep  # what must live as long as the entry: parameter blocks, workspaces
         self.stream = stream  # the stream a workspace belongs to (None: no workspace)
@@ -625,7 +661,8 @@ def build_entry(backend, templates: list, bases: list, stream: int, out_shape, o
                 keep.append(arr)  # allocated by the plan: a workspace, reused by every call of this entry
                 workspace = True
     return Entry([backend.prepare(t.fixed, t.params) for t in templates], slots, keep,
-                 stream if workspace else None, out_shape, out_dtype)
+                 stream if workspace else None, out_shape, out_dtype,
+                 [(lo - ptr, hi - ptr) for lo, hi, ptr in bases])
 
 
 class Recorder:
@@ -695,10 +732,12 @@ def call(version, args: tuple, out: Any, stream: Any, params: dict):
     if out is None:
         od = out_key = None
     else:
-        od = read_array(out)
+        tp = type(out)
+        reader = _READERS[tp] if tp in _READERS else reader_for(tp)
+        od = reader(out) if reader is not None else None
         if od is None:
             return _uncached(version, "out not a device array", args, out, stream, params)
-        out_key = (type(out), od[1], od[2], od[3], od[0] & 15)
+        out_key = (tp, od[1], od[2], od[3], od[0] & 15)
         if od[4] is not None:
             producers.append(od[4])
     param_key = ()
@@ -723,12 +762,17 @@ def call(version, args: tuple, out: Any, stream: Any, params: dict):
     # A hit: this configuration passed every check. What can differ from the recorded call: the pointers.
     bases = [d[0] for d in descs]
     if od is not None:
-        olo, ohi = od[5], od[6]
-        for i, d in enumerate(descs):
-            if d[5] < ohi and olo < d[6] and not (version.inplace and d[5] == olo and d[6] == ohi):
+        # out must not overlap an input (an in-place version may be given the very input): the spans, from the
+        # offsets the entry keeps (the key fixes every shape and stride).
+        spans = entry.spans
+        optr = od[0]
+        olo, ohi = optr + spans[-1][0], optr + spans[-1][1]
+        for i, p in enumerate(bases):
+            lo, hi = p + spans[i][0], p + spans[i][1]
+            if lo < ohi and olo < hi and not (version.inplace and lo == olo and hi == ohi):
                 raise version.overlap_error(i)
         result = out
-        bases.append(od[0])
+        bases.append(optr)
     else:
         result = backend.alloc(entry.out_shape, entry.out_dtype)
         bases.append(read_array(result)[0])
@@ -755,7 +799,7 @@ def _miss(version, backend, key, descs, od, args, out, stream, params, s):
         _count("uncached: a launch the fast path cannot replay")
         return result
     out_desc = od if od is not None else read_array(rec.d_out)
-    bases = [(d[5], d[6], d[0]) for d in descs] + [(out_desc[5], out_desc[6], out_desc[0])]
+    bases = [span(d[0], d[1], d[3], itemsize_of(d[2])) + (d[0],) for d in descs + [out_desc]]
     entry = build_entry(backend, templates, bases, s, out_desc[1], rec.d_out.dtype if rec.d_out is not None else None)
     if entry is None:
         _count("uncached: arguments share memory")
