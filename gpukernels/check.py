@@ -1,6 +1,9 @@
 """Checking a result against a float64 reference -- shared by the tests, the demo, the benchmark and the grader.
 
-The measure is the relative error ||out - ref|| / ||ref|| over the finite reference values. Non-finite reference
+The measure is the relative error ||out - ref|| / ||ref|| over the finite reference values -- or, given ``scale``,
+||out - ref|| / ||scale||: a sum's float32 rounding error is proportional to the sum of the magnitudes it adds up,
+not to the sum itself, so a block sum whose terms cancel (a result of 1.28 from terms of +-100) is measured against
+sum(|x|), and a correct kernel is not failed by cancellation its arithmetic cannot avoid. Non-finite reference
 values (a softmax row of -inf, say) must be matched exactly, and a NaN or inf in ``out`` where the reference is
 finite fails outright: an element the kernel never wrote (the output is poisoned with NaN before each run) can
 not hide behind a small average error. A failing check lists the worst elements with their indices, expected
@@ -41,21 +44,26 @@ def relative_error(out, ref) -> float:
     return compare(out, ref, math.inf).rel_error
 
 
-def compare(out, ref, tolerance: float, show: int = 5) -> CheckResult:
+def compare(out, ref, tolerance: float, show: int = 5, scale=None) -> CheckResult:
+    """Check ``out`` against ``ref``; ``scale`` (ref's shape, optional): the magnitude each element's rounding
+    error is proportional to (default: ``ref`` itself)."""
     out = np.asarray(out, dtype=np.float64)
     ref = np.asarray(ref, dtype=np.float64)
     if out.shape != ref.shape:
         raise ValueError(f"result has shape {out.shape}, expected {ref.shape}")
+    mag = ref if scale is None else np.abs(np.asarray(scale, dtype=np.float64))
+    if mag.shape != ref.shape:
+        raise ValueError(f"scale has shape {mag.shape}, expected {ref.shape}")
     fin = np.isfinite(ref)
     # Element-wise: wrong if non-finite values differ, or if |out - ref| is large against the typical magnitude.
     with np.errstate(invalid="ignore"):
-        scale = float(np.sqrt(np.mean(ref[fin] ** 2))) if fin.any() else 1.0
+        scale = float(np.sqrt(np.mean(mag[fin] ** 2))) if fin.any() else 1.0
         scale = scale or 1.0
         elem_err = np.where(fin, np.abs(out - ref) / scale, 0.0)
         elem_err = np.where(np.isnan(elem_err), np.inf, elem_err)
         nonfinite_bad = ~fin & ~((out == ref) | (np.isnan(out) & np.isnan(ref)))
     elem_bad = nonfinite_bad | (elem_err > max(tolerance, 1e-7) * 100) | (fin & ~np.isfinite(out))
-    norm_ref = float(np.linalg.norm(ref[fin])) if fin.any() else 0.0
+    norm_ref = float(np.linalg.norm(mag[fin])) if fin.any() else 0.0
     if (fin & ~np.isfinite(out)).any() or nonfinite_bad.any():
         rel = math.inf
     else:

@@ -14,6 +14,7 @@ EXERCISE = Exercise(
     make_inputs=vector_with_outliers,
     out_shape=lambda shape: (ceil_div(shape[0], THREADS),),
     reference=lambda x: grouped_sum(x, THREADS),
+    error_scale=lambda x: grouped_sum(abs(x), THREADS),  # float32 sums of +-100 terms: errors scale with sum|x|
     launch=lambda shape: (ceil_div(shape[0], THREADS), THREADS),
     shapes=[(1,), (127,), (129,), (1000,)],
     ranges=[(1, 2000)],  # fresh shapes each run, besides the listed ones

@@ -15,6 +15,7 @@ EXERCISE = Exercise(
     make_inputs=vector_with_outliers,
     out_shape=lambda shape: (ceil_div(shape[0], WARP),),
     reference=lambda x: grouped_sum(x, WARP),
+    error_scale=lambda x: grouped_sum(abs(x), WARP),  # float32 sums of +-100 terms: errors scale with sum|x|
     launch=lambda shape: (ceil_div(shape[0], THREADS), THREADS),
     shapes=[(1,), (33,), (100,), (1000,)],
     ranges=[(1, 2000)],  # fresh shapes each run, besides the listed ones

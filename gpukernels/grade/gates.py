@@ -56,6 +56,7 @@ class Case:
     ref: np.ndarray | None
     grid: tuple
     block: tuple
+    scale: np.ndarray | None = None  # the exercise's error_scale of these inputs (None: the reference's own)
 
 
 def _dims(d) -> list:
@@ -67,8 +68,9 @@ def make_case(ex: Exercise, shape: tuple, seed: int, reference: bool = True) -> 
     inputs = {k: np.ascontiguousarray(v) for k, v in ex.make_inputs(shape, seed).items()}
     params = dict(ex.params(shape))
     ref = np.asarray(ex.reference(**inputs, **params)) if reference else None
+    scale = np.asarray(ex.error_scale(**inputs, **params)) if reference and ex.error_scale is not None else None
     grid, block = ex.launch(shape)
-    return Case(tuple(shape), seed, inputs, params, ref, tuple(_dims(grid)), tuple(_dims(block)))
+    return Case(tuple(shape), seed, inputs, params, ref, tuple(_dims(grid)), tuple(_dims(block)), scale)
 
 
 def poisoned(shape) -> np.ndarray:
@@ -379,7 +381,7 @@ class Grading:
                 out = arrays[ex.out]
                 if out.shape != case.ref.shape or out.dtype != np.float32:
                     return f"{where}: output has shape {out.shape} ({out.dtype}), expected {case.ref.shape}"
-                check = compare(out, case.ref, ex.tolerance)
+                check = compare(out, case.ref, ex.tolerance, scale=case.scale)
                 if check.ok:
                     continue
                 text = f"{where}: {check}" + _nan_note(out, case.ref)
@@ -447,7 +449,7 @@ class Grading:
         if arrays is None:
             self.add("speed", False, "the timed run returned no output")
             return
-        check = compare(arrays[ex.out], case.ref, ex.tolerance)
+        check = compare(arrays[ex.out], case.ref, ex.tolerance, scale=case.scale)
         if not check.ok:
             self.add("speed", False, f"wrong result on the GPU at shape {case.shape}: {check}")
             return

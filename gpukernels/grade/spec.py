@@ -266,6 +266,10 @@ class Exercise:
     trace_multiples: Sequence[int] = ()
     constrain: Callable[[tuple], tuple] = lambda shape: shape  # makes a drawn shape valid (a filter fits, ...)
     speed: Speed | None = None
+    #: Called like ``reference``: the magnitude each output's float32 rounding error is proportional to (None: the
+    #: reference itself). A sum's is the sum of |x| it adds up (`grouped_sum` of ``abs(x)``): terms that cancel
+    #: leave a small result with the rounding error of the large terms (`gpukernels.check.compare`).
+    error_scale: Callable[..., Any] | None = None
     points: dict = field(default_factory=lambda: dict(DEFAULT_POINTS))
     hints: dict = field(default_factory=dict)
     summary: str = ""
@@ -368,14 +372,14 @@ def vector_with_outliers(shape, seed) -> dict:
 
 
 def grouped_sum(x, group: int):
-    """Sums of consecutive groups of ``group`` elements of x (the last one padded with zeros), in float64,
-    returned as float32: the reference of every block- or warp-sum exercise."""
+    """Sums of consecutive groups of ``group`` elements of x (the last one padded with zeros), in float64: the
+    reference of every block- or warp-sum exercise (and, of ``abs(x)``, its `Exercise.error_scale`)."""
     import numpy as np
 
     groups = ceil_div(x.size, group)
     padded = np.zeros(groups * group)
     padded[: x.size] = x
-    return padded.reshape(groups, group).sum(axis=1).astype(np.float32)
+    return padded.reshape(groups, group).sum(axis=1)
 
 
 def ceil_div(a: int, b: int) -> int:
