@@ -74,12 +74,14 @@ def array_kinds() -> tuple[dict, list[str]]:
 
 
 def spin_up(fn, seconds: float = SPIN_UP_S) -> int:
-    """Call ``fn`` back to back for ``seconds``, untimed, and return how many calls that was. The first row of a
-    run otherwise meets an idle machine -- the GPU at its idle clock (345 MHz by nvidia-smi on the H200 machine),
-    the CPU's caches and frequency cold -- and on the H200 machine the first row measured came out 2-3 us slower
-    than rows of the same kind measured after it."""
+    """Call ``fn`` back to back for ``seconds``, untimed, and return how many calls that was. Otherwise the first
+    row of a run meets an idle machine: the GPU at its idle clock (345 MHz by nvidia-smi on the H200 machine), the
+    CPU's caches cold. A precaution, not a measured fix: on the H200 machines the spread between runs (docs/overhead.md)
+    is larger than any first-row effect seen."""
     from numba import cuda
 
+    for _ in range(3):  # the first call compiles and records: the clock starts after it
+        fn()
     n, end = 0, time.perf_counter() + seconds
     while time.perf_counter() < end:
         fn()
