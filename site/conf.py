@@ -18,7 +18,8 @@ html_theme = "alabaster"  # ships with Sphinx: no theme package to install or ke
 html_theme_options = {"page_width": "1240px", "sidebar_width": "240px", "fixed_sidebar": True}
 html_title = "gpukernels course"
 html_favicon = "favicon.svg"  # a tile of four blocks; without one every page logs a 404 for /favicon.ico
-html_static_path = []
+html_static_path = ["_static"]
+html_css_files = ["gpukernels.css"]  # code in sidebar links readable on the narrow layout's dark sidebar
 html_copy_source = False  # the site is read, not reassembled: no second copy of every notebook
 # The classroom pages (issue 20) are copied in as they are, by tools/build_site.py, not parsed by Sphinx.
 html_extra_path = ["_extra"]

@@ -144,3 +144,23 @@ def test_every_page_in_a_browser(site, served, browser):
                     problems.append(f"{name}: the steps' source is not shown highlighted ({shown} spans)")
         problems += [f"{name}: console: {m}" for m in _browser.console_errors(browser)]
     assert not problems, "\n".join(problems[:30])
+
+
+@pytest.mark.needs_browser
+def test_sidebar_code_is_readable_on_a_narrow_screen(site, served, browser):
+    """Below the page width the sidebar turns dark; code in its links (a heading naming cuda.syncthreads()) once
+    kept alabaster's light-grey box and dark text there. It must take the link's own colour, on a transparent box."""
+    browser.set_window_size(900, 1000)
+    try:
+        browser.get(f"{served}/notebooks/01_matmul.html")
+        _settle(browser)
+        found = browser.execute_script("""
+            return Array.from(document.querySelectorAll('div.sphinxsidebar a code')).map(c => {
+                const s = getComputedStyle(c), a = getComputedStyle(c.closest('a'));
+                return [c.textContent, s.color === a.color, s.backgroundColor];
+            });""")
+    finally:
+        browser.set_window_size(1920, 1080)
+    assert found, "no code in the sidebar's links of 01_matmul (the check would prove nothing)"
+    bad = [(text, bg) for text, same, bg in found if not same or bg not in ("rgba(0, 0, 0, 0)", "transparent")]
+    assert not bad, bad

@@ -73,6 +73,7 @@ def stage(src: Path, classroom: Path = CLASSROOM) -> dict:
     src.mkdir(parents=True)
     shutil.copy(ROOT / "site" / "conf.py", src / "conf.py")
     shutil.copy(ROOT / "site" / "favicon.svg", src / "favicon.svg")
+    shutil.copytree(ROOT / "site" / "_static", src / "_static", dirs_exist_ok=True)
     pages = {"Notebooks": [], "Lesson notes": [], "Exercises": []}
     (src / "notebooks").mkdir()
     for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
