@@ -11,6 +11,9 @@ copyright = "gpukernels contributors"
 extensions = ["myst_nb"]
 nb_execution_mode = "off"  # the notebooks' committed outputs (H200 or simulator runs, each says which) are the page
 nb_merge_streams = True
+# Markdown outputs (the notebooks' tables, `gpukernels.notebook.Table`) are GitHub-flavoured: with the default
+# ("commonmark") every one of them came out as lines of pipes.
+nb_render_markdown_format = "gfm"
 myst_heading_anchors = 3
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
 exclude_patterns = ["_build", "**/.ipynb_checkpoints"]

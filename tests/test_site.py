@@ -7,6 +7,8 @@ test_classroom_page.py, as from a USB stick)."""
 from __future__ import annotations
 
 import functools
+import json
+import re
 import http.server
 import importlib.util
 import sys
@@ -105,6 +107,13 @@ def served(site):
         server.server_close()
 
 
+def _markdown_tables(path: Path) -> int:
+    """How many text/markdown outputs of a committed notebook hold a Markdown table."""
+    nb = json.loads((ROOT / path).read_text())
+    return sum(1 for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])
+               if re.search(r"^\|[-| ]+\|$", "".join(o.get("data", {}).get("text/markdown", "")), re.M))
+
+
 @pytest.mark.needs_browser
 def test_every_page_in_a_browser(site, served, browser):
     out, _, _ = site
@@ -137,6 +146,14 @@ def test_every_page_in_a_browser(site, served, browser):
             if not browser.execute_script("return document.querySelectorAll('div.highlight span.k, "
                                           "div.highlight span.kn').length"):
                 problems.append(f"{name}: code cells not highlighted")
+            # every Markdown table a cell printed (gpukernels.notebook.Table) is an HTML table, not lines of pipes
+            want = _markdown_tables(Path("notebooks") / f"{stem}.ipynb")
+            got = browser.execute_script("return document.querySelectorAll('div.output table, div.cell_output table')"
+                                         ".length")
+            raw = browser.execute_script("return /\\|\\s*(-{3,}|\u2014)\\s*\\|/.test(document.body.innerText)")
+            if got < want or raw:
+                problems.append(f"{name}: {want} Markdown tables in the notebook's outputs, {got} rendered as tables"
+                                + ("; raw '|---|' text on the page" if raw else ""))
             # ... and the lessons' source shown by gpukernels.source, highlighted inline
             if stem in ("01_matmul", "02_softmax", "03_fused_cbr"):
                 shown = browser.execute_script("return document.querySelectorAll('div.gk-source span[style]').length")
