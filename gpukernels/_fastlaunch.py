@@ -182,10 +182,15 @@ def itemsize_of(typestr) -> int:
     return int(typestr[2:]) if isinstance(typestr, str) else typestr.itemsize
 
 
+def _reader(tp: type):
+    """`reader_for`, with the dict lookup a hit makes inline (most calls bring types already seen)."""
+    return _READERS[tp] if tp in _READERS else reader_for(tp)
+
+
 def read_array(x: Any) -> tuple | None:
     """The description of a device array with its span, (ptr, shape, typestr, strides, stream, lo, hi), or None
     (not a device array, or one the checked path must see)."""
-    reader = reader_for(type(x))
+    reader = _reader(type(x))
     d = reader(x) if reader is not None else None
     if d is None:
         return None
@@ -571,7 +576,7 @@ class Entry:
 
     __slots__ = ("launches", "slots", "keep", "stream", "out_shape", "out_dtype", "lock", "graphs", "spans")
 
-    def __init__(self, launches, slots, keep, stream, out_shape, out_dtype, spans=()):
+    def __init__(self, launches, slots, keep, stream, out_shape, out_dtype, spans):
         self.launches = launches  # [the backend's prepared arguments of each launch]
         self.spans = spans  # [(lo, hi) of each array argument, then of out, as offsets from its pointer]
         self.slots = slots  # [(ctypes value, base index, byte offset)]
@@ -713,7 +718,7 @@ def call(version, args: tuple, out: Any, stream: Any, params: dict):
     descs, key_parts, producers = [], [], []
     for a in args:
         tp = type(a)
-        reader = _READERS[tp] if tp in _READERS else reader_for(tp)
+        reader = _reader(tp)
         if reader is None:
             k = _scalar_key(a)
             if k is None:  # a host array, a list, ...: the checked path copies or refuses it
@@ -733,7 +738,7 @@ def call(version, args: tuple, out: Any, stream: Any, params: dict):
         od = out_key = None
     else:
         tp = type(out)
-        reader = _READERS[tp] if tp in _READERS else reader_for(tp)
+        reader = _reader(tp)
         od = reader(out) if reader is not None else None
         if od is None:
             return _uncached(version, "out not a device array", args, out, stream, params)
