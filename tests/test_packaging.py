@@ -5,6 +5,7 @@ exist."""
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -56,7 +57,13 @@ EXTRAS = ("", "cu12", "cu13", "dev", "notebooks")
 def built_requirements(tmp_path_factory) -> list:
     """Requires-Dist of the wheel pip builds from this checkout: what `pip install gpukernels` would read."""
     out = tmp_path_factory.mktemp("wheel")
-    cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)]
+    # Built from a copy of the checkout: setuptools builds in the source tree (build/, *.egg-info), so two pytest
+    # workers building from the checkout itself collided there on the GPU machine ("File exists:
+    # build/bdist.linux-x86_64/wheel/...dist-info"), and the checkout would keep the build's leftovers.
+    src = tmp_path_factory.mktemp("source") / "gpukernels"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", ".venv", ".whl", "build", "*.egg-info",
+                                                             "__pycache__", ".pytest_cache", "_build"))
+    cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(src)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0 and "setuptools" in proc.stdout + proc.stderr:
         # pip could not fetch the build backend into its isolated environment (a machine without an index, such
