@@ -146,11 +146,58 @@ def test_split_k_slices(shape, seed):
     run_checked("matmul", "split_k", shape, seed)
 
 
+# ----------------------------------------------------------------------------------------------------------
+# Step 19: stream_k
+# ----------------------------------------------------------------------------------------------------------
+from gpukernels.matmul import k19_stream_k  # noqa: E402
+
+
+def test_stream_k_blocks_share_only_the_last_waves():
+    assert k19_stream_k.stream_k_blocks(4096, 4096, sms=132) == (264, 132)  # 512 tiles: 2 waves whole, 248 shared
+    assert k19_stream_k.stream_k_blocks(4096, 4224, sms=132) == (396, 132)  # exactly 4 waves: one tile each
+    assert k19_stream_k.stream_k_blocks(2048, 4096, sms=132) == (0, 132)  # 1.94 waves: all 256 shared
+    assert k19_stream_k.stream_k_blocks(1024, 1024, sms=132) == (0, 32)  # fewer tiles than SMs: one each
+    for m, n, sms in [(4096, 4096, 132), (6144, 6144, 132), (300, 140, 3), (5000, 3000, 7)]:
+        dp, sk = k19_stream_k.stream_k_blocks(m, n, sms)
+        tiles = -(-m // 256) * -(-n // 128)
+        assert dp % sms == 0 and sk <= sms and tiles - dp >= sk  # each sharing block gets >= one tile's work
+        assert tiles - dp < 2 * sk or tiles <= sms  # ... and < two: a tile is never cut between three blocks
+
+
+@pytest.mark.parametrize("shape,sms,vec", [
+    ((300, 140, 24), 3, True),  # 4 edge-heavy tiles for 3 blocks: tiles 1 and 2 cut between two blocks
+    ((520, 260, 24), 4, True),  # 9 tiles: 4 whole (one per block), 5 shared by 4 blocks
+    ((520, 262, 23), 4, False),  # the same with rows that are not 16-byte aligned (the scalar kernel), ragged K
+    ((256, 128, 16), 1, True),  # one tile, one block
+])
+def test_stream_k_shares_tiles_correctly(shape, sms, vec, seed, monkeypatch):
+    monkeypatch.setattr(matmul._common, "sm_count", lambda: sms)
+    a, b = matmul.make_inputs(shape, seed)
+    # Launched twice on one workspace, into NaN: the counts are back to zero after each launch (the next launch
+    # relies on it), and both results are right and the same to the bit.
+    da, db = cuda.to_device(a), cuda.to_device(b)
+    c = cuda.to_device(np.full(shape[:2], np.nan, np.float32))
+    [launch] = matmul.stream_k.launches(da, db, out=c)
+    assert launch.kernel is (k19_stream_k.stream_k_vec_kernel if vec else k19_stream_k.stream_k_kernel)
+    dp, sk = k19_stream_k.stream_k_blocks(*shape[:2], sms)
+    assert launch.grid == (dp + sk,)
+    outs = []
+    for _ in range(2):
+        c.copy_to_device(np.full(shape[:2], np.nan, np.float32))
+        launch()
+        assert not launch.args[4].copy_to_host().any()
+        outs.append(c.copy_to_host())
+    assert np.array_equal(outs[0], outs[1])
+    assert compare(outs[0], matmul.reference(a, b), TOLERANCE["matmul"]).ok
+
+
 def test_dispatcher_regimes_follow_readable_thresholds():
     choose = matmul.optimized.choose
     assert choose(1, 8192, 8192).step == "skinny"
     assert choose(matmul.k16_skinny.SKINNY_MAX_M + 1, 8192, 8192).step != "skinny"
-    assert choose(4096, 4096, 4096).step == "thread_16x8"  # thousands of tiles: the largest tile
+    assert choose(4096, 4096, 4096).step == "stream_k"  # 3.88 waves of the largest tile: the last shared out
+    assert choose(4096, 4096, 4096, aligned=False).step == "thread_16x8"  # stream-K only with 16-byte loads
+    assert choose(1024, 1024, 1024).step != "stream_k"  # 32 tiles of 256 x 128: fewer than the SMs
     assert choose(4095, 4097, 4093, aligned=False).config["vec"] is False
     big_k = choose(256, 256, 65536)
     assert big_k.step == "split_k" and big_k.config["splits"] > 1  # 16 tiles of 64 x 64 cannot fill 132 SMs

@@ -141,7 +141,7 @@ def _tiled_kernels():
     planned, seen = _planned_kernels(), {}
     for version in LESSONS["matmul"].VERSIONS.values():
         for k in version.kernels:
-            if hasattr(k, "tile") and id(k) not in planned and id(k) not in seen:
+            if hasattr(k, "tile") and not k.stream_k and id(k) not in planned and id(k) not in seen:
                 seen[id(k)] = k
     return list(seen.values())
 
@@ -160,6 +160,21 @@ def _matmul_interior(kernel, seed):
     dc = cuda.to_device(np.full((bm, bn), np.nan, np.float32))
     launches = tiled_launch(kernel, dc, (da, db, dc), splits)
     return launches, dc, LESSONS["matmul"].reference(a, b), TOLERANCE["matmul"]
+
+
+def _stream_k_case(kernel, shape):
+    """stream_k with two SMs: 3 tiles (the last on the bottom edge) shared by 2 blocks, so the middle tile is cut
+    between them and summed through the workspace (K = 24: 3 k tiles per tile, 4 and 5 per block)."""
+
+    def build(seed):
+        from gpukernels.matmul.k19_stream_k import stream_k_launches
+
+        a, b = LESSONS["matmul"].make_inputs(shape, seed)
+        dc = cuda.to_device(np.full(shape[:2], np.nan, np.float32))
+        launches = stream_k_launches(kernel, cuda.to_device(a), cuda.to_device(b), dc, sms=2)
+        return launches, dc, LESSONS["matmul"].reference(a, b), TOLERANCE["matmul"]
+
+    return build
 
 
 def _softmax_config(n):
@@ -185,7 +200,10 @@ def _kernel_cases():
     for kernel in _tiled_kernels():
         yield pytest.param(lambda seed, k=kernel: _matmul_interior(k, seed), id=f"matmul-{kernel.__name__}-interior")
     from gpukernels import softmax
+    from gpukernels.matmul import k19_stream_k
 
+    yield pytest.param(_stream_k_case(k19_stream_k.stream_k_vec_kernel, (513, 64, 24)), id="matmul-stream_k-vec-shared")
+    yield pytest.param(_stream_k_case(k19_stream_k.stream_k_kernel, (513, 62, 23)), id="matmul-stream_k-shared")
     yield pytest.param(_softmax_config(softmax.MAX_CACHED + 101), id="softmax-online")
     hybrid = softmax.LONG_THREADS * softmax.HYBRID_ELEMS + 37
     yield pytest.param(_softmax_config(hybrid), id="softmax-hybrid-shared")
@@ -211,7 +229,10 @@ def test_cases_reach_every_registered_kernel():
     """The cases above launch every kernel that any version names in its registry entry (``Version.kernels``):
     planned, not run, so this is quick. A version added to a registry is traced by the cases above at its
     lesson's shapes; a kernel it adds that those shapes miss fails here until a case reaches it."""
-    reached = _planned_kernels() | {id(k) for k in _tiled_kernels()}
+    from gpukernels.matmul import k19_stream_k
+
+    reached = (_planned_kernels() | {id(k) for k in _tiled_kernels()}
+               | {id(k19_stream_k.stream_k_vec_kernel), id(k19_stream_k.stream_k_kernel)})
     missing = [f"{lesson}.{name}: {getattr(k, '__name__', k)}" for lesson, mod in LESSONS.items()
                for name, version in mod.VERSIONS.items() for k in version.kernels if id(k) not in reached]
     assert not missing, "kernels no race-check case launches:\n" + "\n".join(missing)

@@ -41,12 +41,14 @@ Each version below changes exactly one thing, and its docstring says what and wh
                    (M = N = 256, K = 65536: 16 tiles of 64 x 64).
 18. ``narrow``     tiles shaped like C when it has few rows or columns (64 x 256, 256 x 32, 128 x 32), with
                    slices of K: a square tile at M = 64 or N = 32 computes half its FMAs on rows that do not exist.
-19. ``optimized``  the dispatcher: ``optimized.choose(M, N, K)`` picks the step, tile and number of K slices from
+19. ``stream_k``   the last waves' k tiles shared out evenly over the SMs (stream-K): 512 tiles of 256 x 128 are
+                   3.88 waves of 132 SMs, so the fourth would run on 116 SMs; shared, every SM ends together.
+20. ``optimized``  the dispatcher: ``optimized.choose(M, N, K)`` picks the step, tile and number of K slices from
                    the shape by a rule a student can read, and says why.
 
 Steps 1-15 make one shape fast: 4096^3. On the H200 the ladder goes 274 ms -> 100 -> 17.5 -> 17.9 -> 19.7 -> 17.6 -> 8.4 -> 5.0 -> 4.9 -> 4.1 -> 3.64
 -> 3.69 -> 3.69 -> 3.30 -> 3.21 ms at 4096^3 (cuBLAS: 2.69 ms, so the last step is at 84%); wave_fit changes
-nothing there but takes 1024^3 from 0.12 to 0.095 ms. benchmarks/NOTES.md says why each step moved as much (or
+nothing there but takes 1024^3 from 0.12 to 0.095 ms. Step 19, stream_k, takes 4096^3 to 3.12 ms (86% of cuBLAS). benchmarks/NOTES.md says why each step moved as much (or
 as little) as it did, and what the profiler showed.
 
 Each step lives in its own file, numbered as here (``k03_tiled.py`` holds ``tiled_kernel`` and the ``tiled`` launch
@@ -67,7 +69,9 @@ Regimes: why one kernel is not enough
 * **Compute-bound squares** (4096^3, 6144^3, transformer layers): thousands of tiles, so the largest tile and the
   most FMAs per shared load win -- steps 1-15.
 * **Wave quantisation** (768^3, 1536^3): a tile count just above a multiple of 132 SMs leaves most of the last wave
-  idle (144 tiles = 1.09 waves: the second wave is 9% full); a smaller tile, or slices of K, balance the waves.
+  idle (144 tiles = 1.09 waves: the second wave is 9% full); a smaller tile, or slices of K, balance the waves. With
+  many waves (4096^3: 3.88) the loss is the last wave's empty part, and stream-K (step 19) shares the last
+  tiles' k tiles out evenly instead.
 * **Too few tiles** (large K: 256 x 256 x 65536, 128 x 128 x 32768): C alone gives a handful of blocks however
   small the tile; slicing K (split-K, step 17) is the only way to use the SMs.
 * **Bandwidth-bound matrix-vector products** (M = 1 or 16, N = K = 8192): 2 FLOPs per 4-byte element of B, so the
@@ -75,7 +79,7 @@ Regimes: why one kernel is not enough
 * **Small K** (8192 x 8192 x 128): writing C costs as much as the product; the tiled kernels' prologue and
   epilogue are no longer hidden.
 
-`optimized` chooses among steps 13-18 by these rules; benchmarks/NOTES.md has each prediction beside its
+`optimized` chooses among steps 13-19 by these rules; benchmarks/NOTES.md has each prediction beside its
 measurement.
 """
 
@@ -165,9 +169,10 @@ from .k15_thread_16x8 import thread_16x8, wide_kernel, wide_vec_kernel  # noqa: 
 from .k16_skinny import skinny  # noqa: E402,F401
 from .k17_split_k import split_k  # noqa: E402,F401
 from .k18_narrow import narrow  # noqa: E402,F401
-from .k19_optimized import choose, optimized  # noqa: E402,F401
+from .k19_stream_k import stream_k  # noqa: E402,F401
+from .k20_optimized import choose, optimized  # noqa: E402,F401
 
 #: Every version, naive first and the dispatcher last. Tests, benchmarks, plots and docs iterate over this.
 VERSIONS = {v.name: v for v in (naive, coalesced, tiled, regblock_1d, regblock_2d, conflict_free, double_buffered,
                                 vectorized, unrolled, interior, deep_k, swizzled, wave_fit, vector_loads,
-                                thread_16x8, skinny, split_k, narrow, optimized)}
+                                thread_16x8, skinny, split_k, narrow, stream_k, optimized)}

@@ -8,20 +8,21 @@ adds a 64 x 64 tile, ``vector_loads`` sets ``vec=True``, ``thread_16x8`` ``rows=
 
 from __future__ import annotations
 
-from numba import cuda, float32, uint64
+from numba import cuda, float32, int32, uint64
 
 from .._intrinsics import load4
 
 
 def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_bounds=None, rows: int = 8,
-                         vec: bool = False, split_k: bool = False, clamp: bool = True):
+                         vec: bool = False, split_k: bool = False, clamp: bool = True, stream_k: bool = False):
     """The ``unrolled`` kernel, generalised: a bm x bn block tile (multiples of 64), ``rows`` x 8 outputs per
     thread (8 or 16 rows, as rows/4 x 2 sub-blocks of 4 x 4), bk-deep k tiles (8 or 16), an unguarded path for
     interior tiles, an optional grouped block order (``group`` tile rows per group) and optional 16-byte global
     loads on the interior path (``vec``; the launcher must have checked the alignment), and an optional split of
     K over the grid's z (``split_k``: block z sums its slice of K and adds it to C with atomics, so C must start
     at zero), and whether edge blocks clamp their indices (``clamp``, see `load_tile`) or guard every load as
-    ``interior`` first did. All of them size shared
+    ``interior`` first did, and whether the blocks share out the last waves' k tiles evenly (``stream_k``, see
+    `stream_k_kernel` below). All of them size shared
     tiles, register arrays or the thread layout, or pick code, so they are compile-time constants: one kernel is
     compiled per combination."""
     tn, tm = bn // 8, bm // rows  # threads along the columns and along the rows of the tile
@@ -217,14 +218,134 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
                         else:
                             c[row, col] = acc[i, j]
 
+    @cuda.jit(device=True, inline=True)
+    def tile_origin(tile, gx, gy):
+        # Tile number -> (row0, col0) of C, numbered down columns of `group` tile rows (see interior_kernel).
+        first = (tile // (group * gx)) * group
+        group_rows = min(gy - first, group)
+        within = tile % (group * gx)
+        return (first + within % group_rows) * bm, (within // group_rows) * bn
+
+    @cuda.jit(device=True, inline=True)
+    def store_c(c, acc, row0, col0, ty4, tx4):
+        # The thread's 16 x 8 (or 8 x 8) outputs: unguarded when the whole tile is inside C.
+        m, n = c.shape
+        if row0 + bm <= m and col0 + bn <= n:
+            for i in range(rows):
+                for j in range(8):
+                    c[row0 + (i >> 2) * qm + ty4 + (i & 3), col0 + (j >> 2) * hn + tx4 + (j & 3)] = acc[i, j]
+        else:
+            for i in range(rows):
+                row = row0 + (i >> 2) * qm + ty4 + (i & 3)
+                for j in range(8):
+                    col = col0 + (j >> 2) * hn + tx4 + (j & 3)
+                    if row < m and col < n:
+                        c[row, col] = acc[i, j]
+
+    def stream_k_kernel(a, b, c, ws, cnt):
+        # Stream-K (Osama et al., 2023), as a hybrid: with T tiles and P = ws.shape[0] blocks resident at once
+        # (one per SM), whole waves of tiles would leave the last wave T % P / P full -- at 4096^3, 512 tiles of
+        # 256 x 128 are 3.88 waves, so the fourth runs on 116 of 132 SMs and the product takes 4 waves' time.
+        # Here the first gridDim.x - P blocks take one whole tile each ("data-parallel" waves), and the last P
+        # blocks share out the remaining tiles' k tiles evenly: P + T % P tiles, between one and two tiles of work
+        # per block, so every block ends at the same time. A block's share is a run of (tile, k tile) units, so it
+        # may start inside one tile (its tail: k from some k0 to K) and end inside another (its head: k from 0):
+        # each tile is shared by at most two neighbouring blocks. Both write their partial sums to the
+        # workspace `ws` (the 128 accumulators of each thread: 128 KB per tile, written and read once), fence,
+        # and count themselves in `cnt`; the second to arrive adds the other's partial to its own registers and
+        # stores the tile. No block ever waits for another (the order of arrival does not matter, and
+        # a + b == b + a exactly, so the result is the same whichever comes second), and the last one resets
+        # the counter, so `cnt` is all zeros between launches.
+        flag = cuda.shared.array(1, int32)
+        a_tile = cuda.shared.array((2, bk, row_len), float32, alignment=16)
+        b_tile = cuda.shared.array((2, bk, bn), float32, alignment=16)
+        acc = cuda.local.array((rows, 8), float32)
+        a_frag = cuda.local.array(rows, float32)
+        b_frag = cuda.local.array(8, float32)
+        a_next = cuda.local.array(a_regs, float32)
+        b_next = cuda.local.array(b_regs, float32)
+        t = cuda.threadIdx.x
+        tx4, ty4 = (t & (tn - 1)) * 4, (t >> tn_shift) * 4
+        m, kdim = a.shape
+        n = b.shape[1]
+        gx, gy = (n + bn - 1) // bn, (m + bm - 1) // bm
+        iters = (kdim + bk - 1) // bk  # k tiles per tile: a tile is `iters` units of work
+        sk = ws.shape[0]  # the blocks that share out the last tiles
+        dp = cuda.gridDim.x - sk  # tiles (and blocks) before them, one whole tile each
+        bid = cuda.blockIdx.x
+        if bid < dp:
+            # A whole tile, as interior_kernel runs it. This straight-line copy matters: with these blocks also
+            # going through the run loop below, the kernel took 3.32 ms at 4096 x 4224 x 4096 (exactly 4 waves,
+            # nothing shared) against 3.06 with it, and thread_16x8's kernel 3.22 (H200, benchmarks/NOTES.md):
+            # ptxas schedules the k loop worse inside the outer loop.
+            row0, col0 = tile_origin(bid, gx, gy)
+            for i in range(rows):
+                for jj in range(8):
+                    acc[i, jj] = 0.0
+            if row0 + bm <= m and col0 + bn <= n:
+                main_loop(a, b, a_tile, b_tile, acc, a_frag, b_frag, a_next, b_next, t, tx4, ty4, row0, col0, True,
+                          0, kdim)
+            else:
+                main_loop(a, b, a_tile, b_tile, acc, a_frag, b_frag, a_next, b_next, t, tx4, ty4, row0, col0, False,
+                          0, kdim)
+            store_c(c, acc, row0, col0, ty4, tx4)
+            return
+        j = bid - dp  # the j-th sharing block: units [u, u_end) of the last gx * gy - dp tiles
+        units = (gx * gy - dp) * iters
+        u, u_end = dp * iters + j * units // sk, dp * iters + (j + 1) * units // sk
+        while u < u_end:
+            tile = u // iters
+            it0 = u - tile * iters
+            it1 = min(iters, it0 + u_end - u)
+            row0, col0 = tile_origin(tile, gx, gy)
+            for i in range(rows):
+                for jj in range(8):
+                    acc[i, jj] = 0.0
+            inside = row0 + bm <= m and col0 + bn <= n
+            if inside:
+                main_loop(a, b, a_tile, b_tile, acc, a_frag, b_frag, a_next, b_next, t, tx4, ty4, row0, col0, True,
+                          it0 * bk, min(it1 * bk, kdim))
+            else:
+                main_loop(a, b, a_tile, b_tile, acc, a_frag, b_frag, a_next, b_next, t, tx4, ty4, row0, col0, False,
+                          it0 * bk, min(it1 * bk, kdim))
+            last = True
+            if it0 > 0 or it1 < iters:  # a shared tile: boundary `jb` between blocks jb - 1 (head) and jb (tail)
+                jb = j + (1 if it0 == 0 else 0)
+                mine = 1 if it0 > 0 else 0
+                for i in range(rows):
+                    for jj in range(8):
+                        ws[jb, mine, i * 8 + jj, t] = acc[i, jj]  # a warp writes 128 consecutive bytes
+                cuda.threadfence()  # the partial is visible to the whole GPU before the count says it is there
+                cuda.syncthreads()
+                if t == 0:
+                    flag[0] = cuda.atomic.add(cnt, jb, 1)
+                cuda.syncthreads()
+                last = flag[0] == 1
+                if last:
+                    cuda.threadfence()
+                    for i in range(rows):
+                        for jj in range(8):
+                            acc[i, jj] += ws[jb, 1 - mine, i * 8 + jj, t]
+                    if t == 0:
+                        cnt[jb] = 0
+            if last:
+                store_c(c, acc, row0, col0, ty4, tx4)
+            u += it1 - it0
+
+    if stream_k:
+        interior_kernel = stream_k_kernel  # noqa: F811
+
     # Named after its parameters, so that profiles and `gpukernels resources` tell the variants apart.
     name = (f"tile{bm}x{bn}x{bk}" + (f"_rows{rows}" if rows != 8 else "") + (f"_group{group}" if group > 1 else "")
-            + ("_vec" if vec else "") + ("_splitk" if split_k else "") + ("" if clamp else "_guarded"))
+            + ("_vec" if vec else "") + ("_splitk" if split_k else "") + ("_streamk" if stream_k else "")
+            + ("" if clamp else "_guarded"))
     interior_kernel.__name__ = interior_kernel.__qualname__ = name + "_kernel"
     kernel = cuda.jit(**({"launch_bounds": launch_bounds} if launch_bounds else {}))(interior_kernel)
     kernel.tile = (bm, bn)
     kernel.threads = threads
     kernel.bk = bk
     kernel.split_k = split_k
+    kernel.stream_k = stream_k
+    kernel.rows = rows
     return kernel
 

@@ -1,4 +1,4 @@
-"""Step 19 of the matmul ladder, ``optimized``: no single kernel is fastest on every shape, so choose one per shape.
+"""Step 20 of the matmul ladder, ``optimized``: no single kernel is fastest on every shape, so choose one per shape.
 
 cuBLAS does the same (a heuristic over many kernels); Triton autotunes per shape key. Here the choice is a short
 rule a student can read and call -- ``matmul.optimized.choose(M, N, K)`` returns the step, its configuration and
@@ -17,7 +17,9 @@ why:
    ``BLOCK_US`` for its first loads and its stores. A split adds a zero pass and M * N * slices atomic adds.
    The smallest estimate wins; that one model covers the three regimes below:
 
-   * compute-bound squares (4096^3): the 256 x 128 tile fills the GPU many times over; it wins on its rate.
+   * compute-bound squares (4096^3): the 256 x 128 tile fills the GPU many times over; it wins on its rate, and
+     with rows 16-byte aligned and more tiles than SMs ``stream_k`` runs it: its estimate divides all the tiles'
+     work evenly over the SMs (fractional waves) instead of rounding up to whole ones.
    * wave quantisation (1536^3: 72 tiles of 256 x 128 -- half of 132 SMs idle; 144 of 128 x 128 -- two waves,
      the second 9% full): smaller tiles balance the waves.
    * too few tiles to fill the SMs (M = N = 256, K = 65536: 16 tiles of 64 x 64): slices of K (split-K).
@@ -43,6 +45,7 @@ from .k16_skinny import (SKINNY_MAX_M, get_skinny_kernel, get_skinny_shared_kern
                          skinny_splits)
 from .k17_split_k import SPLIT_MAX, SPLIT_MIN_K, split_k_kernels
 from .k18_narrow import cols_small_vec_kernel, narrow_kernel, narrow_splits, rows_vec_kernel
+from .k19_stream_k import stream_k_blocks, stream_k_launches, stream_k_vec_kernel
 
 SMALL_K = 128  # K at most this deep takes the 64 x 64 tile (measured at K = 64 and 128)
 NARROW_SIDE = 64  # C with at most this many rows (half as many columns) and a long other side takes a narrow tile
@@ -72,6 +75,10 @@ SPLIT_OVERHEAD_US = 3.0  # the zero pass's launch and the tail of the atomics, r
 ATOMIC_GBPS = 6000.0  # zeroing C and the atomic read-modify-writes of a split, at L2 (the first guess, 1.5 TB/s,
 # made 1536^3 look 4x too dear to split; 4 slices there measured 0.213 ms against 0.251 for one)
 SPLIT_WAVES = 2  # slice K only while the tiles fill fewer than this many waves of resident blocks
+# stream_k's kernel per tile against thread_16x8's, measured where nothing is shared (4096 x 4224 x 4096, exactly 4
+# waves: 3.06 vs 3.22 ms, H200, benchmarks/NOTES.md) -- a difference of code generation, not of the idea
+STREAM_K_RATE = 1.05
+STREAM_K_US = 3 * BLOCK_US + 2.0  # a sharing block's up to three prologues and epilogues, and the partials
 
 # The 64 x 64 tile, 16 deep, whole K (its split twin is split_k's): the sweep's best 64 x 64 tile (see k17_split_k)
 small_deep_vec_kernel = make_interior_kernel(64, 64, bk=16, vec=True)
@@ -85,6 +92,9 @@ TILES = (
     Tile("64x64", ("optimized", "optimized"), (small_deep_vec_kernel, small_deep_kernel),
          split_k_kernels(True)[1:] + split_k_kernels(False)[1:], 0.9, 6),
 )
+#: stream_k's tile (rows 16-byte aligned only: the scalar twin is tested but was never measured).
+STREAM_K_TILE = Tile("256x128", ("stream_k", "stream_k"), (stream_k_vec_kernel, stream_k_vec_kernel), None,
+                     STREAM_K_RATE, 1)
 #: Small K's tile: 64 x 64, 8 deep (K = 64 is only 4 tiles of 16), measured at K = 64 and 128 (rule 3).
 SMALL_K_TILE = Tile("64x64x8", ("vector_loads", "wave_fit"), (small_vec_kernel, small_tile_kernel), None, 0.61, 4)
 
@@ -116,6 +126,16 @@ def estimate_us(m: int, n: int, k: int, tile: Tile, splits: int, sms: int) -> fl
     if splits > 1:
         t += SPLIT_OVERHEAD_US + 4 * m * n * (1 + 2 * splits) / ATOMIC_GBPS / 1e3
     return t
+
+
+def stream_k_estimate_us(m: int, n: int, k: int, sms: int) -> float:
+    """stream_k's busiest SM: the tiles' work divided evenly over the SMs (no partial last wave), at its rate."""
+    tile = STREAM_K_TILE
+    bm, bn = tile.kernels[0].tile
+    dp, _ = stream_k_blocks(m, n, sms)
+    waves = ceil_div(m, bm) * ceil_div(n, bn) / sms
+    tile_us = max(2 * bm * bn * tile.kernels[0].bk / (tile.rate * SM_GFLOPS * 1e3), LAT_US)
+    return waves * ceil_div(k, tile.kernels[0].bk) * tile_us + dp // sms * BLOCK_US + STREAM_K_US
 
 
 def split_options(k: int, tiles: int = 0, capacity: int = 1) -> list[int]:
@@ -165,10 +185,18 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
         tiles = ceil_div(m, bm) * ceil_div(n, bn)
         for splits in split_options(k, tiles, sms * tile.per_sm) if tile.split_kernels else [1]:
             cands.append((tile, splits, estimate_us(m, n, k, tile, splits, sms)))
+    if aligned and ceil_div(m, 256) * ceil_div(n, 128) > sms:  # more 256 x 128 tiles than SMs: stream-K can balance
+        cands.append((STREAM_K_TILE, 1, stream_k_estimate_us(m, n, k, sms)))
     tile, splits, est = min(cands, key=lambda c: c[2])  # ties: the larger tile, the fewer slices (listed first)
     bm, bn = tile.kernels[0].tile
     blocks = ceil_div(m, bm) * ceil_div(n, bn)
-    if splits > 1:
+    if tile is STREAM_K_TILE:
+        dp, sk = stream_k_blocks(m, n, sms)
+        step = "stream_k"
+        why = (f"{blocks} tiles of {tile.name} = {blocks / sms:.2f} waves of {sms} SMs: "
+               + (f"the first {dp} one per block, then " if dp else "")
+               + f"the last {blocks - dp} shared out evenly by {sk} blocks, so no wave is part-empty")
+    elif splits > 1:
         step = "split_k"
         why = (f"{blocks} tiles of {tile.name} for {sms} SMs: {splits} slices of K (each "
                f"{ceil_div(k, splits * tile.kernels[0].bk) * tile.kernels[0].bk} deep but the last) "
@@ -177,8 +205,11 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
         step = tile.steps[0 if aligned else 1]
         why = f"{blocks} tiles of {tile.name} = {blocks / (sms * tile.per_sm):.2f} waves of {sms} SMs x {tile.per_sm}"
     why += f" (estimate {est:.1f} us, best of {len(cands)} tile/slice options)"
-    return Choice(step, {"tile": tile.name, "splits": splits, "vec": aligned}, why, est,
-                  [(t.name, s, round(e, 2)) for t, s, e in cands])
+    config = {"tile": tile.name, "splits": splits, "vec": aligned}
+    if tile is STREAM_K_TILE:
+        config["stream_k"] = True
+    return Choice(step, config, why, est, [(t.name + (" stream-K" if t is STREAM_K_TILE else ""), s, round(e, 2))
+                                           for t, s, e in cands])
 
 
 def _kernel_for(choice: Choice):
@@ -189,18 +220,20 @@ def _kernel_for(choice: Choice):
 
 @version("matmul", check, kernels=[wide_vec_kernel, get_skinny_kernel(1, True), get_skinny_shared_kernel(16, True),
                                    rows_vec_kernel, cols_small_vec_kernel, small_deep_vec_kernel]
-         + list(split_k_kernels(True)))
+         + list(split_k_kernels(True)) + [stream_k_vec_kernel])
 def optimized(a, b, c):
-    """The dispatcher: per shape, the step and configuration `choose` estimates fastest (skinny, tiles, split-K)."""
+    """The dispatcher: per shape, the step and configuration `choose` estimates fastest (skinny, tiles, split-K, stream-K)."""
     m, n = c.shape
     choice = choose(m, n, a.shape[1], aligned16(a, b))
     if choice.step == "skinny":
         return skinny_launches(a, b, c, choice.config["splits"])
     if choice.step == "narrow":
         return tiled_launch(narrow_kernel(m, n, choice.config["vec"]), c, (a, b, c), choice.config["splits"])
+    if choice.step == "stream_k":
+        return stream_k_launches(stream_k_vec_kernel, a, b, c)
     return tiled_launch(_kernel_for(choice), c, (a, b, c), choice.config["splits"])
 
 
 optimized.choose = choose
-optimized.steps = ("thread_16x8", "vector_loads", "skinny", "split_k", "narrow")  # what it dispatches to, for the suite
+optimized.steps = ("thread_16x8", "vector_loads", "skinny", "split_k", "narrow", "stream_k")  # what it dispatches to, for the suite
 optimized.describe = lambda a, b: str(choose(a.shape[0], b.shape[1], a.shape[1], aligned16(a, b)))

@@ -1,0 +1,57 @@
+"""Step 19 of the matmul ladder, ``stream_k``: the last waves' work shared out evenly, so no SM idles at the end.
+
+``thread_16x8`` runs one 256 x 128 tile per block and one block per SM. At 4096^3 that is 512 tiles for 132 SMs:
+3.88 waves, so the fourth wave runs on 116 SMs while 16 idle, and the product takes 4 waves' time -- 3% lost to
+wave quantisation (at 6144^3, 8.73 waves: 3%; at 2048 x 4096 x 11008, 1.94 waves: 3%). Splitting every tile's K
+(split-K) does not help: the same waves, only thinner. Stream-K (Osama et al., 2023) cuts the *sum of all the
+work* into equal shares instead: the last P + T % P tiles (T tiles, P SMs) are P equal runs of k tiles, one per
+block, so each block does between one and two tiles' work and all of them end together. A tile cut between two
+blocks is summed through a workspace (`make_interior_kernel`'s ``stream_k_kernel`` says how, without a block
+ever waiting for another). The one change from ``thread_16x8``: ``stream_k=True``.
+
+The cost: 128 KB of partial sums written and read per shared tile (at most one per block), about 2 us of one
+SM's bandwidth, against ~0.12 of a wave (~100 us) saved at 4096^3.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from .._intrinsics import aligned16
+from .._launch import Launch, ceil_div, is_device_array, version
+from . import _common
+from ._common import check
+from ._interior import make_interior_kernel
+
+stream_k_vec_kernel = make_interior_kernel(256, 128, bk=8, group=8, rows=16, vec=True, clamp=False, stream_k=True)
+stream_k_kernel = make_interior_kernel(256, 128, bk=8, group=8, rows=16, stream_k=True)
+
+
+def stream_k_blocks(m: int, n: int, sms: int | None = None, per_sm: int = 1) -> tuple[int, int]:
+    """(whole-tile blocks, sharing blocks) for an M x N product: all but the last one or two waves' tiles go one
+    per block; the rest are shared by one block per resident slot (``sms * per_sm``), each getting between one
+    and two tiles' work (never less than one: then no tile is cut between more than two blocks)."""
+    slots = (sms or _common.sm_count()) * per_sm
+    tiles = ceil_div(m, 256) * ceil_div(n, 128)
+    if tiles <= slots:
+        return 0, tiles  # one wave or less: every block one tile, nothing to share
+    return (tiles // slots - 1) * slots, slots
+
+
+def stream_k_launches(kernel, a, b, c, sms: int | None = None) -> list[Launch]:
+    m, n = c.shape
+    dp, sk = stream_k_blocks(m, n, sms)
+    # The workspace: two partial tiles per boundary between sharing blocks (each thread's 128 accumulators), and
+    # one arrival count per boundary, zero before the first launch; the kernel leaves it zero. A plan made for
+    # host arrays (a process that only compiles or reports) gets host arrays of the same shapes.
+    on_device = is_device_array(c)
+    ws = (cuda.device_array if on_device else np.empty)((sk, 2, kernel.rows * 8, kernel.threads), np.float32)
+    cnt = cuda.to_device(np.zeros(sk, np.int32)) if on_device else np.zeros(sk, np.int32)
+    return [Launch(kernel, (dp + sk,), (kernel.threads,), (a, b, c, ws, cnt))]
+
+
+@version("matmul", check, kernels=[stream_k_vec_kernel, stream_k_kernel])
+def stream_k(a, b, c):
+    """Stream-K: the last waves' k tiles shared out evenly over the SMs, so the last wave is never part-empty."""
+    return stream_k_launches(stream_k_vec_kernel if aligned16(a, b) else stream_k_kernel, a, b, c)
