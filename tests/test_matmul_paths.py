@@ -164,13 +164,12 @@ def test_stream_k_blocks_share_only_the_last_waves():
         assert tiles - dp < 2 * sk or tiles <= sms  # ... and < two: a tile is never cut between three blocks
 
 
-@pytest.mark.parametrize("shape,sms,vec", [
-    ((300, 140, 24), 3, True),  # 4 edge-heavy tiles for 3 blocks: tiles 1 and 2 cut between two blocks
-    ((520, 260, 24), 4, True),  # 9 tiles: 4 whole (one per block), 5 shared by 4 blocks
-    ((520, 262, 23), 4, False),  # the same with rows that are not 16-byte aligned (the scalar kernel), ragged K
-    ((256, 128, 16), 1, True),  # one tile, one block
+@pytest.mark.parametrize("shape,sms", [
+    ((300, 140, 24), 3),  # 4 edge-heavy tiles for 3 blocks: tiles 1 and 2 cut between two blocks
+    ((520, 260, 24), 4),  # 9 tiles: 4 whole (one per block), 5 shared by 4 blocks
+    ((256, 128, 16), 1),  # one tile, one block
 ])
-def test_stream_k_shares_tiles_correctly(shape, sms, vec, seed, monkeypatch):
+def test_stream_k_shares_tiles_correctly(shape, sms, seed, monkeypatch):
     monkeypatch.setattr(matmul._common, "sm_count", lambda: sms)
     a, b = matmul.make_inputs(shape, seed)
     # Launched twice on one workspace, into NaN: the counts are back to zero after each launch (the next launch
@@ -178,7 +177,7 @@ def test_stream_k_shares_tiles_correctly(shape, sms, vec, seed, monkeypatch):
     da, db = cuda.to_device(a), cuda.to_device(b)
     c = cuda.to_device(np.full(shape[:2], np.nan, np.float32))
     [launch] = matmul.stream_k.launches(da, db, out=c)
-    assert launch.kernel is (k19_stream_k.stream_k_vec_kernel if vec else k19_stream_k.stream_k_kernel)
+    assert launch.kernel is k19_stream_k.stream_k_vec_kernel
     dp, sk = k19_stream_k.stream_k_blocks(*shape[:2], sms)
     assert launch.grid == (dp + sk,)
     outs = []
@@ -189,6 +188,13 @@ def test_stream_k_shares_tiles_correctly(shape, sms, vec, seed, monkeypatch):
         outs.append(c.copy_to_host())
     assert np.array_equal(outs[0], outs[1])
     assert compare(outs[0], matmul.reference(a, b), TOLERANCE["matmul"]).ok
+
+
+def test_stream_k_without_aligned_rows_runs_thread_16x8s_scalar_kernel(seed, one_sm):
+    shape = (520, 262, 23)  # N, K not multiples of 4
+    [launch] = matmul.stream_k.launches(*matmul.make_inputs(shape, seed))
+    assert launch.kernel is matmul.wide_kernel
+    run_checked("matmul", "stream_k", shape, seed)
 
 
 def test_dispatcher_regimes_follow_readable_thresholds():

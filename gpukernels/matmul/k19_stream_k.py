@@ -21,11 +21,13 @@ from numba import cuda
 from .._intrinsics import aligned16
 from .._launch import Launch, ceil_div, is_device_array, version
 from . import _common
-from ._common import check
+from ._common import check, tiled_launch
 from ._interior import make_interior_kernel
+from .k15_thread_16x8 import wide_kernel
 
 stream_k_vec_kernel = make_interior_kernel(256, 128, bk=8, group=8, rows=16, vec=True, clamp=False, stream_k=True)
-stream_k_kernel = make_interior_kernel(256, 128, bk=8, group=8, rows=16, stream_k=True)
+# Rows that are not 16-byte aligned run thread_16x8's scalar kernel: stream-K was measured only with 16-byte loads,
+# and each stream-K kernel (four copies of the k loop) costs a minute of NVVM on a laptop core.
 
 
 def stream_k_blocks(m: int, n: int, sms: int | None = None, per_sm: int = 1) -> tuple[int, int]:
@@ -51,7 +53,9 @@ def stream_k_launches(kernel, a, b, c, sms: int | None = None) -> list[Launch]:
     return [Launch(kernel, (dp + sk,), (kernel.threads,), (a, b, c, ws, cnt))]
 
 
-@version("matmul", check, kernels=[stream_k_vec_kernel, stream_k_kernel])
+@version("matmul", check, kernels=[stream_k_vec_kernel, wide_kernel])
 def stream_k(a, b, c):
     """Stream-K: the last waves' k tiles shared out evenly over the SMs, so the last wave is never part-empty."""
-    return stream_k_launches(stream_k_vec_kernel if aligned16(a, b) else stream_k_kernel, a, b, c)
+    if not aligned16(a, b):
+        return tiled_launch(wide_kernel, c, (a, b, c))
+    return stream_k_launches(stream_k_vec_kernel, a, b, c)

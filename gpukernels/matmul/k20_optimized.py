@@ -92,7 +92,7 @@ TILES = (
     Tile("64x64", ("optimized", "optimized"), (small_deep_vec_kernel, small_deep_kernel),
          split_k_kernels(True)[1:] + split_k_kernels(False)[1:], 0.9, 6),
 )
-#: stream_k's tile (rows 16-byte aligned only: the scalar twin is tested but was never measured).
+#: stream_k's tile (rows 16-byte aligned only: stream-K was measured only with 16-byte loads).
 STREAM_K_TILE = Tile("256x128", ("stream_k", "stream_k"), (stream_k_vec_kernel, stream_k_vec_kernel), None,
                      STREAM_K_RATE, 1)
 #: Small K's tile: 64 x 64, 8 deep (K = 64 is only 4 tiles of 16), measured at K = 64 and 128 (rule 3).
