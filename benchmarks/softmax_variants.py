@@ -42,7 +42,9 @@ def candidates(n):
     default = softmax.optimized_config(n)
     out = [("default", default)]
     if not default.cached:
-        return out
+        # Rows past MAX_CACHED (with enough rows: else split_row): the online kernel's block, 512 threads since
+        # the ladder's step 3, against the 1024 it had before.
+        return out + [("online, 1024 threads (before)", Config(1024, 1, False))]
     if default.threads <= softmax.WARP:
         # Lanes per row (rows per warp and shuffles per reduction follow), warps per block, and a register cap:
         # 8 lanes x 16 values take 55 registers (36 warps per SM); launch_bounds asks for 48.
@@ -64,13 +66,8 @@ def candidates(n):
 
 
 def launches(cfg, x, y):
-    """The launches `softmax.optimized` makes with ``cfg`` in place of ``optimized_config``'s choice."""
-    original = softmax.optimized_config
-    softmax.optimized_config = lambda n: cfg
-    try:
-        return softmax.optimized.launches(x, out=y)
-    finally:
-        softmax.optimized_config = original
+    """The launches `softmax.optimized` makes for rows run with ``cfg`` in place of ``optimized_config``'s choice."""
+    return softmax.config_launches(cfg, x, y)
 
 
 def describe(cfg):

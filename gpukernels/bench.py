@@ -239,7 +239,10 @@ def _l2_bytes() -> int:
 
 #: The step each lesson's suite times besides ``optimized`` and the steps ``optimized`` dispatches to: the textbook
 #: version a student would write first (the CBR target is ">= 3x naive").
-SUITE_BASELINE = {"matmul": "tiled", "cbr": "naive"}
+SUITE_BASELINE = {"matmul": "tiled", "softmax": "naive", "cbr": "naive"}
+#: Lessons whose suite times every step: softmax's kernels compile in seconds and run in microseconds, so the whole
+#: ladder fits in the run and its heatmap shows each step's regime (matmul's 20 steps would take an hour).
+SUITE_ALL_STEPS = ("softmax",)
 
 
 def suite_shapes(lesson: str) -> list[tuple[str, tuple]]:
@@ -248,8 +251,11 @@ def suite_shapes(lesson: str) -> list[tuple[str, tuple]]:
 
 
 def suite_versions(lesson: str) -> list[str]:
-    """The versions a suite run times: the baseline, the dispatcher's steps (``optimized.steps``), ``optimized``."""
+    """The versions a suite run times: the baseline, the dispatcher's steps (``optimized.steps``), ``optimized``;
+    every step for the lessons of SUITE_ALL_STEPS."""
     mod = LESSONS[lesson]
+    if lesson in SUITE_ALL_STEPS:
+        return list(mod.VERSIONS)
     names = [SUITE_BASELINE.get(lesson)] + list(getattr(mod.optimized, "steps", ())) + ["optimized"]
     return [n for n in dict.fromkeys(names) if n in mod.VERSIONS]
 

@@ -136,4 +136,75 @@ def test_softmax_vector_access_only_where_it_is_safe():
     assert not v(softmax.optimized_config(13), 13, True).vec  # runs of 4 need n % 4 == 0
     assert not v(softmax.optimized_config(256), 256, True).vec  # past VEC_MAX_N
     assert not v(softmax.optimized_config(4096), 4096, True).vec  # a block per row
-    assert "warp_vec" in softmax.describe(np.zeros((4, 16), np.float32))
+    assert softmax.describe(np.zeros((4, 16), np.float32)).startswith("vector_rows")
+
+
+@pytest.mark.parametrize("m, n, aligned, step", [
+    (1, 2**20, True, "split_row"), (131, 8192, True, "split_row"),  # fewer rows than SMs, >= 2 pieces each
+    (132, 8192, True, "registers"), (131, 8191, True, "registers"),  # enough rows / too short to cut in two
+    (200, 2**20, True, "online"), (132, 32769, True, "online"),  # past MAX_CACHED, enough rows
+    (132, 32768, True, "registers"), (4096, 4096, True, "registers"), (100, 513, True, "registers"),
+    (100, 512, True, "warp_rows"), (100, 132, True, "warp_rows"),  # past VEC_MAX_N
+    (65536, 128, True, "vector_rows"), (65536, 128, False, "warp_rows"), (10, 13, True, "warp_rows"),
+    (2**20, 16, True, "vector_rows"), (7, 1, True, "warp_rows"),
+])
+def test_softmax_choose_rules(m, n, aligned, step):
+    """The dispatcher's rule: thresholds on the row length and on the rows against the SMs, never a shape list."""
+    choice = softmax.optimized.choose(m, n, aligned, sms=132)
+    assert choice.step == step, choice
+    assert choice.step in softmax.VERSIONS and choice.why and str(n) in choice.why
+    assert choice.step in softmax.optimized.steps
+
+
+def test_softmax_choose_follows_the_sm_count():
+    assert softmax.optimized.choose(100, 8192, sms=132).step == "split_row"
+    assert softmax.optimized.choose(100, 8192, sms=64).step == "registers"
+
+
+@pytest.mark.parametrize("name", ["vector_rows", "warp_rows", "registers"])
+def test_softmax_steps_fall_back_where_their_idea_does_not_apply(name, seed):
+    """A step whose idea needs short, aligned or cacheable rows runs the step before it elsewhere: a view whose
+    rows are not 16-byte aligned (vector_rows), rows past 512 (warp_rows), rows past MAX_CACHED (registers)."""
+    shape = {"vector_rows": (6, 17), "warp_rows": (3, 700), "registers": (1, softmax.MAX_CACHED + 5)}[name]
+    (x,) = softmax.make_inputs(shape, seed)
+    x = x[:, 1:] if name == "vector_rows" else x  # 16 values a row, rows 68 bytes apart
+    out = np.full(x.shape, np.nan, np.float32)
+    softmax.VERSIONS[name](x, out=out)
+    check = compare(out, softmax.reference(x), TOLERANCE["softmax"])
+    assert check.ok, f"{name} {x.shape} seed={seed}: {check}"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The suite's real shapes on a GPU
+# ----------------------------------------------------------------------------------------------------------
+
+SOFTMAX_SUITE = [s for shapes in softmax.SHAPES["suite"].values() for s in shapes]
+CBR_SUITE = [s for shapes in cbr.SHAPES["suite"].values() for s in shapes]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", SOFTMAX_SUITE, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xdist_group(f"softmax.{n}"))
+                                  for n in softmax.VERSIONS])
+def test_softmax_every_step_on_every_suite_shape_gpu(name, shape, seed):
+    """Every step of the softmax ladder (the suite times them all) on every suite shape: NaN-poisoned output,
+    float64 reference, inputs with +-1e4 and -inf."""
+    run_checked("softmax", name, shape, seed)
+
+
+@pytest.mark.gpu
+@pytest.mark.xdist_group("cbr.optimized")
+@pytest.mark.parametrize("shape", CBR_SUITE, ids=lambda s: "x".join(map(str, s)))
+def test_cbr_optimized_on_every_suite_shape_gpu(shape, seed):
+    """The CBR dispatcher on the suite's real shapes, NaN-poisoned output, float64 reference on the GPU (torch)."""
+    torch = pytest.importorskip("torch")
+    from numba import cuda
+
+    x, w, b = cbr.make_inputs(shape, seed)
+    t = [torch.from_numpy(a).cuda() for a in (x, w, b)]
+    ref = torch.relu(torch.nn.functional.conv2d(t[0].double(), t[1].double(), t[2].double(), padding=1))
+    ref = ref.float().cpu().numpy()
+    out = cuda.to_device(np.full(ref.shape, np.nan, np.float32))
+    cbr.optimized(*(cuda.as_cuda_array(a) for a in t), out=out)
+    check = compare(out.copy_to_host(), ref, TOLERANCE["cbr"])
+    assert check.ok, f"{shape} seed={seed} ({cbr.optimized.choose(*shape[:5])}): {check}"

@@ -158,4 +158,4 @@ def test_results_table_is_the_demos_gpu_table_under_its_label():
     text = str(getattr(shown, "data", shown))
     assert text.startswith("**label**") and demo.gpu_table(bench.rows(report), shapes=True).markdown() in text
     assert "| 4x64 | naive | 2.0000 |" in text and "optimized (WRONG)" in text
-    assert "Not in this benchmark run (added since): `split_row`" in text
+    assert "Not in this benchmark run (added since): `block_row`, `online`, `registers`" in text

@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def run_with(monkeypatch, cfg, shape, seed=0):
     (x,) = softmax.make_inputs(shape, seed)
-    if cfg is not None:
-        monkeypatch.setattr(softmax, "optimized_config", lambda n: cfg)
+    if cfg is not None:  # optimized with cfg in place of its choice (what benchmarks/softmax_variants.py times)
+        monkeypatch.setattr(softmax.k08_optimized, "optimized_config", lambda n: cfg)
     out = np.full(shape, np.nan, np.float32)  # poison: an unwritten element fails
     softmax.optimized(x, out=out)
     check = compare(out, softmax.reference(x), TOLERANCE["softmax"])
@@ -75,13 +75,14 @@ def test_variant_sweep_builds_and_runs_its_candidates(monkeypatch):
     spec = importlib.util.spec_from_file_location("softmax_variants", ROOT / "benchmarks" / "softmax_variants.py")
     sweep = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sweep)
-    for n in (128, 1024, 32768):
+    for n in (128, 1024, 32768, 40000):
         cands = sweep.candidates(n)
         assert cands[0][1] == softmax.optimized_config(n) and len(cands) <= 8
         for _, cfg in cands:
             assert not cfg.cached or cfg.threads * cfg.elems + cfg.shared >= n
             softmax.optimized_kernel(cfg)  # builds (compiles on a GPU only when launched)
     assert len(sweep.candidates(128)) >= 5 and len(sweep.candidates(32768)) == 2
+    assert [c.threads for _, c in sweep.candidates(40000)] == [softmax.ONLINE_THREADS, 1024]
     for _, cfg in sweep.candidates(128):
         run_with(monkeypatch, cfg, (5, 128))
 
@@ -101,7 +102,7 @@ def test_split_row_pieces(shape, pieces, seed):
 
 def test_split_row_many_pieces_and_extremes(monkeypatch, seed):
     """Small pieces (so the simulator runs many), a piece of only -inf, and +-1e4 entries."""
-    monkeypatch.setattr(softmax, "SPLIT_MIN_CHUNK", 512)
+    monkeypatch.setattr(softmax.k07_split_row, "SPLIT_MIN_CHUNK", 512)
     x = np.random.default_rng(seed).standard_normal((2, 3000)).astype(np.float32)
     x[0, :600] = -np.inf  # the first piece of row 0 is empty
     x[1, 5], x[1, 2999] = 1e4, -1e4

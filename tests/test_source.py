@@ -101,7 +101,8 @@ def test_unrelated_steps_show_the_newer_code_whole():
     ("matmull", "8", "LESSON: expected one of matmul, softmax, cbr; got 'matmull'"),
     ("matmul", "21", "step: expected a matmul step, 1-20 or one of naive, coalesced"),
     ("matmul", "0", "got '0'"),
-    ("softmax", "tiled", "one of naive, split_row, optimized; got 'tiled'"),
+    ("softmax", "tiled", "one of naive, block_row, online, registers, warp_rows, vector_rows, split_row, optimized; "
+                         "got 'tiled'"),
 ])
 def test_bad_names_say_what_was_expected(lesson, step, wanted):
     with pytest.raises(StepError, match=wanted.replace("(", r"\(")):
