@@ -76,6 +76,11 @@ class Result:
 # ----------------------------------------------------------------------------------------------------------
 
 
+#: A launch of at least this many milliseconds is timed on its own (`Timer.time`): its own traffic dwarfs L2 and the
+#: graph launch's few microseconds, and timing `sets` of them per region made slow baselines cost minutes.
+SLOW_MS = 2.0
+
+
 class Timer:
     """Times a function that enqueues GPU work on the current stream: CUDA graph + events when PyTorch is
     there, Numba events otherwise.
@@ -96,9 +101,21 @@ class Timer:
         return cuda.default_stream()
 
     def estimate_ms(self, enqueue, sets: int) -> float:
-        """One rough timing (after warm-up) to choose how many launches to put into a graph."""
+        """One rough timing (after warm-up) to choose how many launches to put into a graph. A launch of SLOW_MS or
+        more is not repeated over every input set first: one warm-up and one timed launch say enough."""
         from numba import cuda
 
+        enqueue(0)
+        cuda.synchronize()
+        start, end = cuda.event(), cuda.event()
+        s = self.stream()
+        start.record(s)
+        enqueue(min(1, sets - 1))
+        end.record(s)
+        end.synchronize()
+        one = cuda.event_elapsed_time(start, end)
+        if one >= SLOW_MS:
+            return one
         for i in range(sets):
             enqueue(i)
         cuda.synchronize()
@@ -119,6 +136,11 @@ class Timer:
         if self.max_budget_ms is not None:
             budget_ms = min(budget_ms, self.max_budget_ms)
         est = max(self.estimate_ms(enqueue, sets), 1e-3)
+        if est >= SLOW_MS:
+            # A launch this long: one per timed region, the input sets taken in turn across the runs (each set is
+            # evicted from L2 by the others before its next turn), events around it (graph replay would save < 1%).
+            # Put `sets` launches in each region instead and naive softmax at 1 x 2^20 (338 ms) took 211 s.
+            return self._time_events(enqueue, sets, 1, int(min(200, max(min_runs, budget_ms / est))))
         # Enough launches per timed region to dwarf the event resolution (~0.5 us) and replay overhead.
         inner = int(min(200, max(1, math.ceil(2.0 / est))))
         inner = max(sets, inner - inner % sets if inner >= sets else sets)
@@ -162,11 +184,13 @@ class Timer:
 
         s = self.stream()
         times = []
+        k = 0  # the input sets in turn, across the runs as well (one launch per run: a different set each run)
         for _ in range(runs):
             start, end = cuda.event(), cuda.event()
             start.record(s)
-            for j in range(inner):
-                enqueue(j % sets)
+            for _ in range(inner):
+                enqueue(k % sets)
+                k += 1
             end.record(s)
             end.synchronize()
             times.append(cuda.event_elapsed_time(start, end) / inner)

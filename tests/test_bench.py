@@ -213,3 +213,17 @@ def test_timer_caps_runs_and_budget_for_a_quick_run(monkeypatch):
     assert fake({"budget_ms": 300.0}, 1.0) == (2, 150)
     assert fake({}, 1000.0) == (1, 25)  # slow: the floor of runs decides
     assert fake({"min_runs": 5, "budget_ms": 300.0}, 1000.0) == (1, 5)
+
+
+def test_a_slow_launch_is_timed_alone_with_the_input_sets_in_turn(monkeypatch):
+    """A launch of SLOW_MS or more: one per timed region (not `sets` of them: naive softmax at 1 x 2^20, 338 ms, with
+    25 sets per region took 211 s of a suite run), each run on the next input set so that none is timed L2-warm."""
+    from numba import cuda
+
+    timer = bench.Timer(None)
+    monkeypatch.setattr(timer, "estimate_ms", lambda enqueue, sets: 10 * bench.SLOW_MS)
+    if not GPU:  # the simulator's events have no elapsed time
+        monkeypatch.setattr(cuda, "event_elapsed_time", lambda start, end: 1.0, raising=False)
+    seen = []
+    times = timer.time(seen.append, 3, min_runs=7, budget_ms=1.0)
+    assert len(times) == 7 and seen == [0, 1, 2, 0, 1, 2, 0]
