@@ -140,8 +140,10 @@ def test_softmax_vector_access_only_where_it_is_safe():
 
 
 @pytest.mark.parametrize("m, n, aligned, step", [
-    (1, 2**20, True, "split_row"), (131, 8192, True, "split_row"),  # fewer rows than SMs, >= 2 pieces each
-    (132, 8192, True, "registers"), (131, 8191, True, "registers"),  # enough rows / too short to cut in two
+    (1, 2**20, True, "split_row"), (131, 32769, True, "split_row"),  # fewer rows than SMs, too long for the chip
+    (1, 32768, True, "split_row"), (32, 24576, True, "split_row"),  # long rows on fewer than a quarter of the SMs
+    (33, 32768, True, "registers"), (64, 32000, True, "registers"),  # more rows: a block per row is faster
+    (131, 8192, True, "registers"), (1, 24575, True, "registers"),  # shorter rows: one block streams it quicker
     (200, 2**20, True, "online"), (132, 32769, True, "online"),  # past MAX_CACHED, enough rows
     (132, 32768, True, "registers"), (4096, 4096, True, "registers"), (100, 513, True, "registers"),
     (100, 512, True, "warp_rows"), (100, 132, True, "warp_rows"),  # past VEC_MAX_N
@@ -157,8 +159,10 @@ def test_softmax_choose_rules(m, n, aligned, step):
 
 
 def test_softmax_choose_follows_the_sm_count():
-    assert softmax.optimized.choose(100, 8192, sms=132).step == "split_row"
-    assert softmax.optimized.choose(100, 8192, sms=64).step == "registers"
+    assert softmax.optimized.choose(20, 32768, sms=132).step == "split_row"
+    assert softmax.optimized.choose(20, 32768, sms=64).step == "registers"
+    assert softmax.optimized.choose(100, 40000, sms=132).step == "split_row"
+    assert softmax.optimized.choose(100, 40000, sms=64).step == "online"
 
 
 @pytest.mark.parametrize("name", ["vector_rows", "warp_rows", "registers"])

@@ -103,6 +103,7 @@ def test_split_row_pieces(shape, pieces, seed):
 def test_split_row_many_pieces_and_extremes(monkeypatch, seed):
     """Small pieces (so the simulator runs many), a piece of only -inf, and +-1e4 entries."""
     monkeypatch.setattr(softmax.k07_split_row, "SPLIT_MIN_CHUNK", 512)
+    monkeypatch.setattr(softmax.k07_split_row, "SPLIT_MIN_ROW", 2048)
     x = np.random.default_rng(seed).standard_normal((2, 3000)).astype(np.float32)
     x[0, :600] = -np.inf  # the first piece of row 0 is empty
     x[1, 5], x[1, 2999] = 1e4, -1e4
@@ -116,9 +117,13 @@ def test_split_row_many_pieces_and_extremes(monkeypatch, seed):
 
 
 def test_optimized_splits_only_few_long_rows():
-    assert softmax.use_split_row(1, 2**20) and softmax.use_split_row(64, 32000)
-    assert not softmax.use_split_row(1024, 32768)  # enough rows to fill the SMs with a block each
-    assert not softmax.use_split_row(8, 4096)  # too short to split in two pieces of SPLIT_MIN_CHUNK
+    split = softmax.use_split_row
+    assert split(1, 2**20, 132) and split(131, 40000, 132)  # too long for the chip: a block would read it twice
+    assert split(1, 32768, 132) and split(32, 24576, 132)  # long, on fewer than a quarter of the SMs
+    assert not split(33, 32768, 132) and not split(64, 32000, 132)  # a block per row measured faster (0.0134 ms
+    assert not split(1, 16384, 132) and not split(16, 24575, 132)  # against 0.0177 at 64 x 32000)
+    assert not split(1024, 32768, 132) and not split(132, 2**20, 132)  # enough rows to fill the SMs
+    assert not split(8, 4096, 132)  # too short to split in two pieces of SPLIT_MIN_CHUNK
 
 
 @pytest.mark.parametrize("rows, cols", [(65536, 128), (70001, 8192), (1, 2**20)])

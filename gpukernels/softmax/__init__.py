@@ -41,7 +41,8 @@ Regimes: why one kernel is not enough
 * **Few long rows** (1 x 2^20, 8 x 131072): a block per row fills 1 to 8 SMs of 132; only cutting rows into
   pieces (step 7) uses the GPU, at the price of a second, L2-resident read.
 * **Vocabulary-sized rows** (64 x 32000, 1024 x 32768): a row is 128 KB, more than registers hold at two blocks
-  per SM; shared memory takes the overflow (step 4), and 64 rows still leave SMs idle (step 7).
+  per SM; shared memory takes the overflow (step 4). 64 rows leave half the SMs idle, and still a block per row
+  beats cutting the rows (measured): splitting pays for rows past MAX_CACHED, or on fewer than a quarter of the SMs.
 * **Squares** (4096 x 4096, 3000 x 3000): thousands of rows of a few thousand values -- a block per row with the
   row in registers streams at copy bandwidth (step 4).
 * **Many short rows** (65536 x 128, 2^20 x 16): a block per row is mostly idle threads and barriers; rows share a
@@ -126,7 +127,8 @@ from .k04_registers import (ELEMS, HYBRID_ELEMS, LONG_THREADS, MAX_CACHED, SHARE
 from .k05_warp_rows import (SUBWARP_ELEMS, WARP_ROWS_MAX_N, WARPS_PER_BLOCK, warp_kernel_for,  # noqa: E402,F401
                             warp_rows, warp_rows_config)
 from .k06_vector_rows import VEC_MAX_N, vector_rows, warp_vec_kernel_for, with_vector_access  # noqa: E402,F401
-from .k07_split_row import (SPLIT_BLOCKS_PER_SM, SPLIT_MIN_CHUNK, SPLIT_THREADS, SPLIT_WARPS,  # noqa: E402,F401
+from .k07_split_row import (SPLIT_BLOCKS_PER_SM, SPLIT_MIN_CHUNK, SPLIT_MIN_ROW, SPLIT_ROWS_SMS,  # noqa: E402,F401
+                            SPLIT_THREADS, SPLIT_WARPS,
                             split_normalize_kernel, split_partial_kernel, split_pieces, split_row, split_row_launches,
                             use_split_row)
 from .k08_optimized import (Choice, choose, config_launches, describe, optimized, optimized_config,  # noqa: E402,F401

@@ -5,7 +5,10 @@ first. It does not: keep a running max m and a running sum s of exp(x - m), and 
 rescale what was summed so far, s * exp(m - v) -- every term exp(x - m) becomes exp(x - v). At the end each thread
 holds (m_t, s_t) for its own values; the row's max M is the block's max of the m_t, and the row's sum is the block's
 sum of s_t * exp(m_t - M) (``rebase``). One pass for max and sum, one to normalise: 2 loads and 1 store per element,
-12 bytes instead of 16. The price is an extra exp() when the max grows -- rarely, after the first few values.
+12 bytes instead of 16. The price is an extra exp() when the max grows, and a dependent chain: each value's update
+waits for the previous one's (m, s), so a thread's loads issue one at a time. On the H200 that chain cost more than
+the read it saved wherever ``block_row``'s re-reads came from L2 (1 x 2^20: 1.30 ms against 0.91; squares equal;
+benchmarks/NOTES.md): fewer bytes is faster only when bytes are the bound.
 
 Same block of 512 threads per row and the same reductions as ``block_row``. ``optimized`` runs this kernel for rows
 too long to keep on chip (more than ``MAX_CACHED`` values) when there are enough rows to fill the SMs.

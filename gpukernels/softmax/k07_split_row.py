@@ -5,7 +5,8 @@ one block each: a first kernel reduces each piece to a (max, sum) pair with the 
 warp butterflies of ``block_row``, into a workspace of 8 bytes per piece; a second kernel combines a row's pairs
 (sum_c s_c * exp(m_c - max_c m_c)) and normalises its piece. x is read twice, the second time from L2 when it fits
 (the suite's few-long-rows shapes are 1 to 8 MB): DRAM sees about 8 bytes per element. ``optimized`` takes this step
-when there are fewer rows than SMs and each row is at least two pieces long (``use_split_row``).
+when there are fewer rows than SMs and the rows are too long to keep on chip, or long enough and few enough that one
+block per row would take longer than the two launches (``use_split_row``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .._launch import Launch, ceil_div, is_device_array, sm_count, version
 from ._common import WARP, _check
 from .k02_block_row import warp_max, warp_sum
 from .k03_online import online_update, rebase
+from .k04_registers import MAX_CACHED
 
 SPLIT_THREADS = 512  # threads per block
 SPLIT_WARPS = SPLIT_THREADS // WARP
@@ -97,10 +99,23 @@ def split_row_launches(x, y, pieces: int | None = None) -> list[Launch]:
             Launch(split_normalize_kernel, grid, (SPLIT_THREADS,), (x, part, y, chunk))]
 
 
+# A row that fits on chip (``registers``) is split only from SPLIT_MIN_ROW values on, and only while its rows would
+# keep fewer than 1 / SPLIT_ROWS_SMS of the SMs busy. Measured on the H200 (benchmarks/NOTES.md): one block streams
+# its row at ~15 GB/s -- 8192 values in 3.6 us, 16384 in 5.8, 32768 in 10.1 -- while split_row's two launches cost
+# ~8 us however short the row (1 x 8192: 7.8 us, 0.76x torch); and at 64 rows of 32768 the blocks share the memory
+# system well enough (0.0136 ms) to beat splitting (0.0164), at 16 rows not (0.0116 against 0.0109).
+SPLIT_MIN_ROW = 24576
+SPLIT_ROWS_SMS = 4
+
+
 def use_split_row(m: int, n: int, sms: int | None = None) -> bool:
-    """``optimized``'s rule: split rows when a block per row leaves SMs idle (fewer rows than SMs) and a row is long
-    enough for at least two pieces."""
-    return m < (sms or sm_count()) and n >= 2 * SPLIT_MIN_CHUNK
+    """``optimized``'s rule: split rows when a block per row leaves SMs idle (fewer rows than SMs) and either the rows
+    are too long to keep on chip (a block would read them twice: ``online``), or long enough (SPLIT_MIN_ROW) that
+    streaming one takes a block longer than split_row's two launches while the rows fill few SMs."""
+    sms = sms or sm_count()
+    if m >= sms or n < 2 * SPLIT_MIN_CHUNK:
+        return False
+    return n > MAX_CACHED or (n >= SPLIT_MIN_ROW and m * SPLIT_ROWS_SMS < sms)
 
 
 @version("softmax", _check, kernels=[split_partial_kernel, split_normalize_kernel])

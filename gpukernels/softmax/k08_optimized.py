@@ -58,8 +58,8 @@ def config_launches(cfg: Config, x, y) -> list[Launch]:
 def choose(m: int, n: int, aligned: bool = True, sms: int | None = None) -> Choice:
     """The step and configuration for M rows of N values; ``aligned``: x and y 16-byte aligned.
 
-    1. **Few long rows** (fewer rows than SMs, each at least 2 * SPLIT_MIN_CHUNK values): ``split_row``, so
-       that the pieces of the rows fill the SMs.
+    1. **Few long rows** (fewer rows than SMs, each longer than MAX_CACHED, or at least SPLIT_MIN_ROW values on
+       fewer than a quarter of the SMs): ``split_row``, so that the pieces of the rows fill the SMs.
     2. **Short rows** (N <= 512): ``warp_rows``, several rows per warp; ``vector_rows`` when rows are at most 128
        values, a multiple of 4 and 16-byte aligned.
     3. **Rows that fit on chip** (N <= MAX_CACHED = 32768): ``registers``, a block per row, read once.
@@ -70,8 +70,9 @@ def choose(m: int, n: int, aligned: bool = True, sms: int | None = None) -> Choi
     if use_split_row(m, n, sms):
         pieces = split_pieces(m, n, sms)
         return Choice("split_row", {"pieces": pieces},
-                      f"{m} row(s) for {sms} SMs: a block per row would leave SMs idle, so each row of {n} values "
-                      f"is cut into {pieces} pieces of >= {SPLIT_MIN_CHUNK} values")
+                      f"{m} row(s) for {sms} SMs: a block per row would leave SMs idle"
+                      + (" and read its row twice" if n > MAX_CACHED else " streaming its row")
+                      + f", so each row of {n} values is cut into {pieces} pieces of >= {SPLIT_MIN_CHUNK} values")
     if n > MAX_CACHED:
         return Choice("online", {"threads": ONLINE_THREADS},
                       f"rows of {n} values are longer than the {MAX_CACHED} a block keeps on chip: max and sum in "
