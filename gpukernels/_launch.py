@@ -320,6 +320,21 @@ def _check_out(out: Any, shape: tuple) -> Any:
     return arr
 
 
+@dataclass
+class Choice:
+    """What a lesson's dispatcher (``optimized.choose``) picked for a shape: the step, its configuration and why, in
+    words; matmul's also gives its estimate and every candidate it weighed."""
+
+    step: str
+    config: dict
+    why: str
+    estimate_us: float | None = None
+    candidates: list = field(default_factory=list)  # matmul: (tile, slices, estimated us) for every candidate
+
+    def __str__(self) -> str:
+        return f"{self.step} {self.config}: {self.why}"
+
+
 def version(lesson: str, check: Callable, kernels: Sequence[Any] = (), empty: Callable | None = None
             ) -> Callable[[Callable], Version]:
     """Decorator turning a plan function into a `Version`; the plan's docstring documents the version."""

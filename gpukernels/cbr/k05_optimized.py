@@ -3,24 +3,10 @@ channels, by a rule a student can call and read (``cbr.optimized.choose(N, C, H,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from .._launch import ceil_div, sm_count, version
+from .._launch import Choice, ceil_div, sm_count, version
 from ._common import _check, _empty
 from .k03_implicit_gemm import IG_BM, IG_MIN_BLOCKS, igemm_bk_max, igemm_launches, igemm_tiling
 from .k04_split_c import SPLIT_C_MAX
-
-
-@dataclass
-class Choice:
-    """What `choose` picked for a convolution: the step, pixels per block and slices of the channels, and why."""
-
-    step: str
-    config: dict
-    why: str
-
-    def __str__(self) -> str:
-        return f"{self.step} {self.config}: {self.why}"
 
 
 #: Pixels per block: 256, or 128 when 64 x 256 tiles would give fewer than one per CBR_SMALL_SMS SMs (batch 1).

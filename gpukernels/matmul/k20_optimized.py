@@ -30,10 +30,10 @@ counts behind ``per_sm`` from ``gpukernels resources matmul``; nothing here name
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .._intrinsics import aligned16
-from .._launch import ceil_div, version
+from .._launch import Choice, ceil_div, version
 from . import _common
 from ._common import check, tiled_launch
 from ._interior import make_interior_kernel
@@ -97,20 +97,6 @@ STREAM_K_TILE = Tile("256x128", ("stream_k", "stream_k"), (stream_k_vec_kernel, 
                      STREAM_K_RATE, 1)
 #: Small K's tile: 64 x 64, 8 deep (K = 64 is only 4 tiles of 16), measured at K = 64 and 128 (rule 3).
 SMALL_K_TILE = Tile("64x64x8", ("vector_loads", "wave_fit"), (small_vec_kernel, small_tile_kernel), None, 0.61, 4)
-
-
-@dataclass
-class Choice:
-    """What `choose` picked: the step, its configuration, the estimate and the reason, in words."""
-
-    step: str
-    config: dict
-    why: str
-    estimate_us: float | None = None
-    candidates: list = field(default_factory=list)  # (tile, slices, estimated us) for every tiled candidate
-
-    def __str__(self) -> str:
-        return f"{self.step} {self.config}: {self.why}"
 
 
 def estimate_us(m: int, n: int, k: int, tile: Tile, splits: int, sms: int) -> float:

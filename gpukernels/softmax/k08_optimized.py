@@ -7,28 +7,14 @@ against the SM count.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .._intrinsics import aligned16
-from .._launch import Launch, sm_count, version
+from .._launch import Choice, Launch, sm_count, version
 from ._common import WARP, Config, _check
 from .k03_online import ONLINE_THREADS, make_online_kernel
 from .k04_registers import MAX_CACHED, cached_kernel_for, cached_launches, registers_config
 from .k05_warp_rows import WARP_ROWS_MAX_N, warp_kernel_for, warp_launches, warp_rows_config
 from .k06_vector_rows import warp_vec_kernel_for, with_vector_access
 from .k07_split_row import SPLIT_MIN_CHUNK, split_pieces, split_row_launches, use_split_row
-
-
-@dataclass
-class Choice:
-    """What `choose` picked for an (M, N) softmax: the step, its configuration and why."""
-
-    step: str
-    config: dict
-    why: str
-
-    def __str__(self) -> str:
-        return f"{self.step} {self.config}: {self.why}"
 
 
 def optimized_config(n: int) -> Config:
