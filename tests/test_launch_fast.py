@@ -804,12 +804,14 @@ def test_gpu_graph_replay_of_several_kernels(case, seed):
 
 
 @pytest.mark.gpu
-@pytest.mark.timeout(900)  # the first case of a lesson compiles every version of it (matmul: 19, minutes)
-@pytest.mark.parametrize("label,call,fragments", [
-    # one worker per lesson: its first case compiles the versions, the others reuse them (on 16 workers each
-    # matmul case compiled all 19 versions at once and ran past 300 s on the H200 machine)
-    pytest.param(*b, id=b[0], marks=pytest.mark.xdist_group(f"bad-after-hit-{b[0].split()[0]}")) for b in BAD])
-def test_gpu_bad_input_same_error_after_a_hit(label, call, fragments):
+@pytest.mark.timeout(900)  # the first case of a version compiles it (matmul's largest: ~20 s each)
+@pytest.mark.parametrize("label,call,fragments,name", [
+    # One case per version, in the xdist group of that version's other GPU tests (test_lessons, ALL above), so the
+    # worker that compiled a version for those reuses it. One group per lesson put all 20 matmul versions' compiles
+    # on one worker: the last ~7 minutes of a GPU suite run on the H200, after every other test had finished.
+    pytest.param(*b, name, id=f"{b[0]}-{name}", marks=pytest.mark.xdist_group(f"{b[0].split()[0]}.{name}"))
+    for b in BAD for name in LESSON_OF[b[0].split()[0]].VERSIONS])
+def test_gpu_bad_input_same_error_after_a_hit(label, call, fragments, name):
     from numba import cuda
 
     mod = LESSON_OF[label.split()[0]]
@@ -824,13 +826,13 @@ def test_gpu_bad_input_same_error_after_a_hit(label, call, fragments):
         def __call__(self, *args, out=None, **params):
             return self.v(*[dev(a) for a in args], out=dev(out) if out is not None else None, **params)
 
-    for name, version in mod.VERSIONS.items():
-        for _ in range(2):  # recorded, then replayed: the bad call comes after a hit
-            version(*[cuda.to_device(np.ones(s, np.float32)) for s in GOOD[label.split()[0]]])
-        with pytest.raises(LaunchError) as err:
-            call(Device(version))
-        for fragment in fragments:
-            assert fragment in str(err.value), f"{mod.__name__}.{name}: {fragment!r} not in {err.value}"
+    version = mod.VERSIONS[name]
+    for _ in range(2):  # recorded, then replayed: the bad call comes after a hit
+        version(*[cuda.to_device(np.ones(s, np.float32)) for s in GOOD[label.split()[0]]])
+    with pytest.raises(LaunchError) as err:
+        call(Device(version))
+    for fragment in fragments:
+        assert fragment in str(err.value), f"{mod.__name__}.{name}: {fragment!r} not in {err.value}"
 
 
 @pytest.mark.gpu
