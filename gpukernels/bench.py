@@ -459,7 +459,8 @@ def suite_summary(report: dict) -> dict:
 def merge(reports: list[dict]) -> dict:
     """Several runs' reports as one: each (lesson, shape) group is taken whole from the last report that has it,
     so every ratio still compares a kernel with the peer measured in the same run. Environment, method and
-    ceilings come from the last report; a row taken from an earlier one gets a ``note`` naming that run's date."""
+    ceilings come from the last report; a row taken from an earlier one gets a ``note`` naming that run's date.
+    ``complete``: every report was, or (suites) together they cover every suite shape of their lessons."""
     groups: dict = {}
     for i, rep in enumerate(reports):
         earlier = f"run of {rep['environment'].get('date', '?')}" if i < len(reports) - 1 else ""
@@ -471,6 +472,16 @@ def merge(reports: list[dict]) -> dict:
     merged = {**last, "complete": all(rep.get("complete", True) for rep in reports),
               "results": [r for rs in groups.values() for r in rs]}
     if any(rep.get("suite") for rep in reports):
+        # A suite run cut off by a time limit and finished by a later run (`--suite --sizes` the missing shapes) is
+        # complete when together they hold every suite shape of every lesson they touch.
+        lessons = list(dict.fromkeys(lesson for lesson, _ in groups))
+        merged["complete"] = merged["complete"] or all(
+            (lesson, shape) in groups for lesson in lessons for _, shape in suite_shapes(lesson))
+        # rows in the suite's order (lesson, then the lesson's regimes), whichever run measured them
+        order = {(lesson, shape): (i, j) for i, lesson in enumerate(lessons)
+                 for j, (_, shape) in enumerate(suite_shapes(lesson))}
+        keys = sorted(groups, key=lambda k: order.get(k, (lessons.index(k[0]), len(order))))
+        merged["results"] = [r for k in keys for r in groups[k]]
         merged["suite"] = True
         merged["summary"] = suite_summary(merged)
     return merged
@@ -570,8 +581,13 @@ def suite_markdown(report: dict) -> str:
     """The suite's figures for the README: per lesson and regime the geometric mean and the minimum of the
     library's time over ``optimized``'s, then every shape with what the dispatcher chose."""
     env = report["environment"]
+    # a merged report (`--from-json`): its earlier runs are named in the rows' notes
+    runs = sorted({r["note"][len("run of "):] for r in report["results"] if r.get("note", "").startswith("run of ")}
+                  | {env.get("date", "")})
+    when = (f"{len(runs)} runs, {runs[0][:16].replace('T', ' ')} to {runs[-1][:16].replace('T', ' ')} UTC, merged "
+            "shape by shape" if len(runs) > 1 else env.get("date", "")[:10])
     lines = [
-        f"Measured on {env.get('device')} ({env.get('date', '')[:10]}; {report['method']}; kernel time, the "
+        f"Measured on {env.get('device')} ({when}; {report['method']}; kernel time, the "
         "library peer in the same run). \"x peer\" is the library's time over `optimized`'s (above 1 = faster).",
         "",
         "| lesson | regime | shapes | geomean x peer | min x peer |",

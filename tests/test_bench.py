@@ -33,6 +33,24 @@ def test_merge_takes_each_shape_whole_from_the_last_run_that_has_it():
     assert all(r["note"] == "" for r in bench.merge([a])["results"])
 
 
+def test_a_cut_off_suite_run_finished_by_a_second_one_is_complete():
+    shapes = [shape for _, shape in bench.suite_shapes("softmax")]
+
+    def suite_report(date, part, complete):
+        rows = [_row("softmax", s, name, kind, 1.0) for s in part for name, kind in (("optimized", "kernel"),
+                                                                                      ("torch", "peer"))]
+        return dict(_report(date, rows, complete), suite=True)
+
+    first = suite_report("A", shapes[:4], complete=False)  # the time limit struck during shapes[4]
+    merged = bench.merge([first, suite_report("B", shapes[4:][::-1], True)])
+    assert merged["complete"] is True
+    # in the suite's order, whatever order the runs measured the shapes in
+    assert list(dict.fromkeys(tuple(r["shape"]) for r in merged["results"])) == shapes
+    # one shape still missing: not complete, whichever report was complete
+    assert bench.merge([first, suite_report("B", shapes[4:-1], True)])["complete"] is False
+    assert bench.merge([first])["complete"] is False
+
+
 def test_run_saves_after_every_shape(monkeypatch):
     monkeypatch.setattr(bench, "measure_ceilings", lambda timer, torch: {})
     monkeypatch.setattr(bench, "environment", lambda: {"device": "Test GPU", "date": "D"})
@@ -235,3 +253,17 @@ def test_a_slow_launch_is_timed_alone_with_the_input_sets_in_turn(monkeypatch):
     seen = []
     times = timer.time(seen.append, 3, min_runs=7, budget_ms=1.0)
     assert len(times) == 7 and seen == [0, 1, 2, 0, 1, 2, 0]
+
+
+def test_suite_table_says_when_its_rows_come_from_several_runs():
+    shapes = [shape for _, shape in bench.suite_shapes("softmax")]
+
+    def suite_report(date, part):
+        rows = [_row("softmax", s, n, k, 1.0) for s in part for n, k in (("optimized", "kernel"), ("torch", "peer"))]
+        return dict(_report(date, rows), suite=True)
+
+    one = bench.suite_markdown(suite_report("2026-12-02T15:30:00", shapes))
+    assert "(2026-12-02;" in one and "merged" not in one
+    two = bench.suite_markdown(bench.merge([suite_report("2026-12-02T15:19:00", shapes[:4]),
+                                            suite_report("2026-12-02T15:30:00", shapes[4:])]))
+    assert "2 runs, 2026-12-02 15:19 to 2026-12-02 15:30 UTC, merged shape by shape" in two
