@@ -68,6 +68,10 @@ def finished_in(logs) -> set:
     """Node ids that passed or were skipped in ``pytest -v`` logs (xdist's ``@group`` suffix dropped)."""
     done = set()
     for log in logs:
+        if not Path(log).is_file():
+            # `--resume-from LOG tests`: nargs="+" takes the test folder as a log too; name the fix, not a traceback
+            raise pytest.UsageError(f"--resume-from: expected pytest -v log files, got {log!r} (not a file); "
+                                    "put the test paths before --resume-from")
         text = Path(log).read_text(errors="replace")
         done.update(m.strip() for m in _RESULT.findall(text) + _RESULT_SERIAL.findall(text))
     return done

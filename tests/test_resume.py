@@ -27,4 +27,14 @@ def test_a_resumed_run_leaves_out_what_finished(tmp_path):
     again = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "tests/test_resume.py",
                             "-k", "finished_in", "--resume-from", str(log)], capture_output=True, text=True,
                            timeout=300)
-    assert "2 deselected / 0 selected" in again.stdout and "PASSED" not in again.stdout, again.stdout[-2000:]
+    # -k leaves one test (the one that finished the first time); --resume-from leaves it out too
+    assert " 0 selected" in again.stdout and "PASSED" not in again.stdout, again.stdout[-2000:]
+
+
+def test_a_folder_after_resume_from_is_a_usage_error_not_a_traceback():
+    # nargs="+" takes `tests` as one more log; xdist then crashed with an INTERNALERROR in every worker
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--resume-from", "tests"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 4, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "--resume-from: expected pytest -v log files, got 'tests' (not a file)" in run.stderr
+    assert "Traceback" not in run.stdout + run.stderr
