@@ -431,3 +431,109 @@ def test_make_case_follows_the_spec(name):
     assert all(v.flags.c_contiguous for v in case.inputs.values())
     assert make_case(ex, shape, 3, reference=False).ref is None
     assert math.isnan(poisoned(case.ref.shape).ravel()[0])
+
+
+def test_the_speed_child_times_the_kernel_and_the_baseline_in_turn(monkeypatch):
+    """a, b, a, b, ...: a burst of another process's work on the GPU falls on both, not on one of them (fake events:
+    each function advances a clock by its own cost; a 'burst' doubles the cost of whatever runs during calls 7-10)."""
+    import importlib.util
+
+    from numba import cuda
+
+    from gpukernels.grade import _child as child_path
+
+    spec = importlib.util.spec_from_file_location("_child_under_test", child_path.__file__)
+    child = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(child)
+    clock, calls = [0.0], []
+
+    class Event:
+        def record(self):
+            self.t = clock[0]
+
+        def synchronize(self):
+            pass
+
+    def run(name, cost):
+        def fn():
+            calls.append(name)
+            clock[0] += cost * (2 if 7 <= len(calls) <= 10 else 1)
+        return fn
+
+    monkeypatch.setattr(cuda, "event", Event, raising=False)
+    monkeypatch.setattr(cuda, "event_elapsed_time", lambda a, b: b.t - a.t, raising=False)
+    monkeypatch.setattr(cuda, "synchronize", lambda: None, raising=False)
+    student, baseline = child._time_in_turn([run("student", 1.0), run("baseline", 3.0)], 20)
+    assert calls == ["student", "baseline"] * 21  # one warm-up each, then in turn
+    assert len(student) == len(baseline) == 20
+    # the burst hit two runs of each; the medians, and so the speed ratio, are untouched
+    assert sorted(student)[-2:] == [2.0, 2.0] and sorted(baseline)[-2:] == [6.0, 6.0]
+    assert np.median(baseline) / np.median(student) == 3.0
+
+
+def test_the_speed_childs_plumbing_on_the_simulator(monkeypatch, tmp_path):
+    """``_time_on_gpu`` end to end on the simulator with fake events (the real ones need a GPU): the student's
+    output comes back, and the baseline runs on its own copies of the inputs -- a kernel that scribbles over its
+    input cannot change what the baseline computes."""
+    import importlib.util
+
+    from numba import cuda
+
+    from gpukernels.grade import _child as child_path
+    from gpukernels.grade.protocol import SpeedJob
+
+    spec = importlib.util.spec_from_file_location("_child_under_test", child_path.__file__)
+    child = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(child)
+    child.PROTOCOL = child._sibling("protocol")
+
+    class Event:
+        def record(self):
+            pass
+
+        def synchronize(self):
+            pass
+
+    monkeypatch.setattr(cuda, "event", Event, raising=False)
+    monkeypatch.setattr(cuda, "event_elapsed_time", lambda a, b: 1.0, raising=False)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 40)).astype(np.float32)
+    np.savez(tmp_path / "speed.npz", x=x, y=np.full((3, 40), np.nan, np.float32))
+
+    @cuda.jit
+    def scribbler(x, y):  # writes its answer, then zeroes its input
+        i = cuda.grid(1)
+        if i < x.shape[0]:
+            m = x[i, 0]
+            for j in range(x.shape[1]):
+                m = max(m, x[i, j])
+            s = 0.0
+            for j in range(x.shape[1]):
+                s += math.exp(x[i, j] - m)
+            for j in range(x.shape[1]):
+                y[i, j] = math.exp(x[i, j] - m) / s
+            for j in range(x.shape[1]):
+                x[i, j] = 0.0
+
+    import types
+
+    import gpukernels
+
+    seen = []  # what the baseline's inputs held at each of its runs
+
+    def launches(*inputs, out):
+        return [lambda: seen.append([a.copy_to_host() for a in inputs])]
+
+    monkeypatch.setitem(gpukernels.LESSONS, "fake", types.SimpleNamespace(
+        VERSIONS={"base": types.SimpleNamespace(launches=launches)}))
+    job = types.SimpleNamespace(out_dir=str(tmp_path), speed=SpeedJob(
+        npz=str(tmp_path / "speed.npz"), args=[["x", "array", None], ["y", "array", None]], grid=[1], block=[32],
+        shape=[3, 40], baseline=["fake", "base"], repeats=2, out="y", inputs=["x"]))
+    got = child._time_on_gpu(job, scribbler)
+    assert got["status"] == "ok" and got["student_ms"] == got["baseline_ms"] == 1.0
+    assert got["baseline"] == "fake.base"
+    # the student's output is what its last run wrote: on the input its first run zeroed, a uniform row
+    out = np.load(child.PROTOCOL.output_path(str(tmp_path), "speed", "out", "y"))
+    assert np.allclose(out, 1 / 40)
+    # the baseline ran three times (warm-up and two timed), each time on the grader's inputs, untouched
+    assert len(seen) == 3 and all(np.array_equal(s[0], x) for s in seen)

@@ -327,19 +327,25 @@ def _compile_without_gpu(cc: tuple) -> None:
 # ----------------------------------------------------------------------------------------------------------
 
 
-def _time_events(fn, repeats: int) -> list:
+def _time_in_turn(fns, repeats: int) -> list:
+    """CUDA-event times (ms) of each function, ``repeats`` each, taken in turn: a, b, a, b, ... Whatever else
+    shares the GPU meanwhile (another process's kernels, a clock that drifts as the GPU warms) then falls on both
+    alike, so the ratio of their medians stays fair; timed one after the other, a burst of another process's work
+    during one of them decided the speed gate."""
     from numba import cuda
 
-    fn()  # warm-up: compiles and loads the module
+    for fn in fns:
+        fn()  # warm-up: compiles and loads the module
     cuda.synchronize()
-    times = []
+    times = [[] for _ in fns]
     for _ in range(repeats):
-        start, end = cuda.event(), cuda.event()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(cuda.event_elapsed_time(start, end))  # milliseconds
+        for fn, out in zip(fns, times):
+            start, end = cuda.event(), cuda.event()
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            out.append(cuda.event_elapsed_time(start, end))  # milliseconds
     return times
 
 
@@ -361,12 +367,11 @@ def _time_on_gpu(job, kernel) -> dict:
     d = {k: cuda.to_device(v) for k, v in arrays.items()}
     args = [d[name] if kind == "array" else value for name, kind, value in speed.args]
     grid, block = tuple(speed.grid), tuple(speed.block)
-    student = _time_events(lambda: kernel[grid, block](*args), speed.repeats)
-    _save_arrays(job.out_dir, "speed", "out", {speed.out: d[speed.out].copy_to_host()})
 
+    # The baseline gets its own copies of the inputs: the student's kernel may write anywhere it is given.
     lesson, version = speed.baseline
     v = gpukernels.LESSONS[lesson].VERSIONS[version]
-    inputs = [d[name] for name in speed.inputs]
+    inputs = [cuda.to_device(arrays[name]) for name in speed.inputs]
     d_out = cuda.device_array(d[speed.out].shape, dtype=np.float32)
     launches = v.launches(*inputs, out=d_out, **speed.params)
 
@@ -374,7 +379,8 @@ def _time_on_gpu(job, kernel) -> dict:
         for launch in launches:
             launch()
 
-    baseline = _time_events(run_baseline, speed.repeats)
+    student, baseline = _time_in_turn([lambda: kernel[grid, block](*args), run_baseline], speed.repeats)
+    _save_arrays(job.out_dir, "speed", "out", {speed.out: d[speed.out].copy_to_host()})
     return {"status": "ok", "student_ms": float(np.median(student)), "baseline_ms": float(np.median(baseline)),
             "student_best_ms": float(min(student)), "baseline_best_ms": float(min(baseline)),
             "baseline": f"{lesson}.{version}"}

@@ -12,8 +12,9 @@ measured itself:
                unmodified afterwards;
 3. technique   the tracer's observations at a fresh shape (loads per element, coalescing, bank conflicts,
                races, shared memory and barriers) against the spec's checks;
-4. speed       on a GPU only: the kernel against the lesson's baseline, both timed with CUDA events; skipped,
-               with no points at stake, in simulator mode.
+4. speed       on a GPU only: the kernel against the lesson's baseline (on its own copy of the inputs), timed
+               in turn with CUDA events, so that other work on the GPU falls on both; skipped, with no
+               points at stake, in simulator mode.
 
 Points are listed in ``spec.GATES`` order (correctness, compiles, technique, speed), and a gate's points count
 only when the ones before it passed. Each child reports raw arrays and raw observations;
