@@ -84,6 +84,9 @@ def pytest_collection_modifyitems(config, items):
         keep = [i for i in items if i.nodeid.split("@")[0] not in done]
         config.hook.pytest_deselected(items=[i for i in items if i.nodeid.split("@")[0] in done])
         items[:] = keep
+    # Tests marked `long` (minutes: a notebook on the GPU) first: under xdist they then overlap everything else
+    # instead of starting last and running alone (01_matmul was the last ~7 minutes of an H200 suite run).
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable: the rest keep their order
     skips = {name: pytest.mark.skip(reason=why) for name, why in _skips().items()}
     for item in items:
         for name, mark in skips.items():

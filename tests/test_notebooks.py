@@ -71,6 +71,7 @@ def warm_resource_cache(path: Path) -> None:
             pass
 
 
+@pytest.mark.long
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path):

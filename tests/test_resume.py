@@ -38,3 +38,12 @@ def test_a_folder_after_resume_from_is_a_usage_error_not_a_traceback():
     assert run.returncode == 4, run.stdout[-2000:] + run.stderr[-2000:]
     assert "--resume-from: expected pytest -v log files, got 'tests' (not a file)" in run.stderr
     assert "Traceback" not in run.stdout + run.stderr
+
+
+def test_long_tests_are_collected_first():
+    run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "tests/test_resume.py", "tests/test_notebooks.py"], capture_output=True, text=True,
+                         timeout=300)
+    ids = [line for line in run.stdout.splitlines() if "::" in line]
+    first_other = next(i for i, t in enumerate(ids) if "test_notebook_runs" not in t)
+    assert first_other > 0 and all("test_notebook_runs" not in t for t in ids[first_other:]), ids
