@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from .conftest import finished_in
+from .conftest import finished_in, resume_key
 
 
 def test_finished_in_reads_passed_and_skipped_with_xdist_groups(tmp_path):
@@ -47,3 +47,20 @@ def test_long_tests_are_collected_first():
     ids = [line for line in run.stdout.splitlines() if "::" in line]
     first_other = next(i for i, t in enumerate(ids) if "test_notebook_runs" not in t)
     assert first_other > 0 and all("test_notebook_runs" not in t for t in ids[first_other:]), ids
+
+
+def test_an_id_with_an_at_sign_of_its_own_is_recognised(tmp_path):
+    # "@cuda.jit" inside a parameter id: splitting at the first "@" made six finished tests run again on the H200
+    class Item:
+        def __init__(self, nodeid, group=None):
+            self.nodeid, self.group = nodeid, group
+
+        def get_closest_marker(self, name):
+            return type("M", (), {"args": (self.group,), "kwargs": {}})() if self.group else None
+
+    own = "tests/test_g.py::test_a[src\\n@cuda.jit\\ndef k(a):-9-link]"
+    assert resume_key(Item(own)) == own
+    assert resume_key(Item(own + "@matmul.tiled", "matmul.tiled")) == own
+    log = tmp_path / "a.log"
+    log.write_text(f"[gw1] [ 5%] PASSED {own} \n[gw2] [ 6%] PASSED {own}x@matmul.tiled \n")
+    assert finished_in([log]) == {own, own + "x"}
