@@ -29,17 +29,21 @@ WARPS_PER_BLOCK = 4  # warps per block
 WARP_ROWS_MAX_N = WARP * ELEMS  # 512: the longest row a warp takes (32 lanes x 16 values)
 
 
+def warp_layout(cfg: Config):
+    """What a kernel with L = ``cfg.threads`` lanes per row needs at compile time (this step's and vector_rows'):
+    (lanes, elems, log2(lanes), rows per warp, warps per block, the L-lane shuffle reduction, the jit decorator)."""
+    lanes = cfg.threads
+    assert lanes <= WARP and lanes & (lanes - 1) == 0
+    lanes_reduce, _ = reductions(lanes)
+    jit = cuda.jit(launch_bounds=(WARP * cfg.warps_per_block, cfg.min_blocks)) if cfg.min_blocks else cuda.jit
+    return lanes, cfg.elems, lanes.bit_length() - 1, WARP // lanes, cfg.warps_per_block, lanes_reduce, jit
+
+
 @functools.cache
 def warp_kernel_for(cfg: Config):
     """The kernel for rows of at most a warp (``cfg.threads`` = L lanes per row, ``cfg.elems`` values per lane),
     built once per configuration."""
-    lanes, elems = cfg.threads, cfg.elems
-    assert lanes <= WARP and lanes & (lanes - 1) == 0
-    steps = lanes.bit_length() - 1  # log2(lanes)
-    rows_per_warp = WARP // lanes
-    warps_per_block = cfg.warps_per_block
-    lanes_reduce, _ = reductions(lanes)
-    jit = cuda.jit(launch_bounds=(WARP * warps_per_block, cfg.min_blocks)) if cfg.min_blocks else cuda.jit
+    lanes, elems, steps, rows_per_warp, warps_per_block, lanes_reduce, jit = warp_layout(cfg)
 
     @jit
     def warp_kernel(x, y):

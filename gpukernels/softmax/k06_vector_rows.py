@@ -23,8 +23,7 @@ from numba import cuda, float32, uintp
 from .._intrinsics import aligned16, load4, store4
 from .._launch import version
 from ._common import WARP, Config, _check
-from .k02_block_row import reductions
-from .k05_warp_rows import warp_launches, warp_rows, warp_rows_config
+from .k05_warp_rows import warp_launches, warp_layout, warp_rows, warp_rows_config
 
 VEC_MAX_N = 128  # rows up to this long use 16-byte loads and stores when aligned
 
@@ -32,13 +31,8 @@ VEC_MAX_N = 128  # rows up to this long use 16-byte loads and stores when aligne
 @functools.cache
 def warp_vec_kernel_for(cfg: Config):
     """``warp_rows``' kernel with 16-byte accesses, built once per configuration (``cfg.vec`` is set)."""
-    lanes, elems = cfg.threads, cfg.elems
-    assert lanes <= WARP and lanes & (lanes - 1) == 0 and elems % 4 == 0
-    steps = lanes.bit_length() - 1
-    rows_per_warp = WARP // lanes
-    warps_per_block = cfg.warps_per_block
-    lanes_reduce, _ = reductions(lanes)
-    jit = cuda.jit(launch_bounds=(WARP * warps_per_block, cfg.min_blocks)) if cfg.min_blocks else cuda.jit
+    lanes, elems, steps, rows_per_warp, warps_per_block, lanes_reduce, jit = warp_layout(cfg)
+    assert elems % 4 == 0
 
     @jit
     def warp_vec_kernel(x, y):
