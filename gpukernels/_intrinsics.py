@@ -1,5 +1,5 @@
-"""``load4`` and ``store4``: one 128-bit global load (store) of 4 consecutive float32 -- instructions Numba does not
-emit by itself.
+"""``load4`` and ``store4``: one 128-bit global load (store) of 4 consecutive float32, and ``copy_async``: a global ->
+shared copy that skips the registers -- instructions Numba does not emit by itself.
 
 Numba indexes arrays one element at a time, and the compiler may merge 4 neighbouring 4-byte loads into one
 16-byte load (``LDG.E.128``) only when it can prove the address is a multiple of 16. For shared memory the
@@ -12,6 +12,15 @@ that writes LLVM IR directly -- here a ``<4 x float>`` load with ``align 16`` --
 ``ld.global.v4.f32``. The caller promises the alignment: the address of ``x[i, j]`` must be a multiple of 16
 bytes (`aligned16` checks that on the host; a misaligned vector load is a fatal CUDA error, not a slow path).
 In the simulator, which runs kernels as Python, it is four ordinary element reads.
+
+``copy_async(dst, d, src, s, nbytes)`` copies 4 bytes (``copy_async16``: 16) from ``src.flat[s]`` in global memory
+to ``dst.flat[d]`` in shared memory without passing through registers: Ampere's ``cp.async`` (SASS ``LDGSTS``),
+written as inline PTX because libNVVM does not take LLVM's ``llvm.nvvm.cp.async`` intrinsics. The offsets are flat
+element offsets that the kernel advances itself (one add per copy). ``nbytes`` may be 0: that writes zeros and
+reads nothing (a tile that crosses the end of K). A thread's copies complete in the order of its
+``async_commit()`` groups; ``async_wait(n)`` waits until at most ``n`` of its groups are still in flight, and a
+barrier after it makes every thread's copies visible to the block. In the simulator the copy happens at once and
+commit and wait do nothing, which is one of the orders the hardware may take. ``cp.async`` needs sm_80 or newer.
 """
 
 from __future__ import annotations
@@ -39,6 +48,23 @@ if _simulated():
         x[i, j + 1] = v1
         x[i, j + 2] = v2
         x[i, j + 3] = v3
+
+    @cuda.jit(device=True, inline=True)
+    def copy_async(dst, d, src, s, nbytes):
+        dst.reshape(dst.size)[d] = src.reshape(src.size)[s] if nbytes else 0.0
+
+    @cuda.jit(device=True, inline=True)
+    def copy_async16(dst, d, src, s, nbytes):
+        for q in range(4):
+            dst.reshape(dst.size)[d + q] = src.reshape(src.size)[s + q] if nbytes else 0.0
+
+    @cuda.jit(device=True, inline=True)
+    def async_commit():
+        pass
+
+    @cuda.jit(device=True, inline=True)
+    def async_wait(n):
+        pass
 
 else:
     from llvmlite import ir
@@ -87,6 +113,67 @@ else:
             return context.get_dummy_value()
 
         return sig, codegen
+
+    def _asm(builder, text, constraints, args):
+        fnty = ir.FunctionType(ir.VoidType(), [v.type for v in args])
+        builder.call(ir.InlineAsm(fnty, text, constraints, side_effect=True), args)
+
+    def _cp_async(width):
+        # cp.async.{ca,cg}.shared.global [shared address], [global address], width, bytes-to-read: ".ca" keeps
+        # the 4-byte copies' lines in L1 (a warp's 32 copies read 4 rows x 32 bytes), ".cg" (16 bytes only)
+        # goes through L2 alone, as a 128-byte run read once should. The "memory" clobber keeps the compiler from
+        # moving shared loads or stores across the copy.
+        cache = "cg" if width == 16 else "ca"
+
+        def typer(typingctx, dst, d, src, s, nbytes):
+            if not (isinstance(dst, types.Array) and dst.dtype == types.float32 and dst.layout == "C"
+                    and isinstance(src, types.Array) and src.dtype == types.float32 and src.layout == "C"
+                    and all(isinstance(v, types.Integer) for v in (d, s, nbytes))):
+                return None
+            sig = types.void(dst, d, src, s, nbytes)
+
+            def codegen(context, builder, sig, args):
+                def ptr(ary_t, ary_v, off_v, off_t):  # &ary.flat[off]: no bounds, no wraparound
+                    data = context.make_array(ary_t)(context, builder, value=ary_v).data
+                    return builder.gep(data, [context.cast(builder, off_v, off_t, types.intp)])
+
+                d = ptr(sig.args[0], args[0], args[1], sig.args[1])
+                g = ptr(sig.args[2], args[2], args[3], sig.args[3])
+                d = builder.ptrtoint(builder.addrspacecast(d, ir.PointerType(d.type.pointee, 3)), ir.IntType(32))
+                g = builder.ptrtoint(builder.addrspacecast(g, ir.PointerType(g.type.pointee, 1)), ir.IntType(64))
+                n = context.cast(builder, args[4], sig.args[4], types.int32)
+                _asm(builder, f"cp.async.{cache}.shared.global [$0], [$1], {width}, $2;", "r,l,r,~{memory}",
+                     [d, g, n])
+                return context.get_dummy_value()
+
+            return sig, codegen
+
+        typer.__name__ = f"copy_async{width if width == 16 else ''}"
+        return intrinsic(typer)
+
+    copy_async = _cp_async(4)
+    copy_async16 = _cp_async(16)
+
+    @intrinsic
+    def async_commit(typingctx):
+        def codegen(context, builder, sig, args):
+            _asm(builder, "cp.async.commit_group;", "~{memory}", [])
+            return context.get_dummy_value()
+
+        return types.void(), codegen
+
+    @intrinsic
+    def async_wait(typingctx, n):
+        # The count is part of the instruction, so it must be a compile-time constant.
+        if not isinstance(n, types.IntegerLiteral):
+            return None
+        count = n.literal_value
+
+        def codegen(context, builder, sig, args):
+            _asm(builder, f"cp.async.wait_group {count};", "~{memory}", [])
+            return context.get_dummy_value()
+
+        return types.void(n), codegen
 
 
 def address(x: Any) -> int:

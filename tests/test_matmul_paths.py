@@ -197,6 +197,78 @@ def test_stream_k_without_aligned_rows_runs_thread_16x8s_scalar_kernel(seed, one
     run_checked("matmul", "stream_k", shape, seed)
 
 
+# ----------------------------------------------------------------------------------------------------------
+# The cp.async ring (`make_interior_kernel(stages=3)`, benchmarks/async_copy.py): not a step yet (benchmarks/NOTES.md)
+# ----------------------------------------------------------------------------------------------------------
+from gpukernels.matmul._interior import make_interior_kernel  # noqa: E402
+
+ASYNC_TILE = dict(bm=256, bn=128, bk=8, group=8, rows=16, vec=True, clamp=False, stages=3)
+async_kernel = make_interior_kernel(**ASYNC_TILE)
+async_stream_k_kernel = make_interior_kernel(**ASYNC_TILE, stream_k=True)
+
+
+def _run_async(kernel, shape, seed, sms, times=1):
+    a, b = matmul.make_inputs(shape, seed)
+    a[0, 0], b[-1, -1] = 37.5, -41.0  # outliers in the first and the last tile of K
+    da, db = cuda.to_device(a), cuda.to_device(b)
+    c = cuda.to_device(np.full(shape[:2], np.nan, np.float32))
+    if kernel.stream_k:
+        [launch] = k19_stream_k.stream_k_launches(kernel, da, db, c, sms=sms)
+    else:
+        [launch] = matmul._common.tiled_launch(kernel, c, (da, db, c))
+    outs = []
+    for _ in range(times):
+        c.copy_to_device(np.full(shape[:2], np.nan, np.float32))
+        launch()
+        outs.append(c.copy_to_host())
+    check = compare(outs[0], matmul.reference(a, b), TOLERANCE["matmul"])
+    assert check.ok, f"{kernel.__name__} shape={shape} seed={seed}: {check}"
+    return outs
+
+
+@pytest.mark.parametrize("shape,sms", [
+    ((256, 128, 16), 1),  # one interior tile, two k tiles: fewer tiles than the ring has stages
+    ((256, 128, 44), 1),  # K = 5 x 8 + 4: the last copy reads 4 of 8 k and fills the rest with zeros
+    ((520, 260, 36), 2),  # 9 tiles, edge blocks on the register path, 6 cut between the 2 sharing blocks
+    ((300, 132, 4), 3),  # one k tile, shorter than bk
+])
+def test_async_ring_is_correct(shape, sms, seed):
+    outs = _run_async(async_stream_k_kernel, shape, seed, sms, times=2)
+    assert np.array_equal(outs[0], outs[1])  # the sums do not depend on which copy landed first
+    _run_async(async_kernel, shape, seed, sms)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(2052, 2056, 260), (1000, 1032, 1004), (4096, 4096, 4096), (2048, 4096, 2052)])
+def test_async_ring_is_correct_gpu(shape, seed):
+    # At sizes where every SM runs blocks and many k tiles are in flight: a missing wait or barrier in the ring
+    # shows up here as wrong sums, not in the simulator (which copies at once).
+    outs = _run_async(async_stream_k_kernel, shape, seed, None, times=2)
+    assert np.array_equal(outs[0], outs[1])
+    _run_async(async_kernel, shape, seed, None)
+
+
+_ASYNC_PTX_CHILD = r"""
+from numba import cuda, types
+from gpukernels.matmul._interior import make_interior_kernel
+arr = types.Array(types.float32, 2, "C")
+k = make_interior_kernel(256, 128, bk=8, group=8, rows=16, vec=True, clamp=False, stages=3)
+ptx, _ = cuda.compile_ptx(k.py_func, (arr, arr, arr), cc=(9, 0))
+print(ptx.count("cp.async.ca.shared.global"), ptx.count("cp.async.cg.shared.global"),
+      ptx.count("cp.async.wait_group 1;"), ptx.count("ld.global.v4.f32"))
+"""
+
+
+@pytest.mark.needs_cuda_toolchain
+def test_async_ring_compiles_to_cp_async():
+    # The interior loop copies with cp.async: 8 four-byte copies of A for each 16-byte copy of B (in every copy
+    # of the tile code: full tiles and the one that crosses K, prologue and loop, however LLVM unrolls them), and
+    # waits for all but the newest group. No 16-byte load into registers is left: the edge blocks of this
+    # kernel (clamp=False) guard scalar loads, as thread_16x8's do.
+    ca, cg, waits, v4 = (int(v) for v in run_with_real_cuda(_ASYNC_PTX_CHILD).split())
+    assert cg >= 2 and ca == 8 * cg and waits >= 1 and v4 == 0
+
+
 def test_dispatcher_regimes_follow_readable_thresholds():
     choose = matmul.optimized.choose
     assert choose(1, 8192, 8192).step == "skinny"

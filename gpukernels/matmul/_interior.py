@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from numba import cuda, float32, int32, uint64
 
-from .._intrinsics import load4
+from .._intrinsics import async_commit, async_wait, copy_async, copy_async16, load4
 
 
 def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_bounds=None, rows: int = 8,
-                         vec: bool = False, split_k: bool = False, clamp: bool = True, stream_k: bool = False):
+                         vec: bool = False, split_k: bool = False, clamp: bool = True, stream_k: bool = False,
+                         stages: int = 0):
     """The ``unrolled`` kernel, generalised: a bm x bn block tile (multiples of 64), ``rows`` x 8 outputs per
     thread (8 or 16 rows, as rows/4 x 2 sub-blocks of 4 x 4), bk-deep k tiles (8 or 16), an unguarded path for
     interior tiles, an optional grouped block order (``group`` tile rows per group) and optional 16-byte global
@@ -22,7 +23,8 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
     K over the grid's z (``split_k``: block z sums its slice of K and adds it to C with atomics, so C must start
     at zero), and whether edge blocks clamp their indices (``clamp``, see `load_tile`) or guard every load as
     ``interior`` first did, and whether the blocks share out the last waves' k tiles evenly (``stream_k``, see
-    `stream_k_kernel` below). All of them size shared
+    `stream_k_kernel` below), and whether interior tiles are copied global -> shared by ``cp.async`` through a ring of
+    ``stages`` shared buffers instead of through registers (``stages``, see `async_loop`). All of them size shared
     tiles, register arrays or the thread layout, or pick code, so they are compile-time constants: one kernel is
     compiled per combination."""
     tn, tm = bn // 8, bm // rows  # threads along the columns and along the rows of the tile
@@ -37,9 +39,14 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
     a_regs, b_regs = a_runs * 4, b_runs * 4  # prefetch registers (compile-time sizes of the local arrays)
     b_row_runs = bn // 4
     b_shift = b_row_runs.bit_length() - 1
+    nbuf = max(2, stages)  # shared buffers per tile: 2 (register prefetch) or the cp.async ring
+    a_elems = bm * bk // threads  # A elements each thread copies per tile with cp.async (4 bytes each)
+    a_rows, b_rows = threads // bk, threads // (bn // 4)  # tile rows between a thread's copies of A, of B
+    bk_shift = bk.bit_length() - 1
+    waits = stages - 2  # cp.async groups that may stay in flight when a tile is used (a compile-time constant)
     row_len = bm + 4  # transposed A tile row: a multiple of 4 floats (16-byte aligned), spreads the stores
     assert tm * rows == bm and tn * 8 == bn and a_runs >= 1 and b_runs >= 1 and 1 << tn_shift == tn
-    assert bk in (8, 16) and rows in (8, 16)
+    assert bk in (8, 16) and rows in (8, 16) and stages in (0, 3, 4)
 
     @cuda.jit(device=True, inline=True)
     def load_tile(a, b, a_next, b_next, k, row0, col0, t, inside, clamp):
@@ -109,6 +116,28 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
                 acc[i, j] += a_frag[i] * b_frag[j]
 
     @cuda.jit(device=True, inline=True)
+    def multiply_tile(a_tile, b_tile, cur, ty4, tx4, acc, a_frag, b_frag):
+        # One bk-deep tile of shared buffer `cur` into the accumulators, written out as bk calls (the kk loop
+        # stays rolled otherwise: `unrolled`).
+        outer_product(a_tile, b_tile, cur, 0, ty4, tx4, acc, a_frag, b_frag)
+        outer_product(a_tile, b_tile, cur, 1, ty4, tx4, acc, a_frag, b_frag)
+        outer_product(a_tile, b_tile, cur, 2, ty4, tx4, acc, a_frag, b_frag)
+        outer_product(a_tile, b_tile, cur, 3, ty4, tx4, acc, a_frag, b_frag)
+        outer_product(a_tile, b_tile, cur, 4, ty4, tx4, acc, a_frag, b_frag)
+        outer_product(a_tile, b_tile, cur, 5, ty4, tx4, acc, a_frag, b_frag)
+        outer_product(a_tile, b_tile, cur, 6, ty4, tx4, acc, a_frag, b_frag)
+        outer_product(a_tile, b_tile, cur, 7, ty4, tx4, acc, a_frag, b_frag)
+        if bk == 16:  # a closure constant: the branch is resolved at compile time
+            outer_product(a_tile, b_tile, cur, 8, ty4, tx4, acc, a_frag, b_frag)
+            outer_product(a_tile, b_tile, cur, 9, ty4, tx4, acc, a_frag, b_frag)
+            outer_product(a_tile, b_tile, cur, 10, ty4, tx4, acc, a_frag, b_frag)
+            outer_product(a_tile, b_tile, cur, 11, ty4, tx4, acc, a_frag, b_frag)
+            outer_product(a_tile, b_tile, cur, 12, ty4, tx4, acc, a_frag, b_frag)
+            outer_product(a_tile, b_tile, cur, 13, ty4, tx4, acc, a_frag, b_frag)
+            outer_product(a_tile, b_tile, cur, 14, ty4, tx4, acc, a_frag, b_frag)
+            outer_product(a_tile, b_tile, cur, 15, ty4, tx4, acc, a_frag, b_frag)
+
+    @cuda.jit(device=True, inline=True)
     def main_loop(a, b, a_tile, b_tile, acc, a_frag, b_frag, a_next, b_next, t, tx4, ty4, row0, col0, inside_mn,
                   k_begin, k_end):
         # The double-buffered k loop of `unrolled`. It is inlined twice, with inside_mn the constant True
@@ -116,6 +145,9 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
         # with only the loads it needs. Tiles [k0, k0 + bk) for k0 = k_begin, k_begin + bk, ... < k_end. A slice of
         # K (split_k) is a whole number of tiles long, so a tile crosses k_end only at K itself, where the edge
         # loads' guards stop it.
+        if stages and inside_mn:
+            async_loop(a, b, a_tile, b_tile, acc, a_frag, b_frag, t, tx4, ty4, row0, col0, k_begin, k_end)
+            return
         kdim = a.shape[1]
         clamped = clamp and not inside_mn  # edge blocks: clamped indices (or, without clamp, guarded loads)
         guarded = not clamp and not inside_mn
@@ -128,27 +160,72 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
             k1 = k0 + bk
             if k1 < k_end:
                 load_tile(a, b, a_next, b_next, k1, row0, col0, t, k1 + bk <= kdim and not guarded, clamped)
-            outer_product(a_tile, b_tile, cur, 0, ty4, tx4, acc, a_frag, b_frag)  # the first 8 k steps
-            outer_product(a_tile, b_tile, cur, 1, ty4, tx4, acc, a_frag, b_frag)
-            outer_product(a_tile, b_tile, cur, 2, ty4, tx4, acc, a_frag, b_frag)
-            outer_product(a_tile, b_tile, cur, 3, ty4, tx4, acc, a_frag, b_frag)
-            outer_product(a_tile, b_tile, cur, 4, ty4, tx4, acc, a_frag, b_frag)
-            outer_product(a_tile, b_tile, cur, 5, ty4, tx4, acc, a_frag, b_frag)
-            outer_product(a_tile, b_tile, cur, 6, ty4, tx4, acc, a_frag, b_frag)
-            outer_product(a_tile, b_tile, cur, 7, ty4, tx4, acc, a_frag, b_frag)
-            if bk == 16:  # a closure constant: the branch is resolved at compile time
-                outer_product(a_tile, b_tile, cur, 8, ty4, tx4, acc, a_frag, b_frag)
-                outer_product(a_tile, b_tile, cur, 9, ty4, tx4, acc, a_frag, b_frag)
-                outer_product(a_tile, b_tile, cur, 10, ty4, tx4, acc, a_frag, b_frag)
-                outer_product(a_tile, b_tile, cur, 11, ty4, tx4, acc, a_frag, b_frag)
-                outer_product(a_tile, b_tile, cur, 12, ty4, tx4, acc, a_frag, b_frag)
-                outer_product(a_tile, b_tile, cur, 13, ty4, tx4, acc, a_frag, b_frag)
-                outer_product(a_tile, b_tile, cur, 14, ty4, tx4, acc, a_frag, b_frag)
-                outer_product(a_tile, b_tile, cur, 15, ty4, tx4, acc, a_frag, b_frag)
+            multiply_tile(a_tile, b_tile, cur, ty4, tx4, acc, a_frag, b_frag)
             if k1 < k_end:
                 store_tile(a_tile, b_tile, a_next, b_next, cur ^ 1, t)
             cuda.syncthreads()
             step += 1
+
+    @cuda.jit(device=True, inline=True)
+    def copy_tile(a, b, a_tile, b_tile, stage, k, a_src, b_src, a_dst, b_dst, t):
+        # Global -> shared without registers (cp.async), from flat element offsets the caller advances by one
+        # tile (a_src: A[row0 + t / bk, k + t % bk]; b_src: B[k + t / (bn / 4), col0 + 4 (t % (bn / 4))]), so each
+        # copy is one add and an immediate offset. The A tile goes one float at a time, so that each lands
+        # transposed (a warp copies 4 rows x 8 k: 4 whole 32-byte sectors, into 32 different banks); the B tile 16
+        # bytes at a time. Interior blocks only (every row and column inside); k past K copies zeros.
+        kdim, n = a.shape[1], b.shape[1]
+        a_off, b_off = stage * (bk * row_len) + a_dst, stage * (bk * bn) + b_dst
+        if k + bk <= kdim:
+            for l in range(a_elems):
+                copy_async(a_tile, a_off + l * a_rows, a, a_src + uint64(l * a_rows * kdim), 4)
+            for l in range(b_runs):
+                copy_async16(b_tile, b_off + l * b_rows * bn, b, b_src + uint64(l * b_rows * n), 16)
+        else:  # the tile that crosses K: a zero-length copy reads nothing (its source is any valid address)
+            live = (t & (bk - 1)) < kdim - k
+            for l in range(a_elems):
+                copy_async(a_tile, a_off + l * a_rows, a, a_src + uint64(l * a_rows * kdim) if live else uint64(0),
+                           4 if live else 0)
+            for l in range(b_runs):
+                live = (t >> b_shift) + l * b_rows < kdim - k
+                copy_async16(b_tile, b_off + l * b_rows * bn, b, b_src + uint64(l * b_rows * n) if live else uint64(0),
+                             16 if live else 0)
+
+    @cuda.jit(device=True, inline=True)
+    def async_loop(a, b, a_tile, b_tile, acc, a_frag, b_frag, t, tx4, ty4, row0, col0, k_begin, k_end):
+        # The k loop of an interior tile with a ring of `stages` shared buffers filled by cp.async: while tile i
+        # is multiplied, tiles i + 1 .. i + stages - 1 are on their way, and no register holds them (the
+        # register prefetch of `main_loop` needs 12 registers per thread and a store after the loads land). One
+        # barrier per tile: it makes tile i's copies visible to the block, and tells every thread that all are
+        # done with the buffer tile i - 1 used, which the copy issued just after it overwrites.
+        kdim, n = a.shape[1], b.shape[1]
+        ntiles = (k_end - k_begin + bk - 1) // bk
+        a_src = uint64(row0 + (t >> bk_shift)) * uint64(kdim) + uint64(k_begin + (t & (bk - 1)))
+        b_src = uint64(k_begin + (t >> b_shift)) * uint64(n) + uint64(col0 + (t & (b_row_runs - 1)) * 4)
+        a_dst = (t & (bk - 1)) * row_len + (t >> bk_shift)
+        b_dst = (t >> b_shift) * bn + (t & (b_row_runs - 1)) * 4
+        k = k_begin
+        for p in range(stages - 1):
+            if p < ntiles:
+                copy_tile(a, b, a_tile, b_tile, p, k, a_src, b_src, a_dst, b_dst, t)
+                a_src += uint64(bk)
+                b_src += uint64(bk * n)
+                k += bk
+            async_commit()  # an empty group when there is no tile: the wait below counts groups
+        cur = 0
+        nxt = stages - 1
+        for i in range(ntiles):
+            async_wait(waits)
+            cuda.syncthreads()
+            if i + stages - 1 < ntiles:
+                copy_tile(a, b, a_tile, b_tile, nxt, k, a_src, b_src, a_dst, b_dst, t)
+                a_src += uint64(bk)
+                b_src += uint64(bk * n)
+                k += bk
+            async_commit()
+            multiply_tile(a_tile, b_tile, cur, ty4, tx4, acc, a_frag, b_frag)
+            cur = 0 if cur == stages - 1 else cur + 1
+            nxt = 0 if nxt == stages - 1 else nxt + 1
+        cuda.syncthreads()  # the next user of the buffers (another tile's prologue) waits for the last reads
 
     def interior_kernel(a, b, c):
         # `unrolled` checks every global load against the matrix edges: in the SASS each load costs a compare,
@@ -159,8 +236,8 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
         # barrier on either path. Edge blocks clamp their indices instead of guarding each load (`load_tile`), so
         # only their stores and the last k tile are checked: at 1000^3, where 15 of 64 tiles are edge tiles and
         # the slowest block sets the time, guarded edge loads cost about a third of the run (issue 16).
-        a_tile = cuda.shared.array((2, bk, row_len), float32, alignment=16)
-        b_tile = cuda.shared.array((2, bk, bn), float32, alignment=16)
+        a_tile = cuda.shared.array((nbuf, bk, row_len), float32, alignment=16)
+        b_tile = cuda.shared.array((nbuf, bk, bn), float32, alignment=16)
         acc = cuda.local.array((rows, 8), float32)
         a_frag = cuda.local.array(rows, float32)
         b_frag = cuda.local.array(8, float32)
@@ -257,8 +334,8 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
         # a + b == b + a exactly, so the result is the same whichever comes second), and the last one resets
         # the counter, so `cnt` is all zeros between launches.
         flag = cuda.shared.array(1, int32)
-        a_tile = cuda.shared.array((2, bk, row_len), float32, alignment=16)
-        b_tile = cuda.shared.array((2, bk, bn), float32, alignment=16)
+        a_tile = cuda.shared.array((nbuf, bk, row_len), float32, alignment=16)
+        b_tile = cuda.shared.array((nbuf, bk, bn), float32, alignment=16)
         acc = cuda.local.array((rows, 8), float32)
         a_frag = cuda.local.array(rows, float32)
         b_frag = cuda.local.array(8, float32)
@@ -337,7 +414,8 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
 
     # Named after its parameters, so that profiles and `gpukernels resources` tell the variants apart.
     name = (f"tile{bm}x{bn}x{bk}" + (f"_rows{rows}" if rows != 8 else "") + (f"_group{group}" if group > 1 else "")
-            + ("_vec" if vec else "") + ("_splitk" if split_k else "") + ("_streamk" if stream_k else "")
+            + ("_vec" if vec else "") + (f"_async{stages}" if stages else "") + ("_splitk" if split_k else "")
+            + ("_streamk" if stream_k else "")
             + ("" if clamp else "_guarded"))
     interior_kernel.__name__ = interior_kernel.__qualname__ = name + "_kernel"
     kernel = cuda.jit(**({"launch_bounds": launch_bounds} if launch_bounds else {}))(interior_kernel)
@@ -347,5 +425,6 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
     kernel.split_k = split_k
     kernel.stream_k = stream_k
     kernel.rows = rows
+    kernel.stages = stages
     return kernel
 
