@@ -24,7 +24,8 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
     at zero), and whether edge blocks clamp their indices (``clamp``, see `load_tile`) or guard every load as
     ``interior`` first did, and whether the blocks share out the last waves' k tiles evenly (``stream_k``, see
     `stream_k_kernel` below), and whether interior tiles are copied global -> shared by ``cp.async`` through a ring of
-    ``stages`` shared buffers instead of through registers (``stages``, see `async_loop`). All of them size shared
+    ``stages`` shared buffers instead of through registers (``stages``, see `async_loop`; its 16-byte copies of B
+    need aligned rows, which the launcher checks as for ``vec``). All of them size shared
     tiles, register arrays or the thread layout, or pick code, so they are compile-time constants: one kernel is
     compiled per combination."""
     tn, tm = bn // 8, bm // rows  # threads along the columns and along the rows of the tile
@@ -47,6 +48,7 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
     row_len = bm + 4  # transposed A tile row: a multiple of 4 floats (16-byte aligned), spreads the stores
     assert tm * rows == bm and tn * 8 == bn and a_runs >= 1 and b_runs >= 1 and 1 << tn_shift == tn
     assert bk in (8, 16) and rows in (8, 16) and stages in (0, 3, 4)
+    assert not stages or (a_elems * threads == bm * bk and threads % bk == 0 and threads % (bn // 4) == 0)
 
     @cuda.jit(device=True, inline=True)
     def load_tile(a, b, a_next, b_next, k, row0, col0, t, inside, clamp):
