@@ -4,7 +4,7 @@ library peer in the same run (`gpukernels.bench.bench_shape`: CUDA-graph replays
 
     GPUKERNELS_DEVICE=gpu python benchmarks/suite_sweep.py [matmul] [cbr] [--json out.json]
 
-The dispatchers' constants (``matmul.k20_optimized.TILES``, ``cbr.CBR_*``) are fitted to what this prints.
+The dispatchers' constants (``matmul.k21_optimized.TILES``, ``cbr.CBR_*``) are fitted to what this prints.
 """
 
 from __future__ import annotations

@@ -265,7 +265,7 @@ def _l2_bytes() -> int:
 #: version a student would write first (the CBR target is ">= 3x naive").
 SUITE_BASELINE = {"matmul": "tiled", "softmax": "naive", "cbr": "naive"}
 #: Lessons whose suite times every step: softmax's kernels compile in seconds and run in microseconds, so the whole
-#: ladder fits in the run and its heatmap shows each step's regime (matmul's 20 steps would take an hour).
+#: ladder fits in the run and its heatmap shows each step's regime (matmul's 21 steps would take an hour).
 SUITE_ALL_STEPS = ("softmax",)
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from gpukernels import cbr, matmul, softmax
 from gpukernels.check import TOLERANCE, compare
-from gpukernels.matmul import k16_skinny, k18_narrow, k20_optimized
+from gpukernels.matmul import k16_skinny, k18_narrow, k21_optimized
 
 from .test_lessons import run_checked
 
@@ -20,8 +20,8 @@ from .test_lessons import run_checked
     ((64, 8192, 8192), "narrow"), ((17, 300, 1000), "narrow"),  # a few more rows: the 64 x 256 tile
     ((8192, 32, 4096), "narrow"), ((200, 20, 600), "narrow"),  # few columns: 128 x 32
     ((4096, 4096, 64), "vector_loads"),  # small K: the 64 x 64 tile
-    ((256, 256, 65536), "split_k"), ((4096, 4096, 4096), "stream_k"), ((6144, 6144, 6144), "stream_k"),
-    ((2048, 11008, 4096), "stream_k"),  # 688 tiles of 256 x 128 = 5.21 waves
+    ((256, 256, 65536), "split_k"), ((4096, 4096, 4096), "async_copy"), ((6144, 6144, 6144), "async_copy"),
+    ((2048, 11008, 4096), "async_copy"),  # 688 tiles of 256 x 128 = 5.21 waves
 ])
 def test_matmul_choose_follows_its_rules(shape, step):
     choice = matmul.optimized.choose(*shape)

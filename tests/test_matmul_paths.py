@@ -198,13 +198,14 @@ def test_stream_k_without_aligned_rows_runs_thread_16x8s_scalar_kernel(seed, one
 
 
 # ----------------------------------------------------------------------------------------------------------
-# The cp.async ring (`make_interior_kernel(stages=3)`, benchmarks/async_copy.py): not a step yet (benchmarks/NOTES.md)
+# Step 20: async_copy (stream_k's kernel with `make_interior_kernel(stages=3)`); also the ring on the plain tile
 # ----------------------------------------------------------------------------------------------------------
+from gpukernels.matmul import k20_async_copy  # noqa: E402
 from gpukernels.matmul._interior import make_interior_kernel  # noqa: E402
 
-ASYNC_TILE = dict(bm=256, bn=128, bk=8, group=8, rows=16, vec=True, clamp=False, stages=3)
-async_kernel = make_interior_kernel(**ASYNC_TILE)
-async_stream_k_kernel = make_interior_kernel(**ASYNC_TILE, stream_k=True)
+async_stream_k_kernel = k20_async_copy.async_vec_kernel
+# the same ring on thread_16x8's plain schedule (no stream-K): the ring's code without the workspace paths
+async_kernel = make_interior_kernel(256, 128, bk=8, group=8, rows=16, vec=True, clamp=False, stages=3)
 
 
 def _run_async(kernel, shape, seed, sms, times=1):
@@ -269,13 +270,35 @@ def test_async_ring_compiles_to_cp_async():
     assert cg >= 2 and ca == 8 * cg and waits >= 1 and v4 == 0
 
 
+def test_async_copy_is_stream_k_with_the_ring(seed, one_sm):
+    shape = (520, 260, 36)  # 9 tiles on one SM: whole tiles, then tiles cut between sharing blocks
+    a, b = matmul.make_inputs(shape, seed)
+    [launch] = matmul.async_copy.launches(a, b)
+    assert launch.kernel is k20_async_copy.async_vec_kernel and launch.kernel.stages == 3 and launch.kernel.stream_k
+    assert launch.grid == matmul.stream_k.launches(a, b)[0].grid  # the same schedule as step 19
+    run_checked("matmul", "async_copy", shape, seed)
+    ragged = (300, 131, 37)  # rows not 16-byte aligned: thread_16x8's scalar kernel, as stream_k does
+    [launch] = matmul.async_copy.launches(*matmul.make_inputs(ragged, seed))
+    assert launch.kernel is matmul.wide_kernel
+    run_checked("matmul", "async_copy", ragged, seed)
+
+
+def test_async_copy_falls_back_without_cp_async(monkeypatch, seed):
+    # Before sm_80 there is no cp.async: the step (and the dispatcher) run stream_k's register path instead.
+    monkeypatch.setattr(k20_async_copy, "has_async_copy", lambda: False)
+    a, b = matmul.make_inputs((520, 260, 36), seed)
+    assert matmul.async_copy.launches(a, b)[0].kernel is matmul.k19_stream_k.stream_k_vec_kernel
+    assert k20_async_copy.async_copy_kernel() is matmul.k19_stream_k.stream_k_vec_kernel
+
+
 def test_dispatcher_regimes_follow_readable_thresholds():
     choose = matmul.optimized.choose
     assert choose(1, 8192, 8192).step == "skinny"
     assert choose(matmul.k16_skinny.SKINNY_MAX_M + 1, 8192, 8192).step != "skinny"
-    assert choose(4096, 4096, 4096).step == "stream_k"  # 3.88 waves of the largest tile: the last shared out
-    assert choose(4096, 4096, 4096, aligned=False).step == "thread_16x8"  # stream-K only with 16-byte loads
-    assert choose(1024, 1024, 1024).step != "stream_k"  # 32 tiles of 256 x 128: fewer than the SMs
+    big = choose(4096, 4096, 4096)  # 3.88 waves of the largest tile: the last shared out, tiles copied by cp.async
+    assert big.step == "async_copy" and big.config["stream_k"] and big.config["stages"] == 3
+    assert choose(4096, 4096, 4096, aligned=False).step == "thread_16x8"  # the ring and stream-K need aligned rows
+    assert choose(1024, 1024, 1024).step != "async_copy"  # 32 tiles of 256 x 128: fewer than the SMs
     assert choose(4095, 4097, 4093, aligned=False).config["vec"] is False
     big_k = choose(256, 256, 65536)
     assert big_k.step == "split_k" and big_k.config["splits"] > 1  # 16 tiles of 64 x 64 cannot fill 132 SMs

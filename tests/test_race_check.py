@@ -200,9 +200,11 @@ def _kernel_cases():
     for kernel in _tiled_kernels():
         yield pytest.param(lambda seed, k=kernel: _matmul_interior(k, seed), id=f"matmul-{kernel.__name__}-interior")
     from gpukernels import softmax
-    from gpukernels.matmul import k19_stream_k
+    from gpukernels.matmul import k19_stream_k, k20_async_copy
 
     yield pytest.param(_stream_k_case(k19_stream_k.stream_k_vec_kernel, (513, 64, 24)), id="matmul-stream_k-vec-shared")
+    # the cp.async ring (plain copies here): the buffer a copy overwrites was last read before the tile's barrier
+    yield pytest.param(_stream_k_case(k20_async_copy.async_vec_kernel, (513, 64, 24)), id="matmul-async_copy-shared")
     yield pytest.param(_softmax_config(softmax.MAX_CACHED + 101), id="softmax-online")
     hybrid = softmax.LONG_THREADS * softmax.HYBRID_ELEMS + 37
     yield pytest.param(_softmax_config(hybrid), id="softmax-hybrid-shared")
@@ -228,10 +230,10 @@ def test_cases_reach_every_registered_kernel():
     """The cases above launch every kernel that any version names in its registry entry (``Version.kernels``):
     planned, not run, so this is quick. A version added to a registry is traced by the cases above at its
     lesson's shapes; a kernel it adds that those shapes miss fails here until a case reaches it."""
-    from gpukernels.matmul import k19_stream_k
+    from gpukernels.matmul import k19_stream_k, k20_async_copy
 
     reached = (_planned_kernels() | {id(k) for k in _tiled_kernels()}
-               | {id(k19_stream_k.stream_k_vec_kernel)})
+               | {id(k19_stream_k.stream_k_vec_kernel), id(k20_async_copy.async_vec_kernel)})
     missing = [f"{lesson}.{name}: {getattr(k, '__name__', k)}" for lesson, mod in LESSONS.items()
                for name, version in mod.VERSIONS.items() for k in version.kernels if id(k) not in reached]
     assert not missing, "kernels no race-check case launches:\n" + "\n".join(missing)

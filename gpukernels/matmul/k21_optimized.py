@@ -1,4 +1,4 @@
-"""Step 20 of the matmul ladder, ``optimized``: no single kernel is fastest on every shape, so choose one per shape.
+"""Step 21 of the matmul ladder, ``optimized``: no single kernel is fastest on every shape, so choose one per shape.
 
 cuBLAS does the same (a heuristic over many kernels); Triton autotunes per shape key. Here the choice is a short
 rule a student can read and call -- ``matmul.optimized.choose(M, N, K)`` returns the step, its configuration and
@@ -18,8 +18,9 @@ why:
    The smallest estimate wins; that one model covers the three regimes below:
 
    * compute-bound squares (4096^3): the 256 x 128 tile fills the GPU many times over; it wins on its rate, and
-     with rows 16-byte aligned and more tiles than SMs ``stream_k`` runs it: its estimate divides all the tiles'
-     work evenly over the SMs (fractional waves) instead of rounding up to whole ones.
+     with rows 16-byte aligned and more tiles than SMs ``stream_k``'s schedule runs it, its tiles copied by
+     ``async_copy``'s cp.async ring: the estimate divides all the tiles' work evenly over the SMs (fractional
+     waves) instead of rounding up to whole ones.
    * wave quantisation (1536^3: 72 tiles of 256 x 128 -- half of 132 SMs idle; 144 of 128 x 128 -- two waves,
      the second 9% full): smaller tiles balance the waves.
    * too few tiles to fill the SMs (M = N = 256, K = 65536: 16 tiles of 64 x 64): slices of K (split-K).
@@ -45,7 +46,8 @@ from .k16_skinny import (SKINNY_MAX_M, get_skinny_kernel, get_skinny_shared_kern
                          skinny_splits)
 from .k17_split_k import SPLIT_MAX, SPLIT_MIN_K, split_k_kernels
 from .k18_narrow import cols_small_vec_kernel, narrow_kernel, narrow_splits, rows_vec_kernel
-from .k19_stream_k import stream_k_blocks, stream_k_launches, stream_k_vec_kernel
+from .k19_stream_k import stream_k_blocks, stream_k_launches
+from .k20_async_copy import ASYNC_STAGES, async_copy_kernel, async_vec_kernel
 
 SMALL_K = 128  # K at most this deep takes the 64 x 64 tile (measured at K = 64 and 128)
 NARROW_SIDE = 64  # C with at most this many rows (half as many columns) and a long other side takes a narrow tile
@@ -92,8 +94,10 @@ TILES = (
     Tile("64x64", ("optimized", "optimized"), (small_deep_vec_kernel, small_deep_kernel),
          split_k_kernels(True)[1:] + split_k_kernels(False)[1:], 0.9, 6),
 )
-#: stream_k's tile (rows 16-byte aligned only: stream-K was measured only with 16-byte loads).
-STREAM_K_TILE = Tile("256x128", ("stream_k", "stream_k"), (stream_k_vec_kernel, stream_k_vec_kernel), None,
+#: stream_k's tile and schedule, its tiles copied by async_copy's ring (rows 16-byte aligned only: its 16-byte
+#: copies need them). Its rate is stream_k's: the ring measured 1-3% faster on the large squares and about even
+#: elsewhere (benchmarks/NOTES.md), too little and too mixed to fit a rate of its own.
+STREAM_K_TILE = Tile("256x128", ("async_copy", "async_copy"), (async_vec_kernel, async_vec_kernel), None,
                      STREAM_K_RATE, 1)
 #: Small K's tile: 64 x 64, 8 deep (K = 64 is only 4 tiles of 16), measured at K = 64 and 128 (rule 3).
 SMALL_K_TILE = Tile("64x64x8", ("vector_loads", "wave_fit"), (small_vec_kernel, small_tile_kernel), None, 0.61, 4)
@@ -178,10 +182,11 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
     blocks = ceil_div(m, bm) * ceil_div(n, bn)
     if tile is STREAM_K_TILE:
         dp, sk = stream_k_blocks(m, n, sms)
-        step = "stream_k"
+        step = "async_copy"
         why = (f"{blocks} tiles of {tile.name} = {blocks / sms:.2f} waves of {sms} SMs: "
                + (f"the first {dp} one per block, then " if dp else "")
-               + f"the last {blocks - dp} shared out evenly by {sk} blocks, so no wave is part-empty")
+               + f"the last {blocks - dp} shared out evenly by {sk} blocks, so no wave is part-empty; each tile copied "
+               f"global -> shared by cp.async through {ASYNC_STAGES} shared buffers")
     elif splits > 1:
         step = "split_k"
         why = (f"{blocks} tiles of {tile.name} for {sms} SMs: {splits} slices of K (each "
@@ -193,7 +198,7 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
     why += f" (estimate {est:.1f} us, best of {len(cands)} tile/slice options)"
     config = {"tile": tile.name, "splits": splits, "vec": aligned}
     if tile is STREAM_K_TILE:
-        config["stream_k"] = True
+        config.update(stream_k=True, stages=ASYNC_STAGES)
     return Choice(step, config, why, est, [(t.name + (" stream-K" if t is STREAM_K_TILE else ""), s, round(e, 2))
                                            for t, s, e in cands])
 
@@ -206,20 +211,23 @@ def _kernel_for(choice: Choice):
 
 @version("matmul", check, kernels=[wide_vec_kernel, get_skinny_kernel(1, True), get_skinny_shared_kernel(16, True),
                                    rows_vec_kernel, cols_small_vec_kernel, small_deep_vec_kernel]
-         + list(split_k_kernels(True)) + [stream_k_vec_kernel])
+         + list(split_k_kernels(True)) + [async_vec_kernel])
 def optimized(a, b, c):
-    """The dispatcher: per shape, the step and configuration `choose` estimates fastest (skinny, tiles, split-K, stream-K)."""
+    """The dispatcher: per shape, the step and configuration `choose` estimates fastest (skinny, tiles, split-K,
+    stream-K with cp.async)."""
     m, n = c.shape
     choice = choose(m, n, a.shape[1], aligned16(a, b))
     if choice.step == "skinny":
         return skinny_launches(a, b, c, choice.config["splits"])
     if choice.step == "narrow":
         return tiled_launch(narrow_kernel(m, n, choice.config["vec"]), c, (a, b, c), choice.config["splits"])
-    if choice.step == "stream_k":
-        return stream_k_launches(stream_k_vec_kernel, a, b, c)
+    if choice.step == "async_copy":
+        return stream_k_launches(async_copy_kernel(), a, b, c)
     return tiled_launch(_kernel_for(choice), c, (a, b, c), choice.config["splits"])
 
 
 optimized.choose = choose
-optimized.steps = ("thread_16x8", "vector_loads", "skinny", "split_k", "narrow", "stream_k")  # what it dispatches to, for the suite
+# What it dispatches to, for the suite -- and stream_k, the step async_copy changes, so that every suite run shows
+# what the cp.async ring adds on each shape.
+optimized.steps = ("thread_16x8", "vector_loads", "skinny", "split_k", "narrow", "stream_k", "async_copy")
 optimized.describe = lambda a, b: str(choose(a.shape[0], b.shape[1], a.shape[1], aligned16(a, b)))
