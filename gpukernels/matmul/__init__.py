@@ -50,8 +50,9 @@ Each version below changes exactly one thing, and its docstring says what and wh
 
 Steps 1-15 make one shape fast: 4096^3. On the H200 the ladder goes 274 ms -> 100 -> 17.5 -> 17.9 -> 19.7 -> 17.6 -> 8.4 -> 5.0 -> 4.9 -> 4.1 -> 3.64
 -> 3.69 -> 3.69 -> 3.30 -> 3.21 ms at 4096^3 (cuBLAS: 2.69 ms, so the last step is at 84%); wave_fit changes
-nothing there but takes 1024^3 from 0.12 to 0.095 ms. Step 19, stream_k, takes 4096^3 to 3.12 ms (86% of cuBLAS). benchmarks/NOTES.md says why each step moved as much (or
-as little) as it did, and what the profiler showed.
+nothing there but takes 1024^3 from 0.12 to 0.095 ms. Step 19, stream_k, and step 20, async_copy, take it to 84-86% of
+cuBLAS (README's suite table has the current run). benchmarks/NOTES.md says why each step moved as much (or as little)
+as it did, and what the profiler showed.
 
 Each step lives in its own file, numbered as here (``k03_tiled.py`` holds ``tiled_kernel`` and the ``tiled`` launch
 plan); steps 10 on are calls of one kernel factory (``_interior.py``), each file stating the one argument it changes.

@@ -213,8 +213,7 @@ def _kernel_for(choice: Choice):
                                    rows_vec_kernel, cols_small_vec_kernel, small_deep_vec_kernel]
          + list(split_k_kernels(True)) + [async_vec_kernel])
 def optimized(a, b, c):
-    """The dispatcher: per shape, the step and configuration `choose` estimates fastest (skinny, tiles, split-K,
-    stream-K with cp.async)."""
+    """The dispatcher: per shape, the step and configuration `choose` estimates fastest (skinny, tiles, split-K, ...)."""
     m, n = c.shape
     choice = choose(m, n, a.shape[1], aligned16(a, b))
     if choice.step == "skinny":
