@@ -59,9 +59,11 @@ def pytest_addoption(parser):
              "several calls of a time-limited machine: each call resumes where the last one was cut off)")
 
 
-# `pytest -v -n N` writes "[gw3] [ 10%] PASSED tests/...::name"; without xdist, "tests/...::name PASSED [ 10%]"
-_RESULT = re.compile(r"(?:PASSED|SKIPPED) (tests/\S+::.+?)(?:@\S+)? *$", re.M)
-_RESULT_SERIAL = re.compile(r"^(tests/\S+::.+?)(?:@\S+)? (?:PASSED|SKIPPED)\b", re.M)
+# `pytest -v -n N` writes "[gw3] [ 10%] PASSED tests/...::name"; without xdist, "tests/...::name PASSED [ 10%]".
+# xdist's "@group" suffix comes after the parameters' "]": an "@" inside them ("...@cuda.jit]") is the id's own.
+_GROUP = r"(?:@[^\s\]]+)?"
+_RESULT = re.compile(rf"(?:PASSED|SKIPPED) (tests/\S+::.+?){_GROUP} *$", re.M)
+_RESULT_SERIAL = re.compile(rf"^(tests/\S+::.+?){_GROUP} (?:PASSED|SKIPPED)\b", re.M)
 
 
 def finished_in(logs) -> set:

@@ -64,3 +64,11 @@ def test_an_id_with_an_at_sign_of_its_own_is_recognised(tmp_path):
     log = tmp_path / "a.log"
     log.write_text(f"[gw1] [ 5%] PASSED {own} \n[gw2] [ 6%] PASSED {own}x@matmul.tiled \n")
     assert finished_in([log]) == {own, own + "x"}
+
+
+def test_an_id_that_ends_in_an_at_sign_of_its_own_is_recognised(tmp_path):
+    # the grader's admission case ends "-4-@cuda.jit]": read as an xdist group, it ran again in every resumed call
+    own = "tests/test_g.py::test_a[from numba import cuda\\ndef helper(x):\\n    return x\\n-4-@cuda.jit]"
+    log = tmp_path / "a.log"
+    log.write_text(f"[gw1] [ 5%] PASSED {own} \n[gw2] [ 6%] PASSED {own}@grader \n{own} PASSED  [ 7%]\n")
+    assert finished_in([log]) == {own}
