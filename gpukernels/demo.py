@@ -25,7 +25,11 @@ from gpukernels.check import TOLERANCE, compare
 
 
 def demo_sim(lesson: str, shape: tuple, progress=None, task=None) -> list[dict]:
-    """Run every version in the simulator: check it, and count its global traffic with the tracer."""
+    """Run every version in the simulator: check it (its output poisoned with NaN), and count its global traffic
+    with the tracer."""
+    import numpy as np
+    from numba import cuda
+
     try:
         from gpukernels.trace import reuse
         from gpukernels.trace import trace as _trace
@@ -37,9 +41,11 @@ def demo_sim(lesson: str, shape: tuple, progress=None, task=None) -> list[dict]:
     rows = []
     for name, version in mod.VERSIONS.items():
         row = {"lesson": lesson, "shape": shape, "version": name, "idea": version.idea}
+        # The output starts as NaN on the device, so that an element no thread writes fails the check.
+        d_out = cuda.to_device(np.full(ref.shape, np.nan, np.float32))
         if _trace is not None:
             with _trace() as t:
-                out = version(*inputs)
+                version(*inputs, out=d_out)
             per_array: dict = {}  # summed over the version's launches (naive CBR makes three)
             for a in t.traffic("global"):
                 loads, stores, elements = per_array.get(a.array, (0, 0, a.elements))
@@ -48,10 +54,17 @@ def demo_sim(lesson: str, shape: tuple, progress=None, task=None) -> list[dict]:
                 row["stored_bytes"] = row.get("stored_bytes", 0) + a.bytes_stored
             row["reuse"] = ", ".join(f"{name} {reuse(loads, elements):.1f}" for name, (loads, _, elements)
                                      in per_array.items() if loads)
+            # Per launch and array, for the notebooks' tables (kept with the rest in notebooks/traced/, so that a
+            # notebook shows every version's traffic without tracing every version again).
+            coalesced = t.coalescing().per_kernel  # kernel -> share of the 32-byte sectors its accesses needed
+            row["traffic"] = [{"launch": a.launch, "kernel": a.kernel, "array": a.array, "loads": a.loads,
+                               "stores": a.stores, "bytes_loaded": a.bytes_loaded, "bytes_stored": a.bytes_stored,
+                               "loads_per_element": a.loads_per_element,
+                               "kernel_coalescing": coalesced.get(a.kernel, 1.0)} for a in t.traffic("global")]
         else:
-            out = version(*inputs)
-        check = compare(out, ref, TOLERANCE[lesson])
-        row.update(ok=check.ok, rel_error=check.rel_error, detail="" if check.ok else str(check))
+            version(*inputs, out=d_out)
+        check = compare(d_out.copy_to_host(), ref, TOLERANCE[lesson])
+        row.update(ok=check.ok, rel_error=check.rel_error, detail="" if check.ok else str(check), check=str(check))
         rows.append(row)
         if progress is not None:
             progress.advance(task)

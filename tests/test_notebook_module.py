@@ -123,7 +123,7 @@ def test_kept_traffic_tables_are_what_the_tracer_counts_now(kept):
         f"{kept.name} is stale: run python -m gpukernels.notebook keep {lesson} {' '.join(map(str, shape))}")
     live, from_kept = nb.traffic_rows(lesson, shape, fresh=True)
     assert not from_kept
-    fields = ("version", "loaded_bytes", "stored_bytes", "reuse", "ok")
+    fields = ("version", "loaded_bytes", "stored_bytes", "reuse", "traffic", "ok")
     assert [[r.get(f) for f in fields] for r in live] == [[r.get(f) for f in fields] for r in table["rows"]]
     assert nb.traffic_rows(lesson, shape) == (table["rows"], True)
 
