@@ -38,31 +38,31 @@ def _simulated() -> bool:
 
 if _simulated():
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, forceinline=True)
     def load4(x, i, j):
         return x[i, j], x[i, j + 1], x[i, j + 2], x[i, j + 3]
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, forceinline=True)
     def store4(x, i, j, v0, v1, v2, v3):
         x[i, j] = v0
         x[i, j + 1] = v1
         x[i, j + 2] = v2
         x[i, j + 3] = v3
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, forceinline=True)
     def copy_async(dst, d, src, s, nbytes):
         dst.reshape(dst.size)[d] = src.reshape(src.size)[s] if nbytes else 0.0
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, forceinline=True)
     def copy_async16(dst, d, src, s, nbytes):
         for q in range(4):
             dst.reshape(dst.size)[d + q] = src.reshape(src.size)[s + q] if nbytes else 0.0
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, forceinline=True)
     def async_commit():
         pass
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, forceinline=True)
     def async_wait(n):
         pass
 

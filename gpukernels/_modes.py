@@ -40,6 +40,14 @@ with warnings.catch_warnings():
 os.environ["NUMBA_ENABLE_CUDASIM"] = "0"  # gpukernels set it to 1; numba re-reads its config when compiling
 from numba.cuda.core import config
 config.reload_config()
+if not numba.cuda.is_available():
+    # The lessons' device functions are inlined by NVVM (forceinline), so numba-cuda compiles each one on its own,
+    # for "the current device" -- which a machine without a GPU does not have. Lend them sm_90's compute
+    # capability: NVVM compiles the kernel, inlined device functions and all, for the arch that was asked for, and
+    # what numba-cuda lowers differently by compute capability (atomics before 6.0) is the same for every arch
+    # the toolkit reports on.
+    import numba.cuda.dispatcher
+    numba.cuda.dispatcher.get_current_device = lambda: type("NoGPU", (), {"compute_capability": (9, 0)})()
 """
 
 

@@ -537,8 +537,9 @@ def _compile_in_child(requests: list[dict]) -> list[dict]:
 
 
 #: Compile in at most this many child processes at once (GPUKERNELS_COMPILE_JOBS; default: the CPUs, up to 8).
-#: NVVM compiles one kernel on one core, and a lesson's unrolled kernels take 10-20 s each: a whole lesson
-#: compiled in one process took minutes on the H200 machine's first (uncached) run of 01_matmul.
+#: A compile runs on one core: 1-18 s a kernel (the heaviest, async_copy's, on this toolkit's 2-core CI machine),
+#: about two minutes for every matmul kernel one after another (it was 13.5 minutes while the lessons' device
+#: functions were inlined by Numba rather than by NVVM: the ``forceinline`` note in gpukernels/_modes.py).
 MAX_COMPILE_JOBS = 8
 
 

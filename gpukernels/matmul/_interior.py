@@ -50,7 +50,7 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
     assert bk in (8, 16) and rows in (8, 16) and stages in (0, 3, 4)
     assert not stages or (a_elems * threads == bm * bk and threads % bk == 0 and threads % (bn // 4) == 0)
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, forceinline=True)
     def load_tile(a, b, a_next, b_next, k, row0, col0, t, inside, clamp):
         # Global -> registers: the A tile as runs of 4 consecutive k in a row, the B tile as runs of 4
         # consecutive columns (a warp reads contiguous bytes). `inside` (the same for the whole block) means the
@@ -94,7 +94,7 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
                 for q in range(4):
                     b_next[l * 4 + q] = b[gk, gc + q] if gk < kdim and gc + q < n else float32(0.0)
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, forceinline=True)
     def store_tile(a_tile, b_tile, a_next, b_next, buf, t):
         for l in range(a_runs):
             run = t + l * threads
@@ -105,7 +105,7 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
             for q in range(4):
                 b_tile[buf, run >> b_shift, (run & (b_row_runs - 1)) * 4 + q] = b_next[l * 4 + q]
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, forceinline=True)
     def outer_product(a_tile, b_tile, cur, kk, ty4, tx4, acc, a_frag, b_frag):
         for s in range(subs):
             for i in range(4):
@@ -117,7 +117,7 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
             for j in range(8):
                 acc[i, j] += a_frag[i] * b_frag[j]
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, forceinline=True)
     def multiply_tile(a_tile, b_tile, cur, ty4, tx4, acc, a_frag, b_frag):
         # One bk-deep tile of shared buffer `cur` into the accumulators, written out as bk calls (the kk loop
         # stays rolled otherwise: `unrolled`).
@@ -139,7 +139,7 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
             outer_product(a_tile, b_tile, cur, 14, ty4, tx4, acc, a_frag, b_frag)
             outer_product(a_tile, b_tile, cur, 15, ty4, tx4, acc, a_frag, b_frag)
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, forceinline=True)
     def main_loop(a, b, a_tile, b_tile, acc, a_frag, b_frag, a_next, b_next, t, tx4, ty4, row0, col0, inside_mn,
                   k_begin, k_end):
         # The double-buffered k loop of `unrolled`. It is inlined twice, with inside_mn the constant True
@@ -168,7 +168,7 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
             cuda.syncthreads()
             step += 1
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, forceinline=True)
     def copy_tile(a, b, a_tile, b_tile, stage, k, a_src, b_src, a_dst, b_dst, t):
         # Global -> shared without registers (cp.async), from flat element offsets the caller advances by one
         # tile (a_src: A[row0 + t / bk, k + t % bk]; b_src: B[k + t / (bn / 4), col0 + 4 (t % (bn / 4))]), so each
@@ -192,7 +192,7 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
                 copy_async16(b_tile, b_off + l * b_rows * bn, b, b_src + uint64(l * b_rows * n) if live else uint64(0),
                              16 if live else 0)
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, forceinline=True)
     def async_loop(a, b, a_tile, b_tile, acc, a_frag, b_frag, t, tx4, ty4, row0, col0, k_begin, k_end):
         # The k loop of an interior tile with a ring of `stages` shared buffers filled by cp.async: while tile i
         # is multiplied, tiles i + 1 .. i + stages - 1 are on their way, and no register holds them (the
@@ -297,7 +297,7 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
                         else:
                             c[row, col] = acc[i, j]
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, forceinline=True)
     def tile_origin(tile, gx, gy):
         # Tile number -> (row0, col0) of C, numbered down columns of `group` tile rows (see interior_kernel).
         first = (tile // (group * gx)) * group
@@ -305,7 +305,7 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
         within = tile % (group * gx)
         return (first + within % group_rows) * bm, (within // group_rows) * bn
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, forceinline=True)
     def store_c(c, acc, row0, col0, ty4, tx4):
         # The thread's 16 x 8 (or 8 x 8) outputs: unguarded when the whole tile is inside C.
         m, n = c.shape

@@ -16,7 +16,7 @@ V_BK = 8
 V_ROW = B2_BM + 4  # a_tile row: 132 floats = 528 bytes, a multiple of 16 (aligned rows) that spreads the stores
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def _v_load(a, b, a_next, b_next, k, row0, col0, ar, ak, bk, bc):
     # Thread t fetches 4 consecutive k of one row of A (one 16-byte run) and 4 consecutive columns of one row
     # of B (a warp reads 512 contiguous bytes). Out-of-range elements become 0.

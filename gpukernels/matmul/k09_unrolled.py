@@ -13,7 +13,7 @@ from ._common import check
 from .k05_regblock_2d import B2_BM, B2_BN, B2_THREADS
 from .k08_vectorized import V_BK, V_ROW, _v_load
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def _outer_product(a_tile, b_tile, cur, kk, ty4, tx4, acc, a_frag, b_frag):
     # One k step: 4 x ld.shared.v4 (8 values of A, 8 of B) and the 8 x 8 outer product, 64 FMAs.
     for i in range(4):

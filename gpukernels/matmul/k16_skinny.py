@@ -40,7 +40,7 @@ SKINNY_MIN_K = 2 * SKINNY_WARPS * 16  # a slice of K gives every warp at least 1
 def make_load_b(vec: bool):
     """4 consecutive elements of row k of B from column col, 0 past the edges (one 16-byte load when ``vec``)."""
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, forceinline=True)
     def load_b(b, k, col, ok):
         n = b.shape[1]
         if vec and ok and col + SKINNY_COLS <= n:
@@ -61,7 +61,7 @@ def get_skinny_kernel(rows: int, vec: bool):
 
     load_b = make_load_b(vec)
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, forceinline=True)
     def fma_rows(a, acc, row0, k, b0, b1, b2, b3):
         m = a.shape[0]
         for i in range(rows):
@@ -132,7 +132,7 @@ def get_skinny_shared_kernel(rows: int, vec: bool):
 
     load_b = make_load_b(vec)
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, forceinline=True)
     def fma_rows(a_sh, acc, kk, b0, b1, b2, b3):
         for i4 in range(rows // 4):
             a0, a1, a2, a3 = load4(a_sh, kk, i4 * 4)  # one 16-byte broadcast: the whole warp reads one address

@@ -30,7 +30,7 @@ from .._launch import Launch, version
 from ._common import FULL_MASK, WARP, _check
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def warp_max(v):
     # Butterfly: after the 5 steps (xor with 16, 8, 4, 2, 1) every lane holds the maximum of all 32 lanes.
     # A range, not a tuple of offsets: Numba indexes a tuple through a branch tree, and that loop stays rolled.
@@ -39,7 +39,7 @@ def warp_max(v):
     return v
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def warp_sum(v):
     for k in range(5):
         v += cuda.shfl_xor_sync(FULL_MASK, v, 16 >> k)
@@ -55,7 +55,7 @@ def reductions(threads: int):
     steps = lanes.bit_length() - 1  # log2(lanes): shuffle steps of one reduction
     warps = -(-threads // WARP)  # warps that share a row
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, forceinline=True)
     def lanes_reduce(v, is_max):
         # Butterfly over the `lanes` lanes of a row: xor with lanes/2, ..., 2, 1 never leaves the row's aligned
         # segment of the warp, and after log2(lanes) steps every lane of it holds the result. A range (not a
@@ -65,7 +65,7 @@ def reductions(threads: int):
             v = max(v, other) if is_max else v + other
         return v
 
-    @cuda.jit(device=True, inline=True)
+    @cuda.jit(device=True, forceinline=True)
     def block_reduce(v, scratch, is_max):
         # Reduce within each warp with shuffles, then across warps through shared memory.
         v = lanes_reduce(v, is_max)

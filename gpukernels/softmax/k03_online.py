@@ -26,7 +26,7 @@ from ._common import WARP, _check
 from .k02_block_row import reductions
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def online_update(m, s, v):
     # One value into a running max m and a running sum s of exp(x - m): when the max grows, the sum so far is
     # rescaled by exp(m_old - m_new) ("online softmax": max and sum in one read).
@@ -38,7 +38,7 @@ def online_update(m, s, v):
     return m, s
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def rebase(m, s, new_max):
     # A sum s of exp(x - m) re-expressed as a sum of exp(x - new_max); an empty part (m = -inf) adds nothing.
     return s * math.exp(m - new_max) if m != -math.inf else float32(0.0)

@@ -28,7 +28,7 @@ SPLIT_MIN_CHUNK = SPLIT_THREADS * 8  # a block's piece of a row: at least 8 valu
 SPLIT_BLOCKS_PER_SM = 4  # the pieces per row aim at this many blocks per SM in all
 
 
-@cuda.jit(device=True, inline=True)
+@cuda.jit(device=True, forceinline=True)
 def _block_reduce(v, scratch, is_max):
     # All SPLIT_THREADS threads: the warp butterflies `warp_max` / `warp_sum`, then warp 0's lanes reduce the
     # SPLIT_WARPS warp results left in shared memory, and every thread reads the block's result back.
