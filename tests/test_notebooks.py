@@ -63,7 +63,8 @@ def test_there_are_notebooks():
 
 def warm_resource_cache(path: Path) -> None:
     """Compile, before the clock starts, what the notebook's resource tables will ask for: a cold cache (a fresh CI
-    machine) means minutes of NVVM for 01_matmul's twenty-one versions, once -- a compile, not the lesson's run time."""
+    machine) means about two minutes of compiling for 01_matmul's twenty-one versions, once -- a compile, not the
+    lesson's run time."""
     import re
 
     from gpukernels import resources
