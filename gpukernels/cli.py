@@ -55,11 +55,11 @@ def parse_size(text: str, lesson_name: str) -> tuple:
     example = ",".join(str(v) for v in gpukernels.LESSONS[lesson_name].SHAPES["trace"])
     one = " or one number for a square" if len(names) == 2 else " or one number for a cube" if len(names) == 3 else ""
     expected = f"{lesson_name} --size takes {form} (e.g. {example} or {example.replace(',', 'x')}){one}"
-    parts = [p for p in re.split(r"[,xX\s]+", str(text).strip()) if p]
-    try:
-        values = tuple(int(p) for p in parts)
-    except ValueError:
-        raise UsageError(f"--size {text!r} is not a list of whole numbers; {expected}") from None
+    # The whole text must be numbers joined by one separator each (a comma, an x, or spaces): "3,x", "3x" or
+    # "3,,3" are refused rather than read as the numbers they happen to contain.
+    if str(text).strip() and not re.fullmatch(r"\s*\d+(?:\s*[,xX]\s*\d+|\s+\d+)*\s*", str(text)):
+        raise UsageError(f"--size {text!r} is not a list of whole numbers; {expected}")
+    values = tuple(int(p) for p in re.split(r"[,xX\s]+", str(text).strip()) if p)
     if len(values) == 1 and len(names) in (2, 3):
         values = values * len(names)
     if len(values) != len(names):

@@ -33,6 +33,10 @@ def test_sizes_as_people_type_them(text, lesson, shape):
     ("0x4", "softmax", "every dimension must be at least 1"),
     ("4", "cbr", "has 1 number(s); cbr --size takes N,C,H,W,K,R,S"),
     ("", "matmul", "has 0 number(s)"),
+    # every form parses whole or is refused: no number read out of a text that is not a list of them
+    ("3,x", "matmul", "is not a list of whole numbers"), ("3x", "matmul", "is not a list of whole numbers"),
+    ("x3", "softmax", "is not a list of whole numbers"), ("3,,3", "softmax", "is not a list of whole numbers"),
+    ("4x4,", "softmax", "is not a list of whole numbers"), ("-1x4", "softmax", "is not a list of whole numbers"),
 ])
 def test_sizes_that_cannot_be_used_say_the_expected_form(text, lesson, why):
     with pytest.raises(UsageError, match=why.replace("(", r"\(").replace(")", r"\)")):
