@@ -1,4 +1,5 @@
-# make test   - create .venv if missing, install, run the test suite (simulator unless a GPU is chosen)
+# make test   - create .venv if missing, install, run the default test tier (simulator unless a GPU is chosen)
+# make test-all - the whole suite: the default tier and the long one (notebooks, more seeds, larger shapes, ...)
 # make demo   - run every lesson's versions, check them, print the table
 # make classroom - every lesson's interactive classroom page into build/classroom/
 # make site   - build the course site into build/site (tools/build_site.py), the classroom pages included
@@ -31,7 +32,7 @@ EXTRAS ?= $(if $(CUDA_EXTRA),$(CUDA_EXTRA)$(comma))dev
 # cu12 and cu13 keeps the other's wheels: `make clean` first.
 STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
-.PHONY: test test-nocuda demo install extras notebooks plots bench clean mutate classroom site
+.PHONY: test test-all test-nocuda demo install extras notebooks plots bench clean mutate classroom site
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -44,12 +45,26 @@ install: $(STAMP)
 extras:
 	@echo "platform $(or $(UNAME),unknown), driver CUDA $(or $(CUDA_MAJOR),none) -> pip install -e \".[$(EXTRAS)]\""
 
-test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --timeout 600 tests
+# Two tiers (tests/conftest.py): `make test` deselects the tests marked `slow` -- every lesson version at small odd
+# shapes, the tracer, the grader against its fixtures, the CLI and bad input, in minutes; `make test-all` runs
+# everything. WORKERS: pytest-xdist processes (GPUKERNELS_DEVICE=gpu make test-all WORKERS=16 on a GPU machine).
+WORKERS ?= 2
 
-# The whole suite as a Mac runs it: a venv with everything but numba-cuda (so no CUDA compiler), kernels on
-# Numba's built-in simulator. The requirements are pyproject.toml's, markers and all, less numba-cuda's lines;
-# the package goes in with --no-deps so numba-cuda stays out. What needs the compiler skips, naming it.
+test: $(STAMP)
+	$(PY) -m pytest -q -n $(WORKERS) --timeout 600 -m "not slow" tests
+
+test-all: $(STAMP)
+	$(PY) -m pytest -q -n $(WORKERS) --timeout 900 tests
+
+# What differs on a Mac: a venv with everything but numba-cuda (so no CUDA compiler), kernels on Numba's built-in
+# simulator. The requirements are pyproject.toml's, markers and all, less numba-cuda's lines; the package goes in
+# with --no-deps so numba-cuda stays out. What needs the compiler skips, naming it. NOCUDA_TESTS are the tests
+# whose answers depend on that: what runs without the compiler (test_no_toolchain: the grader and `resources`),
+# the simulator's primitives and errors on Numba's own simulator, every lesson version on it, the tracer, the
+# modes, the CLI; the rest of the suite runs the same code on the same simulator as `make test` does.
+NOCUDA_TESTS ?= tests/test_no_toolchain.py tests/test_modes.py tests/test_sim_primitives.py tests/test_sim_parity.py \
+	tests/test_sim_errors.py tests/test_sim_scheduler.py tests/test_lessons.py tests/test_trace.py \
+	tests/test_resources.py tests/test_cli.py tests/test_check.py tests/test_launch_checks.py tests/test_errors.py
 NOCUDA_VENV ?= .venv-nocuda
 NOCUDA_PY   := $(NOCUDA_VENV)/$(BIN)/python
 
@@ -63,7 +78,8 @@ $(NOCUDA_VENV)/.installed: pyproject.toml
 
 test-nocuda: $(NOCUDA_VENV)/.installed
 	$(NOCUDA_PY) -c 'import importlib.util as u, sys; sys.exit("numba-cuda is installed in $(NOCUDA_VENV)" if u.find_spec("numba_cuda") else 0)'
-	GPUKERNELS_DEVICE=sim $(NOCUDA_PY) -m pytest -q -p no:cacheprovider -n 2 --timeout 600 -m 'not mutation' tests
+	GPUKERNELS_DEVICE=sim $(NOCUDA_PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --timeout 600 -m 'not slow' \
+	  $(NOCUDA_TESTS)
 
 demo: $(STAMP)
 	$(PY) -m gpukernels demo all

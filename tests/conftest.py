@@ -9,6 +9,17 @@ is missing -- the same answers a student's Mac gets (``make test-nocuda`` runs t
 * ``needs_numba_cuda``: numba-cuda itself (its own test suite);
 * ``no_cuda_toolchain``: checks what a machine *without* that compiler gets; skipped where it is installed;
 * ``needs_browser``: headless Chromium through selenium (tests/browser.py; .ci/run installs it).
+
+Two tiers, chosen by the ``slow`` marker (the README says what each runs and how long it takes):
+
+* the default tier, ``make test`` (``pytest -m "not slow"``): every lesson version correct under the simulator
+  at small odd shapes with NaN-poisoned outputs and float64 references, the tracer, the simulator's primitives,
+  the grader against every fixture (one seed), the CLI, bad input -- whatever catches a wrong kernel or a broken
+  command, in minutes;
+* the long tier, ``make test-all`` (everything): the same checks with more seeds and larger shapes, plus the
+  notebooks executed top to bottom, numba-cuda's own suite on the simulator, the mutation sample and the browser
+  tests. A test is in the long tier when it is marked ``slow``, or marked ``long``, ``mutation`` or
+  ``needs_browser`` (`LONG_TIER`), which makes it ``slow`` too.
 """
 
 import importlib.util
@@ -50,6 +61,17 @@ def _skips() -> dict:
     if no_browser:
         skips["needs_browser"] = f"needs headless Chromium: {no_browser}"
     return skips
+
+
+#: Markers that put a test in the long tier (``make test-all``) as if it were marked ``slow``.
+LONG_TIER = ("long", "mutation", "needs_browser")
+
+
+def pytest_itemcollected(item):
+    # At collection, before ``-m "not slow"`` deselects: a notebook run, the mutation sample or a browser test is
+    # in the long tier whatever else it is marked.
+    if item.get_closest_marker("slow") is None and any(item.get_closest_marker(m) for m in LONG_TIER):
+        item.add_marker(pytest.mark.slow)
 
 
 def pytest_addoption(parser):

@@ -36,6 +36,8 @@ FIXTURES = Path(__file__).parent / "fixtures" / "submissions"
 NAMES = list(available(EXERCISES))
 TIMEOUT = 120.0  # generous: the suite runs on 2 busy cores; the infinite loop has its own, short limit
 SEEDS = 5
+# The default tier grades every fixture and solution with one seed; the long tier adds the other SEEDS - 1.
+SEED_TIERS = [pytest.param(1, id="1seed"), pytest.param(SEEDS - 1, id=f"{SEEDS - 1}more", marks=pytest.mark.slow)]
 SLOW = {"01_vector_add/infinite_loop"}  # graded alone, with a short time limit
 
 STATEMENT = re.compile(r"Expected: pass (?P<passed>[\w, ]+?)(?:; fail (?P<gate>\w+) \(\"(?P<fragment>[^\"]+)\"\))?"
@@ -154,11 +156,12 @@ def _grade_many(files, seeds_per_file: int, speed: bool, timeout: float = TIMEOU
 
 
 @pytest.mark.needs_cuda_toolchain  # the stated scores count the compiles gate (test_no_toolchain: without it)
+@pytest.mark.parametrize("n_seeds", SEED_TIERS)
 @pytest.mark.parametrize("group", ["01-04", "05-09"])
-def test_every_fixture_scores_what_it_says_with_five_seeds(group):
+def test_every_fixture_scores_what_it_says_with_fresh_seeds(group, n_seeds):
     lo, hi = group.split("-")
     files = [p for p in FIXTURE_FILES if lo <= p.parent.name[:2] <= hi and _key(p) not in SLOW]
-    owners, results, seeds = _grade_many(files, SEEDS, speed=False)
+    owners, results, seeds = _grade_many(files, n_seeds, speed=False)
     problems = [f"{msg} [seed {s}]" for o, r, s in zip(owners, results, seeds)
                 for msg in _mismatches([o], [r], speed=False)]
     assert not problems, "\n".join(problems)
@@ -174,10 +177,12 @@ def test_infinite_loop_hits_the_time_limit():
 
 
 @pytest.mark.needs_cuda_toolchain  # full marks include the compiles gate (test_no_toolchain: without it)
-def test_solutions_score_full_marks_and_stubs_zero():
-    """Five seeds each; on a GPU the speed gate counts (the solutions must beat their baselines)."""
+@pytest.mark.parametrize("n_seeds", SEED_TIERS)
+def test_solutions_score_full_marks_and_stubs_zero(n_seeds):
+    """Fresh seeds each (one in the default tier, four more in the long one); on a GPU the speed gate counts (the
+    solutions must beat their baselines)."""
     rng = np.random.default_rng()
-    pairs = [(n, SOLUTIONS / f"{n}.py") for n in NAMES for _ in range(SEEDS)]
+    pairs = [(n, SOLUTIONS / f"{n}.py") for n in NAMES for _ in range(n_seeds)]
     pairs += [(n, EXERCISES / n / "kernel.py") for n in NAMES]
     seeds = [int(rng.integers(0, 2**31 - 1)) for _ in pairs]
     results = grade(pairs, root=EXERCISES, timeout=TIMEOUT, seeds=seeds, jobs=os.cpu_count())
@@ -196,7 +201,7 @@ def test_solutions_score_full_marks_and_stubs_zero():
     assert not problems, "\n".join(problems)
     # Gradescope's results.json, as a teacher uploads it: every entry and both totals recomputed from the specs'
     # points (a solution passes every gate; speed counts on a GPU only), not summed from the grader's results
-    solutions = results[: len(NAMES) * SEEDS: SEEDS]
+    solutions = results[: len(NAMES) * n_seeds: n_seeds]
     doc = json.loads(json.dumps(to_gradescope(solutions)))
     want = {f"{n}: {g}": v for n in NAMES for g, v in expected_tests(load(EXERCISES / n), full_marks, True).items()}
     assert [t["name"] for t in doc["tests"]] == list(want)

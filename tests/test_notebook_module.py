@@ -110,17 +110,30 @@ def test_a_cell_kernel_is_rebuilt_from_its_cells_definitions():
     assert linecache.getline(name, 10).strip() == "x[i] = i * 2.0"  # the tracer can quote the cell's lines
 
 
-@sim_only
-@pytest.mark.parametrize("kept", sorted(nb.TRACED.glob("*.json")), ids=lambda p: p.stem)
-def test_kept_traffic_tables_are_what_the_tracer_counts_now(kept):
-    """A table kept beside the notebooks (notebooks/traced/) is used only while its key matches the sources; this
-    re-traces it and fails when it is stale or its counts differ."""
+def _kept_table(kept):
     import json
 
     table = json.loads(kept.read_text())
     lesson, shape = table["lesson"], tuple(table["shape"])
     assert table["key"] == nb.traced_key(lesson, shape), (
         f"{kept.name} is stale: run python -m gpukernels.notebook keep {lesson} {' '.join(map(str, shape))}")
+    return table, lesson, shape
+
+
+@pytest.mark.parametrize("kept", sorted(nb.TRACED.glob("*.json")), ids=lambda p: p.stem)
+def test_kept_traffic_tables_are_keyed_to_the_sources_now(kept):
+    """A table kept beside the notebooks (notebooks/traced/) is used only while its key matches the sources: a
+    kernel edited since it was kept makes it stale (the long tier re-traces it, below)."""
+    table, lesson, shape = _kept_table(kept)
+    assert [r["version"] for r in table["rows"]] == list(gpukernels.LESSONS[lesson].VERSIONS)
+
+
+@sim_only
+@pytest.mark.slow  # traces every version of the lesson: ~10 s each
+@pytest.mark.parametrize("kept", sorted(nb.TRACED.glob("*.json")), ids=lambda p: p.stem)
+def test_kept_traffic_tables_are_what_the_tracer_counts_now(kept):
+    """This re-traces a kept table and fails when it is stale or its counts differ (a change of the tracer)."""
+    table, lesson, shape = _kept_table(kept)
     live, from_kept = nb.traffic_rows(lesson, shape, fresh=True)
     assert not from_kept
     fields = ("version", "loaded_bytes", "stored_bytes", "reuse", "traffic", "ok")
