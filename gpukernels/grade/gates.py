@@ -39,6 +39,7 @@ from .spec import GATES, Exercise
 
 HELP_HINTS = "run `gpukernels grade {ex} --hints {n}` for more help"
 MAX_SOURCE_BYTES = 200_000
+COMPILE_TIMEOUT = 60.0  # seconds a compile child may take at least, whatever the (run) time limit
 
 # The poison written into every output before a launch: a quiet NaN whose payload (0xBAD1) no arithmetic
 # produces -- 0/0 and inf - inf give the default NaN (0xFFC00000 on x86, 0x7FFFFFFF on a GPU), and a NaN
@@ -212,7 +213,10 @@ class Grading:
         return self._child(self._job("speed", speed=speed), "speed", exclusive=True)
 
     def _child(self, job: Job, mode: str, exclusive: bool = False) -> Child:
-        child = Child((mode, self.index), job, child_env(mode), self.timeout, exclusive=exclusive)
+        # The time limit is the student's loop's, not the compiler's: a compile of a correct kernel on a machine
+        # busy grading a class can take longer than a short limit, and must not read as "does not compile"
+        limit = max(self.timeout, COMPILE_TIMEOUT) if mode == "compile" else self.timeout
+        child = Child((mode, self.index), job, child_env(mode), limit, exclusive=exclusive)
         self.children[mode] = child
         return child
 
@@ -296,7 +300,7 @@ class Grading:
     def score_compile(self, child: Child) -> bool:
         """The compile child's verdict. False when it did not compile: nothing of it is run then, so its
         correctness is not graded either."""
-        problem = child_problem(child, "compiler", self.timeout)
+        problem = child_problem(child, "compiler", child.timeout)
         rep = child.report
         if problem is None and rep.error:
             problem = rep.error
