@@ -51,10 +51,10 @@ extras:
 WORKERS ?= 2
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(WORKERS) --timeout 600 -m "not slow" tests
+	$(PY) -m pytest -q -n $(WORKERS) --dist loadgroup --timeout 600 -m "not slow" tests
 
 test-all: $(STAMP)
-	$(PY) -m pytest -q -n $(WORKERS) --timeout 900 tests
+	$(PY) -m pytest -q -n $(WORKERS) --dist loadgroup --timeout 900 tests
 
 # What differs on a Mac: a venv with everything but numba-cuda (so no CUDA compiler), kernels on Numba's built-in
 # simulator. The requirements are pyproject.toml's, markers and all, less numba-cuda's lines; the package goes in
