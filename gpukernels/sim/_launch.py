@@ -31,6 +31,7 @@ from . import _ctx, arrays
 from ._source import describe, location, traceback_site, user_frame
 from .api import (
     BALLOT,
+    COLLECTIVES,
     MATCH_ALL,
     MATCH_ANY,
     SHFL_DOWN,
@@ -597,6 +598,11 @@ class Launch:
 
     def _compute(self, kind, group, need, w):
         vals = {t.lane: t.value for t in group}
+        collective = COLLECTIVES.get(kind)
+        if collective is not None:
+            if len(vals) != 32:
+                raise self._partial_warp_error(kind, group[0], need, w)
+            return collective(vals)
         if kind == SYNCWARP:
             return dict.fromkeys(vals)
         if kind == VOTE_ALL:
@@ -657,6 +663,22 @@ class Launch:
             f"cuda.{kind}: thread {thread} of block {_xyz(self.blockIdx)} (lane {t.lane} of warp {w}) reads "
             f"lane {src}, which {why}; on a GPU the value would be undefined. At {describe(site)}",
             **self._err_kw(t, site),
+        )
+
+    def _partial_warp_error(self, kind, first, need, w):
+        missing = 0xFFFFFFFF & ~need
+        gone = missing & self._exist[w]
+        if gone:
+            why = (f"{_lanes_text(gone)} ha{'s' if bin(gone).count('1') == 1 else 've'} already exited. Every lane must "
+                   "reach it: guard the loads and stores around it, not the instruction")
+        else:
+            why = (f"the block has {self.nthreads} threads, so warp {w} has only {bin(self._exist[w]).count('1')} "
+                   "lanes: launch blocks of whole warps (a multiple of 32 threads)")
+        site = first.where_site()
+        return WarpMaskError(
+            f"{kind} in kernel {self.name!r}, warp {w} of block {_xyz(self.blockIdx)}, at {describe(site)}: it is a "
+            f"warp-collective instruction that needs all 32 lanes of the warp, but {why}",
+            **self._err_kw(first, site),
         )
 
     def _mismatch_error(self, w, first, odd):

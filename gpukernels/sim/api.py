@@ -44,6 +44,12 @@ SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_XOR, SYNCWARP, VOTE_ALL, VOTE_ANY, VOTE_EQ, B
     "match_all_sync",
 )
 
+#: Warp-collective instructions defined outside the simulator (``gpukernels._mma``: mma.sync, ldmatrix), by name:
+#: a function from ``{lane: value}`` of the whole warp to ``{lane: result}``. Every lane of the warp must call one
+#: (they go through `Launch.warp_op` with the full mask, like a shuffle); a lane that has exited, or that the block
+#: does not have, is a WarpMaskError instead of a result computed without it.
+COLLECTIVES: dict = {}
+
 
 def _gamma(x):
     # tgamma: a pole at 0 (signed infinity), NaN at the negative integers and -inf, +inf past float range

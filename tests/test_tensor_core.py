@@ -1,0 +1,383 @@
+"""The tensor-core lesson and the instructions under it (gpukernels._mma).
+
+* the fragment tables against the PTX ISA's, and each simulated instruction against NumPy on one warp -- mma_f16,
+  mma_bf16, mma_tf32, to_tf32, pack_half2, ldmatrix (x1, x2, x4, .trans), copy_async16_f16; a lane missing from a
+  warp-collective instruction is an error that says which;
+* every version of the lesson under the simulator at small odd shapes, outputs poisoned with NaN, inputs checked
+  unmodified, against a float64 reference of the (rounded) inputs; 3xTF32 against float32 SGEMM's own error;
+* on the compiler (no GPU): every intrinsic and every kernel compiles for sm_90 to the instructions it is about.
+"""
+
+import json
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+import gpukernels
+from gpukernels import _mma
+from gpukernels.sim import WarpMaskError
+
+SIM = gpukernels.MODE == "sim"
+sim_only = pytest.mark.skipif(not SIM, reason="checks the simulator's versions of the instructions")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The fragment tables
+# ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("coords,count,shape", [
+    (_mma.a_frag_coords, 8, (16, 16)), (_mma.b_frag_coords, 4, (16, 8)), (_mma.c_frag_coords, 4, (16, 8)),
+    (_mma.a_tf32_coords, 4, (16, 8)), (_mma.b_tf32_coords, 2, (8, 8)),
+    (lambda lane, i: _mma.ldmatrix_coords(lane, i), 2, (8, 8)),
+    (lambda lane, i: _mma.ldmatrix_coords(lane, i, trans=True), 2, (8, 8)),
+])
+def test_each_element_is_held_by_exactly_one_lane(coords, count, shape):
+    seen = [coords(lane, i) for lane in range(32) for i in range(count)]
+    assert sorted(seen) == [(r, c) for r in range(shape[0]) for c in range(shape[1])]
+
+
+def test_tables_match_the_ptx_isa_figures():
+    # A few cells read off the PTX ISA's figures ("Matrix Fragments for mma.m16n8k16 with floating point type",
+    # "... mma.m16n8k8" for .tf32): lane 0 holds A's (0, 0), (0, 1), (8, 0), (8, 1), (0, 8), (0, 9), (8, 8), (8, 9)
+    assert [_mma.a_frag_coords(0, i) for i in range(8)] == [(0, 0), (0, 1), (8, 0), (8, 1), (0, 8), (0, 9), (8, 8),
+                                                            (8, 9)]
+    assert [_mma.a_frag_coords(31, i) for i in range(8)] == [(7, 6), (7, 7), (15, 6), (15, 7), (7, 14), (7, 15),
+                                                             (15, 14), (15, 15)]
+    assert [_mma.b_frag_coords(5, i) for i in range(4)] == [(2, 1), (3, 1), (10, 1), (11, 1)]
+    assert [_mma.c_frag_coords(6, i) for i in range(4)] == [(1, 4), (1, 5), (9, 4), (9, 5)]
+    assert [_mma.a_tf32_coords(7, i) for i in range(4)] == [(1, 3), (9, 3), (1, 7), (9, 7)]
+    assert [_mma.b_tf32_coords(7, i) for i in range(2)] == [(3, 1), (7, 1)]
+    assert _mma.ldmatrix_coords(13, 1) == (3, 3) and _mma.ldmatrix_coords(13, 1, trans=True) == (3, 3)
+    assert _mma.ldmatrix_coords(9, 0) == (2, 2) and _mma.ldmatrix_coords(6, 0, trans=True) == (4, 1)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The simulated instructions, one warp at a time
+# ----------------------------------------------------------------------------------------------------------
+
+
+@cuda.jit
+def _mma_f16_kernel(a, b, c, d):
+    # Fragments gathered by the tables themselves (plain Python in the simulator), one mma, D scattered back.
+    lane = cuda.threadIdx.x
+    words = []
+    for i in range(0, 8, 2):
+        (r0, c0), (r1, c1) = _mma.a_frag_coords(lane, i), _mma.a_frag_coords(lane, i + 1)
+        words.append(_mma.pack_half2(a[r0, c0], a[r1, c1]))
+    for i in range(0, 4, 2):
+        (r0, c0), (r1, c1) = _mma.b_frag_coords(lane, i), _mma.b_frag_coords(lane, i + 1)
+        words.append(_mma.pack_half2(b[r0, c0], b[r1, c1]))
+    acc = [c[_mma.c_frag_coords(lane, i)] for i in range(4)]
+    out = _mma.mma_f16(*words, *acc)
+    for i in range(4):
+        d[_mma.c_frag_coords(lane, i)] = out[i]
+
+
+@sim_only
+def test_mma_f16_is_the_matrix_product(seed):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((16, 16)).astype(np.float16)
+    b = rng.standard_normal((16, 8)).astype(np.float16)
+    c = rng.standard_normal((16, 8)).astype(np.float32)
+    d = np.full((16, 8), np.nan, np.float32)
+    _mma_f16_kernel[1, 32](a, b, c, d)
+    expected = (a.astype(np.float64) @ b.astype(np.float64) + c).astype(np.float32)
+    assert np.array_equal(d, expected), f"seed={seed}"
+
+
+@cuda.jit
+def _mma_bf16_kernel(a, b, c, d):
+    lane = cuda.threadIdx.x
+    words = []
+    for i in range(0, 8, 2):
+        (r0, c0), (r1, c1) = _mma.a_frag_coords(lane, i), _mma.a_frag_coords(lane, i + 1)
+        words.append(_mma.pack_bf16x2(a[r0, c0], a[r1, c1]))
+    for i in range(0, 4, 2):
+        (r0, c0), (r1, c1) = _mma.b_frag_coords(lane, i), _mma.b_frag_coords(lane, i + 1)
+        words.append(_mma.pack_bf16x2(b[r0, c0], b[r1, c1]))
+    out = _mma.mma_bf16(*words, *[c[_mma.c_frag_coords(lane, i)] for i in range(4)])
+    for i in range(4):
+        d[_mma.c_frag_coords(lane, i)] = out[i]
+
+
+def _bf16(x: np.ndarray) -> np.ndarray:
+    """float32 -> nearest bfloat16 (ties to even), as float32."""
+    bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
+    return bits.astype(np.uint32).view(np.float32)
+
+
+@sim_only
+def test_mma_bf16_rounds_inputs_to_bfloat16(seed):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((16, 16)).astype(np.float32)
+    b = rng.standard_normal((16, 8)).astype(np.float32)
+    c = np.zeros((16, 8), np.float32)
+    d = np.full((16, 8), np.nan, np.float32)
+    _mma_bf16_kernel[1, 32](a, b, c, d)
+    expected = (_bf16(a).astype(np.float64) @ _bf16(b).astype(np.float64)).astype(np.float32)
+    assert np.array_equal(d, expected), f"seed={seed}"
+    assert not np.array_equal(d, (a.astype(np.float64) @ b).astype(np.float32))  # it did round
+
+
+@cuda.jit
+def _mma_tf32_kernel(a, b, d):
+    lane = cuda.threadIdx.x
+    av = [_mma.to_tf32(a[_mma.a_tf32_coords(lane, i)]) for i in range(4)]
+    bv = [_mma.to_tf32(b[_mma.b_tf32_coords(lane, i)]) for i in range(2)]
+    out = _mma.mma_tf32(*av, *bv, float32(0), float32(0), float32(0), float32(0))
+    for i in range(4):
+        d[_mma.c_frag_coords(lane, i)] = out[i]
+
+
+def _tf32(x: np.ndarray) -> np.ndarray:
+    """Round to nearest, ties away from zero, keeping 10 mantissa bits (as float32)."""
+    x = np.asarray(x, np.float32)
+    m, e = np.frexp(x.astype(np.float64))  # x = m 2^e, 0.5 <= |m| < 1: keep 11 significant bits of m
+    return (np.sign(m) * np.floor(np.abs(m) * 2**11 + 0.5) / 2**11 * 2.0**e).astype(np.float32)
+
+
+@sim_only
+def test_mma_tf32_multiplies_tf32_rounded_values(seed):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((16, 8)).astype(np.float32)
+    b = rng.standard_normal((8, 8)).astype(np.float32)
+    d = np.full((16, 8), np.nan, np.float32)
+    _mma_tf32_kernel[1, 32](a, b, d)
+    expected = (_tf32(a).astype(np.float64) @ _tf32(b).astype(np.float64)).astype(np.float32)
+    assert np.array_equal(d, expected), f"seed={seed}"
+
+
+@cuda.jit
+def _scalar_kernel(x, tf32_out, half2_out):
+    i = cuda.grid(1)
+    if i < x.size:
+        tf32_out[i] = _mma.to_tf32(x[i])
+        half2_out[i] = _mma.pack_half2(x[i], -x[i])
+
+
+@sim_only
+def test_to_tf32_rounds_ties_away_and_pack_half2_to_nearest_even():
+    one = np.float32(1.0)
+    ulp = np.float32(2.0**-10)  # TF32's spacing at 1
+    x = np.array([1 + ulp / 2, -(1 + ulp / 2), 1 + ulp / 2 - 2.0**-23, 1 + 1.5 * ulp, np.finfo(np.float32).max, np.inf, np.nan,
+                  1e-30, 0.1, -7.3e-5], np.float32)
+    t = np.full(x.shape, np.nan, np.float32)
+    h = np.zeros(x.shape, np.uint32)
+    _scalar_kernel[1, 32](x, t, h)
+    assert t[0] == one + ulp and t[1] == -(one + ulp)  # a tie goes away from zero (cvt.rna), not to even
+    assert t[2] == one and t[3] == one + 2 * ulp
+    assert np.isposinf(t[4]) and np.isposinf(t[5]) and np.isnan(t[6])  # past TF32's largest value: infinity
+    assert np.array_equal(t[7:], _tf32(x[7:]))
+    assert np.all(t.view(np.uint32)[np.isfinite(t)] & 0x1FFF == 0)  # only 19 bits left
+    halves = h.view(np.uint16).reshape(-1, 2).view(np.float16)
+    with np.errstate(over="ignore"):
+        expected = x.astype(np.float16)  # ties to even, like NumPy; past 65504, infinity
+    assert np.array_equal(halves[:, 0], expected, equal_nan=True)
+    assert np.array_equal(halves[:, 1], -expected, equal_nan=True)
+
+
+def _ldmatrix_kernel(count, trans):
+    load = getattr(_mma, f"ldmatrix_x{count}" + ("_trans" if trans else ""))
+
+    @cuda.jit
+    def kernel(src, rows, out):
+        # src: (32, 8) halves = four 8 x 8 matrices; lane 8 j + r points at row rows[8 j + r] of src
+        tile = cuda.shared.array((32, 8), np.float16, alignment=16)
+        lane = cuda.threadIdx.x
+        for q in range(8):
+            tile[lane, q] = src[lane, q]
+        cuda.syncthreads()
+        words = load(tile, rows[lane] * 8)
+        if count == 1:
+            out[lane, 0] = words
+        else:
+            for j in range(count):
+                out[lane, j] = words[j]
+
+    return kernel
+
+
+@sim_only
+@pytest.mark.parametrize("count", [1, 2, 4])
+@pytest.mark.parametrize("trans", [False, True])
+def test_ldmatrix_gives_each_lane_its_fragment(count, trans, seed):
+    rng = np.random.default_rng(seed)
+    src = rng.standard_normal((32, 8)).astype(np.float16)
+    rows = rng.permutation(32).astype(np.int32)  # lane i gives the address of src row rows[i]
+    out = np.zeros((32, count), np.uint32)
+    _ldmatrix_kernel(count, trans)[1, 32](src, rows, out)
+    bits = src.view(np.uint16).astype(np.uint32)
+    for j in range(count):
+        m = bits[rows[8 * j: 8 * j + 8]]  # matrix j: the rows lanes 8j..8j+7 pointed at
+        if trans:
+            m = m.T
+        for lane in range(32):
+            r, c = lane // 4, 2 * (lane % 4)  # the PTX ISA's rule, written out independently of the tables
+            assert out[lane, j] == m[r, c] | m[r, c + 1] << 16, f"lane {lane}, matrix {j}, seed={seed}"
+
+
+@cuda.jit
+def _ldmatrix_mma_kernel(a, b, d):
+    # A (16 x 16) and B (16 x 8) staged in shared memory; fragments by ldmatrix.x4 (A) and ldmatrix.x2.trans (B)
+    sa = cuda.shared.array((16, 16), np.float16, alignment=16)
+    sb = cuda.shared.array((16, 8), np.float16, alignment=16)
+    lane = cuda.threadIdx.x
+    for q in range(8):
+        sa[lane >> 1, (lane & 1) * 8 + q] = a[lane >> 1, (lane & 1) * 8 + q]
+    if lane < 16:
+        for q in range(8):
+            sb[lane, q] = b[lane, q]
+    cuda.syncthreads()
+    j, r = lane >> 3, lane & 7  # lane 8 j + r: row r of matrix j (A: j = 0..3 is rows +8 (j & 1), cols +8 (j >> 1))
+    a0, a1, a2, a3 = _mma.ldmatrix_x4(sa, (r + 8 * (j & 1)) * 16 + 8 * (j >> 1))
+    b0, b1 = _mma.ldmatrix_x2_trans(sb, (r + 8 * (j & 1)) * 8)  # lanes 16-31 give addresses that are not used
+    out = _mma.mma_f16(a0, a1, a2, a3, b0, b1, float32(0), float32(0), float32(0), float32(0))
+    for i in range(4):
+        d[_mma.c_frag_coords(lane, i)] = out[i]
+
+
+@sim_only
+def test_ldmatrix_feeds_mma(seed):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((16, 16)).astype(np.float16)
+    b = rng.standard_normal((16, 8)).astype(np.float16)
+    d = np.full((16, 8), np.nan, np.float32)
+    _ldmatrix_mma_kernel[1, 32](a, b, d)
+    assert np.array_equal(d, (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)), f"seed={seed}"
+
+
+@cuda.jit
+def _copy_kernel(src, dst, nbytes):
+    tile = cuda.shared.array(16, np.float16, alignment=16)
+    t = cuda.threadIdx.x
+    if t < 2:
+        _mma.copy_async16_f16(tile, 8 * t, src, 8 * t, nbytes[t])
+    _mma.async_commit()
+    _mma.async_wait(0)
+    cuda.syncthreads()
+    if t < 16:
+        dst[t] = tile[t]
+
+
+@sim_only
+def test_copy_async16_f16_zero_fills_past_nbytes():
+    src = np.arange(1, 17).astype(np.float16)
+    dst = np.full(16, np.nan, np.float16)
+    _copy_kernel[1, 32](src, dst, np.array([16, 6], np.int32))
+    assert np.array_equal(dst, np.concatenate([src[:8], src[8:11], np.zeros(5, np.float16)]))
+
+
+# -- misuse is an error that says what went wrong -------------------------------------------------------------
+
+
+@cuda.jit
+def _lane_exits_kernel(d):
+    lane = cuda.threadIdx.x
+    if lane == 5:
+        return  # an early exit before a warp-collective instruction
+    out = _mma.mma_f16(0, 0, 0, 0, 0, 0, float32(0), float32(0), float32(0), float32(0))
+    d[lane] = out[0]
+
+
+@cuda.jit
+def _lanes_split_kernel(d):
+    lane = cuda.threadIdx.x
+    if lane < 16:
+        out = _mma.mma_f16(0, 0, 0, 0, 0, 0, float32(0), float32(0), float32(0), float32(0))
+    else:
+        out = _mma.mma_f16(0, 0, 0, 0, 0, 0, float32(1), float32(0), float32(0), float32(0))
+    d[lane] = out[0]
+
+
+@sim_only
+def test_a_lane_missing_from_mma_is_an_error():
+    d = np.zeros(32, np.float32)
+    with pytest.raises(WarpMaskError, match=r"mma_f16 .*needs all 32 lanes.*lane 5 has already exited"):
+        _lane_exits_kernel[1, 32](d)
+    a, b, c = np.zeros((16, 16), np.float16), np.zeros((16, 8), np.float16), np.zeros((16, 8), np.float32)
+    with pytest.raises(WarpMaskError, match=r"the block has 20 threads.*whole warps"):
+        _mma_f16_kernel[1, 20](a, b, c, c.copy())
+    with pytest.raises(WarpMaskError, match=r"lanes of that mask reached a different warp operation"):
+        _lanes_split_kernel[1, 32](d)
+
+
+@cuda.jit
+def _misuse_kernel(a, what):
+    tile = cuda.shared.array((8, 8), np.float16, alignment=16)
+    lane = cuda.threadIdx.x
+    if what == 0:
+        _mma.ldmatrix_x1(a, lane % 8 * 8)  # a global array
+    elif what == 1:
+        _mma.ldmatrix_x1(tile, lane % 8 * 8 + 4)  # rows not on a 16-byte boundary
+    else:
+        _mma.mma_f16(a[0, 0], 0, 0, 0, 0, 0, float32(0), float32(0), float32(0), float32(0))  # a half, not a word
+
+
+@sim_only
+@pytest.mark.parametrize("what,message", [(0, "reads shared memory"), (1, "not on a 16-byte boundary"),
+                                          (2, "must be a 32-bit word holding two 16-bit values")])
+def test_misused_instructions_say_why(what, message):
+    with pytest.raises(Exception, match=message):
+        _misuse_kernel[1, 32](np.zeros((8, 8), np.float16), what)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# On the compiler: PTX for sm_90
+# ----------------------------------------------------------------------------------------------------------
+
+_INTRINSICS_CHILD = r"""
+from numba import cuda, types, float32
+from gpukernels import _mma as M
+
+def every_instruction(a, x, c):
+    sm = cuda.shared.array((64, 32), types.float16, alignment=16)
+    lane = cuda.threadIdx.x
+    M.copy_async16_f16(sm, lane * 8, a, lane * 8, 16)
+    M.async_commit()
+    M.async_wait(0)
+    cuda.syncthreads()
+    w = M.ldmatrix_x1(sm, lane * 8)
+    w0, w1 = M.ldmatrix_x2(sm, lane * 8)
+    q0, q1, q2, q3 = M.ldmatrix_x4(sm, lane * 32)
+    r0, r1, r2, r3 = M.ldmatrix_x4_trans(sm, lane * 32)
+    s0 = M.ldmatrix_x1_trans(sm, lane * 8)
+    s1, s2 = M.ldmatrix_x2_trans(sm, lane * 8)
+    p = M.pack_half2(a[lane, 0], a[lane, 1])
+    p2 = M.pack_half2(x[0], x[1])
+    d0, d1, d2, d3 = M.mma_f16(q0, q1, q2, q3, r0, r1, float32(0), float32(0), float32(0), float32(0))
+    d0, d1, d2, d3 = M.mma_f16(p, p2, w, w0, w1, s0, d0, d1, d2, d3)
+    bb = M.pack_bf16x2(x[0], x[1])
+    d0, d1, d2, d3 = M.mma_bf16(bb, r2, r3, bb, s1, s2, d0, d1, d2, d3)
+    big = M.to_tf32(x[lane])
+    d0, d1, d2, d3 = M.mma_tf32(big, big, big, big, big, big, d0, d1, d2, d3)
+    c[lane, 0] = d0; c[lane, 1] = d1; c[lane, 2] = d2; c[lane, 3] = d3
+
+h, f2, f1 = types.Array(types.float16, 2, "C"), types.Array(types.float32, 2, "C"), types.Array(types.float32, 1, "C")
+ptx, _ = cuda.compile_ptx(every_instruction, (h, f1, f2), cc=(9, 0))
+from gpukernels.resources import _assemble
+log = _assemble(ptx, "sm_90")  # ptxas accepts it for sm_90
+names = ["mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+         "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "cvt.rna.tf32.f32", "cvt.rn.f16.f32",
+         "cvt.rn.bf16x2.f32", "cp.async.cg.shared.global", "cp.async.wait_group 0",
+         "ldmatrix.sync.aligned.m8n8.x1.shared.b16", "ldmatrix.sync.aligned.m8n8.x2.shared.b16",
+         "ldmatrix.sync.aligned.m8n8.x4.shared.b16", "ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16",
+         "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16", "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"]
+import re
+print(json.dumps({"counts": {n: len(re.findall(re.escape(n) + r"[ ;]", ptx)) for n in names}, "local": ptx.count("ld.local"),
+                  "log": log}))
+"""
+
+
+@pytest.mark.needs_cuda_toolchain
+def test_intrinsics_compile_to_their_instructions():
+    from gpukernels.resources import run_with_real_cuda
+
+    out = json.loads(run_with_real_cuda(_INTRINSICS_CHILD))
+    counts = out["counts"]
+    assert counts.pop("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 2
+    assert counts.pop("cvt.rn.f16.f32") == 2  # pack_half2 of two float32 (halves are packed as they are)
+    assert all(n == 1 for n in counts.values()), json.dumps(counts)
+    assert out["local"] == 0 and "0 bytes lmem" in out["log"]
