@@ -63,6 +63,10 @@ def _skips() -> dict:
     return skips
 
 
+#: Test modules started first under xdist (their tests take longest); see pytest_collection_modifyitems.
+HEAVY_FIRST = ("test_grade.py", "test_packaging.py", "test_classroom_page.py", "test_matmul_paths.py",
+               "test_dispatch.py", "test_lessons.py")
+
 #: Markers that put a test in the long tier (``make test-all``) as if it were marked ``slow``.
 LONG_TIER = ("long", "mutation", "needs_browser")
 
@@ -119,7 +123,10 @@ def pytest_collection_modifyitems(config, items):
         items[:] = keep
     # Tests marked `long` (minutes: a notebook on the GPU) first: under xdist they then overlap everything else
     # instead of starting last and running alone (01_matmul was the last ~7 minutes of an H200 suite run).
-    items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable: the rest keep their order
+    # Then the modules whose tests take longest (seconds to a minute each: grading submissions in child processes,
+    # matmul's large tiles in the simulator), so that the last test to end is a short one: ordering only.
+    items.sort(key=lambda item: (item.get_closest_marker("long") is None,
+                                 item.path.name not in HEAVY_FIRST))  # stable: the rest keep their order
     skips = {name: pytest.mark.skip(reason=why) for name, why in _skips().items()}
     for item in items:
         for name, mark in skips.items():

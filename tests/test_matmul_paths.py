@@ -279,11 +279,15 @@ def test_async_copy_is_stream_k_with_the_ring(seed, one_sm):
     [launch] = matmul.async_copy.launches(a, b)
     assert launch.kernel is k20_async_copy.async_vec_kernel and launch.kernel.stages == 3 and launch.kernel.stream_k
     assert launch.grid == matmul.stream_k.launches(a, b)[0].grid  # the same schedule as step 19
-    run_checked("matmul", "async_copy", shape, seed)
     ragged = (300, 131, 37)  # rows not 16-byte aligned: thread_16x8's scalar kernel, as stream_k does
     [launch] = matmul.async_copy.launches(*matmul.make_inputs(ragged, seed))
     assert launch.kernel is matmul.wide_kernel
     run_checked("matmul", "async_copy", ragged, seed)
+
+
+@pytest.mark.slow  # 20 s in the simulator; the default tier runs the ring's kernels at smaller shapes (above)
+def test_async_copy_runs_whole_and_cut_tiles_on_one_sm(seed, one_sm):
+    run_checked("matmul", "async_copy", (520, 260, 36), seed)  # 9 tiles on one SM: whole, then cut between blocks
 
 
 def test_async_copy_falls_back_without_cp_async(monkeypatch, seed):
