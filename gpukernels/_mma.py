@@ -29,7 +29,9 @@ The instructions, each an *intrinsic* (a function that writes LLVM IR; here an `
   give none that is used) and every lane gets, of each matrix, the word at row ``lane / 4``, columns ``2 (lane % 4)``
   and ``+1`` -- exactly an mma fragment. ``.trans`` gives the transposed matrix's word instead: a row-major tile of B
   comes out as B's fragment. A row is 16 bytes and must start on a 16-byte boundary (declare the shared array with
-  ``alignment=16``). One ``ldmatrix.x4`` replaces 4 x 32 two-byte shared loads and their packing.
+  ``alignment=16``). One ``ldmatrix.x4`` replaces 4 x 32 two-byte shared loads and their packing. On a float32
+  array (a row: 4 floats) each word is one float32, returned as such: lane ``lane`` gets element ``lane % 4`` of
+  row ``lane / 4`` -- the TF32 A fragment's layout.
 * ``copy_async16_f16(dst, d, src, s, nbytes)``: ``copy_async16`` of `gpukernels._intrinsics` for float16 arrays
   (8 halves): ``nbytes`` of 0-16 are read, the rest of the 16 bytes are zero. Commit and wait with that module's
   ``async_commit`` and ``async_wait`` (re-exported here).
@@ -153,7 +155,7 @@ def _mma_f16_all(vals: dict, bf16: bool = False) -> dict:
     b = np.zeros((16, 8))
     b[_B] = halves[:, 8:]
     c = np.zeros((16, 8))
-    c[_C] = [vals[lane][1] for lane in range(32)]
+    c[_C] = np.array([vals[lane][1] for lane in range(32)], dtype=np.float32)
     d = _mma_product(a, b, c)[_C]  # (32, 4): each lane's d0..d3
     return {lane: tuple(d[lane]) for lane in range(32)}
 
@@ -199,8 +201,6 @@ def _word(name: str, arg: str, v) -> int:
 def _collective(kind: str, value):
     """Hand this lane's part of a warp-collective instruction to the simulator; return this lane's result. The
     frame two up is the kernel code that called the instruction (the site errors name)."""
-    from .sim import _ctx
-
     launch = _ctx.LAUNCH
     if launch is None:
         raise RuntimeError(f"{kind} is a warp-collective instruction: it runs only inside a kernel launched on "
@@ -226,41 +226,46 @@ def _sim_pack_bf16x2(lo, hi) -> int:
 
 def _sim_mma(kind):
     def mma(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
-        words = tuple(_word(kind, name, v) for name, v in zip(("a0", "a1", "a2", "a3", "b0", "b1"),
-                                                              (a0, a1, a2, a3, b0, b1)))
-        return _collective(kind, (words, tuple(float(np.float32(c)) for c in (c0, c1, c2, c3))))
+        words = (a0, a1, a2, a3, b0, b1)
+        for name, v in zip(("a0", "a1", "a2", "a3", "b0", "b1"), words):
+            if v.__class__ is not int or not 0 <= v <= 0xFFFFFFFF:
+                _word(kind, name, v)
+        return _collective(kind, (words, (c0, c1, c2, c3)))
 
     mma.__name__ = mma.__qualname__ = kind
     return mma
 
 
 def _sim_mma_tf32(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
-    return _collective("mma_tf32", tuple(float(np.float32(v)) for v in (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)))
+    return _collective("mma_tf32", (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3))
 
 
 def _sim_ldmatrix(count: int, trans: bool):
     kind = f"ldmatrix_x{count}" + ("_trans" if trans else "")
 
     def ldmatrix(smem, offset):
-        from .sim import _ctx
-
         launch = _ctx.LAUNCH
         lane = launch.cur.lane if launch is not None else 0
         row = None
-        if lane < 8 * count:  # this lane's address is used: read its row of 8 halves (bounds-checked, traced)
+        size = np.dtype(smem.dtype).itemsize
+        if lane < 8 * count:  # this lane's address is used: read its row of 16 bytes (bounds-checked, traced)
             if getattr(smem, "space", "shared") != "shared":
                 raise TypeError(f"{kind} reads shared memory; {smem!r} is in {smem.space} memory (stage the tile "
                                 "in a cuda.shared.array first)")
-            if np.dtype(smem.dtype).itemsize != 2:
-                raise TypeError(f"{kind} loads 16-bit elements; {smem!r} has dtype {smem.dtype}")
-            offset = int(offset)
-            if offset % 8:
+            if size not in (2, 4):
+                raise TypeError(f"{kind} loads 16- or 32-bit elements; {smem!r} has dtype {smem.dtype}")
+            offset, per_row = int(offset), 16 // size
+            if offset % per_row:
                 raise ValueError(f"{kind}: lane {lane} gives row address {offset} (elements), which is not on a "
-                                 "16-byte boundary (a multiple of 8 halves): each row of an 8 x 8 matrix is one "
-                                 "16-byte load")
+                                 f"16-byte boundary (a multiple of {per_row} elements): each row of an 8 x 8 "
+                                 "matrix of halves is one 16-byte load")
             flat = smem.reshape(smem.size)
-            row = np.array([flat[offset + q] for q in range(8)], dtype=smem.dtype).view(np.uint16)
-        return _collective(kind, row)
+            row = np.array([flat[offset + q] for q in range(per_row)], dtype=smem.dtype).view(np.uint16)
+        words = _collective(kind, row)
+        if np.dtype(smem.dtype) == np.float32:  # a word is then one float32 of the row: hand it out as one
+            return (np.uint32(words).view(np.float32) if count == 1
+                    else tuple(np.uint32(w).view(np.float32) for w in words))
+        return words
 
     ldmatrix.__name__ = ldmatrix.__qualname__ = kind
     return ldmatrix
@@ -273,6 +278,7 @@ def _sim_copy_async16_f16(dst, d, src, s, nbytes):
 
 
 if _simulated():
+    from .sim import _ctx
     from .sim.api import COLLECTIVES
 
     COLLECTIVES.update({"mma_f16": _mma_f16_all, "mma_bf16": lambda vals: _mma_f16_all(vals, bf16=True),
@@ -404,6 +410,9 @@ else:
         ptr = builder.gep(data, [context.cast(builder, off_v, off_t, types.intp)])
         return builder.ptrtoint(builder.addrspacecast(ptr, ir.PointerType(ptr.type.pointee, 3)), _I32)
 
+    # 16-bit elements (the words hold two), or 32-bit ones (a word is one element: float32 ones come back as float32)
+    _LDMATRIX_TYPES = (types.float16, types.int16, types.uint16, types.float32, types.int32, types.uint32)
+
     def _ldmatrix(count: int, trans: bool):
         regs = ",".join(f"${q}" for q in range(count))
         text = (f"ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if trans else ''}.shared.b16 "
@@ -411,19 +420,24 @@ else:
         constraints = ",".join(["=r"] * count + ["r", "~{memory}"])
 
         def typer(typingctx, smem, offset):
-            if not (isinstance(smem, types.Array) and smem.dtype in (types.float16, types.int16, types.uint16)
-                    and smem.layout == "C" and isinstance(offset, types.Integer)):
+            if not (isinstance(smem, types.Array) and smem.dtype in _LDMATRIX_TYPES and smem.layout == "C"
+                    and isinstance(offset, types.Integer)):
                 return None
-            sig = (types.uint32 if count == 1 else types.UniTuple(types.uint32, count))(smem, offset)
+            word = types.float32 if smem.dtype == types.float32 else types.uint32
+            sig = (word if count == 1 else types.UniTuple(word, count))(smem, offset)
 
             def codegen(context, builder, sig, args):
                 addr = _shared_address(context, builder, sig.args[0], args[0], args[1], sig.args[1])
                 # side_effect: it reads shared memory, so it must stay between the barriers around it
                 if count == 1:
-                    return _call(builder, _I32, text, constraints, [addr], side_effect=True)
-                out = _call(builder, ir.LiteralStructType([_I32] * count), text, constraints, [addr],
-                            side_effect=True)
-                return _tuple(context, builder, sig, out, count)
+                    out = [_call(builder, _I32, text, constraints, [addr], side_effect=True)]
+                else:
+                    struct = _call(builder, ir.LiteralStructType([_I32] * count), text, constraints, [addr],
+                                   side_effect=True)
+                    out = [builder.extract_value(struct, q) for q in range(count)]
+                if word == types.float32:
+                    out = [builder.bitcast(v, _F32) for v in out]
+                return out[0] if count == 1 else context.make_tuple(builder, sig.return_type, out)
 
             return sig, codegen
 

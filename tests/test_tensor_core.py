@@ -381,3 +381,182 @@ def test_intrinsics_compile_to_their_instructions():
     assert counts.pop("cvt.rn.f16.f32") == 2  # pack_half2 of two float32 (halves are packed as they are)
     assert all(n == 1 for n in counts.values()), json.dumps(counts)
     assert out["local"] == 0 and "0 bytes lmem" in out["log"]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The lesson: every version against float64
+# ----------------------------------------------------------------------------------------------------------
+from gpukernels import tensor_core as tc  # noqa: E402
+from gpukernels._launch import LaunchError  # noqa: E402
+from gpukernels.check import compare, relative_error  # noqa: E402
+
+FP16_TOLERANCE = 1e-3  # float16 inputs, exact products summed in float32: ~1e-7 here; an indexing bug: ~1
+
+
+def run_checked(name, shape, seed, dtype=np.float16, tolerance=FP16_TOLERANCE):
+    a, b = tc.make_inputs(shape, seed, dtype=dtype)
+    before = a.copy(), b.copy()
+    ref = tc.reference(a, b)  # float64 of the inputs as given (the float16 values, not what they were rounded from)
+    out = np.full(ref.shape, np.nan, dtype=np.float32)  # poison: an element never written fails
+    assert tc.VERSIONS[name](a, b, out=out) is out
+    check = compare(out, ref, tolerance)
+    assert check.ok, f"tensor_core.{name} shape={shape} seed={seed}: {check}"
+    assert np.array_equal(a, before[0]) and np.array_equal(b, before[1]), f"tensor_core.{name} modified its input"
+    return a, b, out
+
+
+@pytest.mark.parametrize("shape", tc.SHAPES["test"], ids=str)
+@pytest.mark.parametrize("name", list(tc.VERSIONS))
+def test_version_matches_float64(name, shape, seed):
+    run_checked(name, shape, seed)
+
+
+def _sgemm_and_tf32_errors(a, b, ref):
+    """float32 SGEMM's error against float64 (NumPy's float32 matmul), and a single TF32 product's."""
+    sgemm = relative_error(a @ b, ref)
+    tf32 = relative_error((_tf32(a).astype(np.float64) @ _tf32(b).astype(np.float64)).astype(np.float32), ref)
+    return sgemm, tf32
+
+
+@pytest.mark.parametrize("shape", tc.SHAPES["test"], ids=str)
+@pytest.mark.parametrize("name", ["tf32x3", "optimized"])
+def test_tf32x3_is_as_accurate_as_sgemm(name, shape, seed):
+    a, b = tc.make_inputs(shape, seed, dtype=np.float32)
+    before = a.copy(), b.copy()
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    out = np.full(ref.shape, np.nan, dtype=np.float32)
+    tc.VERSIONS[name](a, b, out=out)
+    assert np.all(np.isfinite(out)), f"seed={seed}: elements never written"
+    err = relative_error(out, ref)
+    sgemm, tf32 = _sgemm_and_tf32_errors(a, b, ref)
+    # x = big + small keeps 22 of float32's 24 bits, so one product can be off by ~2^-22 where SGEMM's is off by at
+    # most 2^-24; over a sum both are rounding errors of float32 size. One TF32 product alone: ~1e-4.
+    assert err <= 2 * sgemm + 2.0**-22, f"shape={shape} seed={seed}: 3xTF32 {err:.3g}, SGEMM {sgemm:.3g}"
+    if shape[2] >= 16:
+        assert err < tf32 / 30, f"shape={shape} seed={seed}: 3xTF32 {err:.3g}, one TF32 product {tf32:.3g}"
+    assert np.array_equal(a, before[0]) and np.array_equal(b, before[1])
+
+
+def test_device_arrays_and_empty_k(seed):
+    a, b = tc.make_inputs((33, 40, 24), seed)
+    out = tc.optimized(cuda.to_device(a), cuda.to_device(b))  # a device array in, a device array out
+    assert compare(out.copy_to_host(), tc.reference(a, b), FP16_TOLERANCE).ok
+    c = tc.block_tiles(np.zeros((5, 0), np.float16), np.zeros((0, 7), np.float16))
+    assert c.shape == (5, 7) and c.dtype == np.float32 and not c.any()  # an empty sum is 0
+
+
+@pytest.mark.parametrize("name", list(tc.VERSIONS))
+def test_bad_inputs_say_what_is_wrong(name):
+    version = tc.VERSIONS[name]
+    with pytest.raises(LaunchError, match="inner dimensions must match"):
+        version(np.zeros((4, 5), np.float16), np.zeros((6, 3), np.float16))
+    with pytest.raises(LaunchError, match="must be 2-D"):
+        version(np.zeros((4, 5, 1), np.float16), np.zeros((5, 3), np.float16))
+    with pytest.raises(LaunchError, match="dtype"):
+        version(np.zeros((4, 5), np.float64), np.zeros((5, 3), np.float64))
+    if name not in ("tf32x3", "optimized"):
+        with pytest.raises(LaunchError, match=r"dtype float16; got float32.*astype\(np.float16\).*tf32x3"):
+            version(np.zeros((4, 5), np.float32), np.zeros((5, 3), np.float32))
+
+
+def test_cp_async_where_rows_are_aligned_and_loads_elsewhere():
+    aligned = tc.make_inputs((33, 40, 24), 0)  # K = 24 and N = 40 halves: rows of 48 and 80 bytes
+    ragged = tc.make_inputs((33, 41, 24), 0)  # N = 41: B's rows are 82 bytes, not a multiple of 16
+    for step, fast, slow in (("pipelined", tc.pipelined_kernel, tc.pipelined_sync_kernel),
+                             ("block_tiles", tc.block_tiles_kernel, tc.block_tiles_sync_kernel)):
+        assert tc.VERSIONS[step].launches(*aligned)[0].kernel is fast and fast.async_copy
+        assert tc.VERSIONS[step].launches(*ragged)[0].kernel is slow and not slow.async_copy
+
+
+def test_launch_plans():
+    a, b = tc.make_inputs((200, 300, 40), 0)
+    [launch] = tc.mma_global.launches(a, b)
+    assert launch.block == (32, 4) and launch.grid == (10, 13)  # 38 column tiles of 8 by 4 warps, 13 of 16 rows
+    [launch] = tc.block_tiles.launches(a, b)
+    assert launch.grid == (3, 2) and launch.threads_per_block == 128
+    [launch] = tc.tf32x3.launches(a, b)
+    assert launch.grid == (3, 2) and launch.threads_per_block == 256
+    for name in ("ldmatrix", "swizzled", "pipelined"):
+        [launch] = tc.VERSIONS[name].launches(a, b)
+        assert launch.grid == (5, 4) and launch.threads_per_block == 128
+
+
+def test_dispatcher_follows_readable_thresholds():
+    choose = tc.optimized.choose
+    assert choose(4096, 4096, 4096, sms=132).step == "block_tiles"  # 1024 tiles of 128 x 128
+    assert choose(1024, 1024, 1024, sms=132).step == "pipelined"  # 64 tiles would idle 68 SMs: 256 of 64 x 64
+    assert choose(1024, 1024, 1024, sms=48).step == "block_tiles"  # a smaller GPU is filled by them
+    assert choose(4096, 4096, 4096, fp32=True).step == "tf32x3"
+    why = choose(1536, 1408, 512, aligned=False, sms=132).why
+    assert "132 tiles of 128 x 128" in why and "not 16-byte aligned" in why
+    a, b = tc.make_inputs((33, 40, 24), 0, dtype=np.float32)
+    assert tc.optimized.launches(a, b)[0].kernel is tc.tf32x3_kernel
+    assert "tf32x3" in tc.optimized.describe(a, b)
+
+
+def _bank_groups(layout, elem_bytes, rows, col):
+    # the 16-byte slot (of 8 per 128-byte line) where each of the rows' chunk at `col` starts
+    f = getattr(layout, "py_func", None) or layout.fn
+    return [f(r, col) * elem_bytes // 16 % 8 for r in rows]
+
+
+def test_swizzle_puts_each_ldmatrix_phase_in_eight_bank_groups():
+    from gpukernels.tensor_core import k02_ldmatrix, k03_swizzled, k06_tf32x3
+
+    for r0 in range(0, 64, 8):  # every phase: 8 consecutive rows at one 16-byte chunk
+        for col in range(0, 32, 8):
+            assert len(set(_bank_groups(k03_swizzled.swizzled_a, 2, range(r0, r0 + 8), col))) == 8
+            assert len(set(_bank_groups(k02_ldmatrix.a_at, 2, range(r0, r0 + 8), col))) == 2  # 4-way conflict
+        for col in range(0, 64, 8):
+            assert len(set(_bank_groups(k03_swizzled.swizzled_b, 2, range(r0, r0 + 8), col))) == 8
+            assert len(set(_bank_groups(k02_ldmatrix.b_at, 2, range(r0, r0 + 8), col))) == 1  # 8-way conflict
+        for col in range(0, 16, 4):
+            assert len(set(_bank_groups(k06_tf32x3.at, 4, range(r0, r0 + 8), col))) == 8
+    # a swizzle only permutes the chunks within a row: every element keeps one place
+    for layout, rows, cols in ((k03_swizzled.swizzled_a, 64, 32), (k03_swizzled.swizzled_b, 32, 64)):
+        f = getattr(layout, "py_func", None) or layout.fn
+        assert sorted(f(r, c) for r in range(rows) for c in range(cols)) == list(range(rows * cols))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Every kernel on the compiler
+# ----------------------------------------------------------------------------------------------------------
+
+_KERNELS_CHILD = r"""
+import re
+from numba import cuda, types
+from gpukernels import tensor_core as tc
+from gpukernels.resources import _assemble
+h, f = types.Array(types.float16, 2, "C"), types.Array(types.float32, 2, "C")
+kernels = {"mma_global": tc.mma_global_kernel, "ldmatrix": tc.ldmatrix_kernel, "swizzled": tc.swizzled_kernel,
+           "pipelined": tc.pipelined_kernel, "pipelined_sync": tc.pipelined_sync_kernel,
+           "block_tiles": tc.block_tiles_kernel, "block_tiles_sync": tc.block_tiles_sync_kernel,
+           "tf32x3": tc.tf32x3_kernel}
+words = {"mma16": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma8": "mma.sync.aligned.m16n8k8.row.col.f32.tf32",
+         "ldmatrix": "ldmatrix.sync.aligned", "cp.async": "cp.async.cg.shared.global", "local": "ld.local",
+         "cvt.rna": "cvt.rna.tf32.f32"}
+out = {}
+for name, k in kernels.items():
+    ptx, _ = cuda.compile_ptx(k.py_func, (f if name == "tf32x3" else h, f if name == "tf32x3" else h, f), cc=(9, 0))
+    log = _assemble(ptx, "sm_90")
+    res = re.search(r"used (\d+) registers.*?(\d+) bytes smem.*?(\d+) bytes lmem", log)
+    out[name] = {w: ptx.count(s) for w, s in words.items()}
+    out[name].update(registers=int(res[1]), smem=int(res[2]), lmem=int(res[3]))
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.needs_cuda_toolchain
+def test_kernels_compile_to_tensor_core_instructions():
+    from gpukernels.resources import run_with_real_cuda
+
+    out = json.loads(run_with_real_cuda(_KERNELS_CHILD))
+    for name, r in out.items():
+        assert r["lmem"] == 0 and r["local"] == 0, f"{name} spills to local memory: {r}"
+        if name == "tf32x3":
+            assert r["mma8"] > 0 and r["cvt.rna"] > 0 and r["mma16"] == 0 and r["ldmatrix"] > 0
+            continue
+        assert r["mma16"] > 0, f"{name}: {r}"
+        assert (r["ldmatrix"] > 0) == (name != "mma_global"), f"{name}: {r}"
+        assert (r["cp.async"] > 0) == (name in ("pipelined", "block_tiles")), f"{name}: {r}"
+    assert out["block_tiles"]["smem"] <= 48 * 1024 + 1024  # the ring fits the static limit (+ the 1 KB ptxas counts)

@@ -1,0 +1,105 @@
+"""Lesson -- matrix multiplication on tensor cores, C = A @ B: A (M, K) and B (K, N) float16, C (M, N) float32.
+
+What you will learn
+-------------------
+A tensor core multiplies small matrices in one instruction: ``mma.sync.m16n8k16`` takes a 16 x 16 tile of A and a
+16 x 8 tile of B in float16 and adds their product into a 16 x 8 float32 tile of C -- 4096 FLOPs, issued by one warp,
+where an FMA does 2. The tiles are held by the warp's 32 lanes *together*, each lane a fixed set of elements (its
+*fragment*: `gpukernels._mma.a_frag_coords` and its neighbours, the PTX ISA's tables), and Numba has no API for any
+of it: the instructions are inline PTX in `gpukernels._mma`, and in the simulator warp-collective functions that
+check every lane takes part. The ladder, one idea per step:
+
+1. ``mma_global``  one warp per 16 x 8 tile of C, one mma per 16 of K; each lane loads its fragment from global
+                   memory, two halves per 32-bit register. The index arithmetic of the fragments is the lesson.
+2. ``ldmatrix``    64 x 64 block tiles staged in shared memory (A and B read once per block, not per warp), 32 x 32
+                   per warp (8 mmas per 16 of K), and fragments read by ``ldmatrix``: one instruction gives each lane
+                   its 4 words of A (``.x4``), or its words of B for two mmas (``.x4.trans``: B is stored k-major).
+3. ``swizzled``    the shared tiles XOR-swizzled in 16-byte chunks (chunk c of row r at c ^ f(r)), so that the 8 rows
+                   of each ldmatrix phase fall in 8 different bank groups: no bank conflicts (step 2's B tile: 8-way).
+4. ``pipelined``   tiles copied global -> shared by ``cp.async`` through a ring of 3 buffers: two k tiles in flight
+                   while one is multiplied, one barrier per tile, 16 bytes per copy (rows 16-byte aligned; other
+                   shapes fill the ring by loads and stores).
+5. ``block_tiles`` 128 x 128 block tiles, 64 x 64 per warp: 32 mmas per 8 ldmatrix per 16 of K (step 4: 8 per 4),
+                   the ring at 48 KB, the most a block may declare -- sized to what an SM holds.
+6. ``tf32x3``      float32 inputs at float32 accuracy: each input split into two TF32 parts (big = tf32(x), small =
+                   tf32(x - big)), three ``mma.m16n8k8`` TF32 products per multiply (3xTF32).
+7. ``optimized``   the dispatcher: ``optimized.choose(M, N, K)`` picks 128 x 128 tiles, 64 x 64 when those would leave
+                   SMs idle, or tf32x3 for float32 inputs, and says why.
+
+Each step lives in its own file, numbered as here (``k03_swizzled.py`` holds the swizzle and ``swizzled``); steps 2-3
+share a kernel factory that takes the tile layout, steps 4-5 one that takes the tile sizes. ``VERSIONS`` lists them
+in order; ``optimized`` is the last. Every kernel handles any M, N, K: loads past the edges read zeros (a zero adds
+nothing to a product), stores past them are skipped.
+
+Count the work: 2*M*N*K FLOPs and at least 2*(M*K + K*N) + 4*M*N bytes -- at 4096^3, 137 GFLOP against 134 MB, ~1000
+FLOP/byte, far above what an H200 needs to be compute-bound on its FP16 tensor cores (~990 TFLOP/s dense with wgmma,
+less with mma.sync, which this lesson uses; ``wgmma`` is a later step). Accuracy: float16 inputs are exact in the
+products, which are summed in float32, so the result is checked against float64 of the *float16* inputs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._common import check, check_fp32  # noqa: F401
+
+# ----------------------------------------------------------------------------------------------------------
+# Reference and inputs
+# ----------------------------------------------------------------------------------------------------------
+
+
+def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C = A @ B of the inputs as given (float16 or float32), accumulated in float64, returned as float32."""
+    return (np.asarray(a, np.float64) @ np.asarray(b, np.float64)).astype(np.float32)
+
+
+def make_inputs(shape, seed=None, dtype=np.float16):
+    """Fresh random (A, B) for ``shape = (M, N, K)``: normal values plus a few large outliers, as float16 (``dtype``:
+    float32 for tf32x3's accuracy)."""
+    m, n, k = shape
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    for x in (a, b):  # spike ~1% of entries so that a wrong index cannot hide among similar values
+        if x.size:
+            idx = rng.integers(0, x.size, size=max(1, x.size // 100))
+            x.flat[idx] *= 100.0
+    return a.astype(dtype), b.astype(dtype)
+
+
+def flops(shape) -> int:
+    m, n, k = shape
+    return 2 * m * n * k
+
+
+def min_bytes(shape) -> int:
+    """Fewest DRAM bytes: read A and B (float16) once, write C (float32) once."""
+    m, n, k = shape
+    return 2 * (m * k + k * n) + 4 * m * n
+
+
+#: Shapes (M, N, K) for the tests, the demo, the tracer and the benchmark.
+SHAPES = {
+    # ragged ones (every edge path), and aligned ones (K, N multiples of 8: the cp.async path) with ragged M and tiles
+    "test": [(1, 1, 1), (17, 9, 31), (33, 40, 20), (16, 8, 16), (64, 64, 64), (33, 40, 24), (72, 136, 40)],
+    "test_gpu": [(1, 1, 1), (33, 17, 31), (1823, 781, 129), (1024, 1024, 1024), (2052, 2056, 264),
+                 (4096, 4096, 4096)],
+    "trace": (64, 64, 64),
+    "demo_sim": (64, 64, 64),
+    "demo_gpu": (4096, 4096, 4096),
+    "bench": [(4096, 4096, 4096), (1024, 1024, 1024), (1823, 781, 129)],
+}
+
+# ----------------------------------------------------------------------------------------------------------
+# The steps, one file each (kernel beside its launch plan)
+# ----------------------------------------------------------------------------------------------------------
+from .k01_mma_global import mma_global, mma_global_kernel  # noqa: E402,F401
+from .k02_ldmatrix import ldmatrix, ldmatrix_kernel  # noqa: E402,F401
+from .k03_swizzled import swizzled, swizzled_kernel  # noqa: E402,F401
+from .k04_pipelined import pipelined, pipelined_kernel, pipelined_sync_kernel  # noqa: E402,F401
+from .k05_block_tiles import block_tiles, block_tiles_kernel, block_tiles_sync_kernel  # noqa: E402,F401
+from .k06_tf32x3 import tf32x3, tf32x3_kernel  # noqa: E402,F401
+from .k07_optimized import choose, optimized  # noqa: E402,F401
+
+#: Every version, mma_global first and the dispatcher last. Tests, benchmarks, plots and docs iterate over this.
+VERSIONS = {v.name: v for v in (mma_global, ldmatrix, swizzled, pipelined, block_tiles, tf32x3, optimized)}

@@ -1,0 +1,69 @@
+"""Step 7 of the tensor-core ladder, ``optimized``: the step to run, chosen per shape by rules a student can read.
+
+``tensor_core.optimized.choose(M, N, K)`` returns the step, its configuration and why:
+
+1. **float32 inputs** (either matrix): ``tf32x3``, the only step that keeps float32's accuracy on tensor cores.
+2. **Too few large tiles** -- fewer 128 x 128 tiles of C than the GPU has SMs (``FILL_WAVES`` waves of them): step 4's
+   64 x 64 tiles, four times as many blocks. At 1024^2, 64 tiles of 128 x 128 would leave 68 of 132 SMs idle while
+   256 tiles of 64 x 64 use them all; the large tile's better ratio of mmas to loads cannot make up for half a GPU.
+3. **Everything else**: step 5's 128 x 128 tiles.
+
+Rows of A and B that are not 16-byte aligned (K or N not a multiple of 8) cannot be copied by 16-byte ``cp.async``;
+steps 4 and 5 then fill the same ring by loads and stores, and the choice above is the same.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._launch import Choice, ceil_div, sm_count, version
+from ._common import check_fp32, rows_aligned16, tiled_launch
+from .k04_pipelined import pipelined_kernel, pipelined_sync_kernel
+from .k05_block_tiles import block_tiles_kernel, block_tiles_sync_kernel
+from .k06_tf32x3 import THREADS as TF32X3_THREADS
+from .k06_tf32x3 import tf32x3_kernel
+
+FILL_WAVES = 1  # 128 x 128 tiles once they make at least this many waves of one block per SM
+
+
+def choose(m: int, n: int, k: int, aligned: bool = True, fp32: bool = False, sms: int | None = None) -> Choice:
+    """The step for an (M, K) x (K, N) product: ``aligned``: rows of A and B 16-byte aligned (cp.async can copy
+    them); ``fp32``: float32 inputs; ``sms``: the GPU's SM count (default: this GPU's, or an H200's 132)."""
+    sms = sms or sm_count()
+    copies = "cp.async" if aligned else "loads and stores (rows not 16-byte aligned)"
+    if fp32:
+        return Choice("tf32x3", {"tile": "128x128"},
+                      "float32 inputs: each split into two TF32 parts, three tensor-core products per multiply keep "
+                      "float32's accuracy")
+    large, small = ceil_div(m, 128) * ceil_div(n, 128), ceil_div(m, 64) * ceil_div(n, 64)
+    if large < FILL_WAVES * sms:
+        return Choice("pipelined", {"tile": "64x64", "async_copy": aligned},
+                      f"{large} tiles of 128 x 128 would leave {max(sms - large, 0)} of {sms} SMs idle; {small} tiles "
+                      f"of 64 x 64 = {small / sms:.2f} waves, copied by {copies}")
+    return Choice("block_tiles", {"tile": "128x128", "async_copy": aligned},
+                  f"{large} tiles of 128 x 128 = {large / sms:.2f} waves of {sms} SMs, copied by {copies}")
+
+
+def _is_fp32(*arrays) -> bool:
+    return any(np.dtype(x.dtype) == np.float32 for x in arrays)
+
+
+@version("tensor_core", check_fp32, kernels=[block_tiles_kernel, pipelined_kernel, tf32x3_kernel])
+def optimized(a, b, c):
+    """The dispatcher: per shape, 128 x 128 tiles (block_tiles) or 64 x 64 (pipelined); 3xTF32 for float32 inputs."""
+    m, n = c.shape
+    aligned = rows_aligned16(a, b)
+    choice = choose(m, n, a.shape[1], aligned, _is_fp32(a, b))
+    if choice.step == "tf32x3":
+        return tiled_launch(tf32x3_kernel, a, b, c, TF32X3_THREADS)
+    if choice.step == "pipelined":
+        kernel = pipelined_kernel if aligned else pipelined_sync_kernel
+    else:
+        kernel = block_tiles_kernel if aligned else block_tiles_sync_kernel
+    return tiled_launch(kernel, a, b, c, kernel.threads)
+
+
+optimized.choose = choose
+optimized.steps = ("pipelined", "block_tiles", "tf32x3")
+optimized.describe = lambda a, b: str(choose(a.shape[0], b.shape[1], a.shape[1], rows_aligned16(a, b),
+                                             _is_fp32(a, b)))
