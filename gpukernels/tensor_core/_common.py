@@ -68,7 +68,12 @@ def check_fp32(a, b):
 def rows_aligned16(*arrays: Any) -> bool:
     """True when every row of every (C-contiguous) array starts on a 16-byte boundary: the data does, and a row is a
     multiple of 16 bytes long (8 halves) -- what a 16-byte cp.async of a row's pieces needs."""
-    return all(address(x) % 16 == 0 and x.shape[1] * np.dtype(x.dtype).itemsize % 16 == 0 for x in arrays)
+    return all(address(x) % 16 == 0 and x.shape[1] * itemsize(x) % 16 == 0 for x in arrays)
+
+
+def itemsize(x: Any) -> int:
+    """Bytes per element of a NumPy, Numba, CuPy or torch array."""
+    return x.dtype.itemsize if hasattr(x.dtype, "itemsize") else np.dtype(x.dtype).itemsize
 
 
 @cuda.jit(device=True, forceinline=True)

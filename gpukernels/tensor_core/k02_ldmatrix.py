@@ -33,10 +33,18 @@ def a_at(row, col):
     return row * BK + col
 
 
-@cuda.jit(device=True, forceinline=True)
-def b_at(row, col):
-    # B tile (BK x BN), row-major: 64 halves = 128 bytes per row
-    return row * BN + col
+def make_row_major_b(bn: int):
+    """The B tile's layout for rows of ``bn`` halves, row-major."""
+
+    @cuda.jit(device=True, forceinline=True)
+    def b_at(row, col):
+        # B tile (BK x bn), row-major: 64 halves = 128 bytes per row here
+        return row * bn + col
+
+    return b_at
+
+
+b_at = make_row_major_b(BN)
 
 
 def make_warp_product(mi: int, nj: int, a_at, b_at):

@@ -25,16 +25,18 @@ from numba import cuda, float32, types
 from .._launch import version
 from .._mma import async_commit, async_wait, copy_async16_f16
 from ._common import check, half_at, rows_aligned16, tiled_launch
-from .k02_ldmatrix import BK, make_epilogue, make_warp_product
+from .k02_ldmatrix import BK, make_epilogue, make_row_major_b, make_warp_product
+from .k02_ldmatrix import a_at as row_major_a
 from .k03_swizzled import make_swizzled_b, swizzled_a
 
-STAGES = 3  # shared buffers in the ring: 3 x (A + B tiles) = 24 KB at 64 x 64, 48 KB (the static limit) at 128 x 128
+STAGES = 3  # shared buffers in the ring: 3 x (A + B tiles) = 24 KB at 64 x 64 (step 5: 2 of 16 KB at 128 x 128)
 
 
 def make_pipelined_kernel(bm: int, bn: int, warps_m: int, warps_n: int, stages: int = STAGES,
-                          async_copy: bool = True):
+                          async_copy: bool = True, swizzle: bool = True):
     """A bm x bn tile per block of warps_m x warps_n warps, BK-deep k tiles in a ring of ``stages`` swizzled shared
-    buffers, copied by cp.async (``async_copy``; rows of A and B 16-byte aligned) or by loads and stores."""
+    buffers, copied by cp.async (``async_copy``; rows of A and B 16-byte aligned) or by loads and stores.
+    ``swizzle=False`` keeps step 2's row-major tiles (to measure what the swizzle saves)."""
     threads = 32 * warps_m * warps_n
     wm, wn = bm // warps_m, bn // warps_n  # the warp's tile of C
     mi, nj = wm // 16, wn // 8  # its mma tiles
@@ -44,7 +46,7 @@ def make_pipelined_kernel(bm: int, bn: int, warps_m: int, warps_n: int, stages: 
     b_chunks = bn // 8  # 16-byte chunks per row of the B tile
     waits = stages - 2  # copy groups that may still be in flight when a tile is used (a compile-time constant)
     assert a_copies * 8 * threads == a_stage and b_copies * 8 * threads == b_stage and stages >= 2
-    a_at, b_at = swizzled_a, make_swizzled_b(bn)
+    a_at, b_at = (swizzled_a, make_swizzled_b(bn)) if swizzle else (row_major_a, make_row_major_b(bn))
     warp_product = make_warp_product(mi, nj, a_at, b_at)
     zero, store_tile = make_epilogue(mi, nj)
 

@@ -11,8 +11,19 @@ so big carries the top 11 significant bits and small the next 11: together 22 of
     a b = a_big b_big + a_big b_small + a_small b_big + a_small b_small
 
 and the last term is below float32's rounding (2^-22 relative), so three tensor-core products -- the small ones
-first, so that they are not lost against the big one's rounding -- give float32 SGEMM's accuracy at three times the
-tensor-core work, which at twice the TF32 rate of FP32 FMAs (H200: ~495 vs 67 TFLOP/s dense) still wins.
+first, so that they are not lost against the big one's rounding -- carry float32's accuracy at three times the
+tensor-core work.
+
+One more thing decides the accuracy: where the sum runs. The tensor core's adder truncates (rounds toward zero), so
+a sum that runs through it, mma after mma into one accumulator, drifts one way: K / 8 x 3 truncations, each of the
+size of the whole running sum. Measured on an H200 at K = 64 that gave a relative error of 4.7e-7 against float32
+SGEMM's 1.2e-7 (and it grows with K). So each k step's three products are summed from zero by the tensor core, and
+that small partial sum is added to the running sum by four ordinary float32 adds, which round to nearest: the
+truncations are now of the size of one k step's products, and the running sum's rounding is unbiased.
+
+What it costs: three mmas of half FP16's rate where one would do, plus the splitting. With ``mma.sync`` (not yet
+Hopper's ``wgmma``) that is slower than cuBLAS's FP32 SGEMM on an H200 (benchmarks/tensor_core_check.py measures it);
+the step is about accuracy: the same tensor cores, float32's answers.
 
 The kernel: 128 x 128 block tiles of 8 warps (2 x 4, 64 x 32 each: 4 x 4 mma tiles of 16 x 8), 16-deep k tiles of
 float32 in two shared buffers, the next tile's global loads in registers while the current one is multiplied (matmul's
@@ -109,13 +120,19 @@ def warp_product(sa, sb, buf, wr, wc, lane, acc):
             bb[2 * p + 1, 1], bs[2 * p + 1, 1] = split(y3)
         for i in range(MI):
             for jn in range(NJ):
-                d0, d1, d2, d3 = acc[i, jn, 0], acc[i, jn, 1], acc[i, jn, 2], acc[i, jn, 3]
+                # this k step's three products, summed by the tensor core from zero (small ones first) ...
+                zero = float32(0.0)
                 d0, d1, d2, d3 = mma_tf32(asm[i, 0], asm[i, 1], asm[i, 2], asm[i, 3], bb[jn, 0], bb[jn, 1],
-                                          d0, d1, d2, d3)  # a_small b_big
+                                          zero, zero, zero, zero)  # a_small b_big
                 d0, d1, d2, d3 = mma_tf32(ab[i, 0], ab[i, 1], ab[i, 2], ab[i, 3], bs[jn, 0], bs[jn, 1],
-                                          d0, d1, d2, d3)  # a_big b_small
-                acc[i, jn, 0], acc[i, jn, 1], acc[i, jn, 2], acc[i, jn, 3] = mma_tf32(
-                    ab[i, 0], ab[i, 1], ab[i, 2], ab[i, 3], bb[jn, 0], bb[jn, 1], d0, d1, d2, d3)  # a_big b_big
+                                          d0, d1, d2, d3)  # + a_big b_small
+                d0, d1, d2, d3 = mma_tf32(ab[i, 0], ab[i, 1], ab[i, 2], ab[i, 3], bb[jn, 0], bb[jn, 1],
+                                          d0, d1, d2, d3)  # + a_big b_big
+                # ... and added to the running sum by ordinary float32 adds, which round to nearest
+                acc[i, jn, 0] += d0
+                acc[i, jn, 1] += d1
+                acc[i, jn, 2] += d2
+                acc[i, jn, 3] += d3
 
 
 @cuda.jit
