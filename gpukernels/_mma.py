@@ -45,8 +45,8 @@ with an undefined result on a GPU. In the simulator they are collectives like ``
 its part to the warp (`gpukernels.sim` gathers them, as it does a shuffle's values), the last to arrive computes the
 instruction for all 32 from the layout tables, and a lane that is missing is a ``WarpMaskError`` that says which.
 The simulated mma sums the products in float64 and rounds the sum once to float32 *toward zero*. The hardware's
-adder tree is unpublished, but it truncates rather than rounds to nearest, and the bias adds up along a chain of
-mmas into one accumulator: 3xTF32 (tensor_core step 6) summed in one chain measured a relative error of 4.7e-7 at
+adder tree is unpublished, but its results behave like truncation rather than rounding to nearest, and the bias
+adds up along a chain of mmas into one accumulator: 3xTF32 (tensor_core step 6) summed in one chain measured a relative error of 4.7e-7 at
 K = 64 on an H200, where this model gives 5.8e-7 and a round-to-nearest one 1.4e-7 (float32 SGEMM: 1.2e-7). So the
 simulator shows the same accuracy problem, and the same fix, as the GPU. ``ldmatrix`` checks that its array is
 shared memory and its rows are 16-byte aligned.

@@ -495,7 +495,7 @@ def test_dispatcher_follows_readable_thresholds():
     assert choose(4096, 4096, 4096, sms=132).step == "block_tiles"  # 1024 tiles of 128 x 128
     assert choose(1024, 1024, 1024, sms=132).step == "pipelined"  # 64 tiles would idle 68 SMs: 256 of 64 x 64
     assert choose(1024, 1024, 1024, sms=48).step == "block_tiles"  # a smaller GPU is filled by them
-    assert choose(1823, 781, 129, sms=132).step == "block_tiles"  # 105 tiles: 0.8 of the SMs (measured faster)
+    assert choose(1823, 781, 129, sms=132).step == "block_tiles"  # 105 tiles: 0.8 of the SMs (measured about even)
     assert choose(4096, 4096, 4096, fp32=True).step == "tf32x3"
     why = choose(1536, 1408, 512, aligned=False, sms=132).why
     assert "132 tiles of 128 x 128" in why and "not 16-byte aligned" in why

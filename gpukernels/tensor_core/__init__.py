@@ -31,11 +31,12 @@ share a kernel factory that takes the tile layout, steps 4-5 one that takes the 
 in order; ``optimized`` is the last. Every kernel handles any M, N, K: loads past the edges read zeros (a zero adds
 nothing to a product), stores past them are skipped.
 
-On an H200 at 4096^3 (2026-12-04, benchmarks/tensor_core_check.py; CUDA-event medians) the ladder goes 11.5 -> 8.0
--> 7.7 -> 0.62 -> 0.50 ms (277 TFLOP/s), against cuBLAS's 0.22 ms (torch.mm in float16, with Hopper's wgmma). Steps
+On an H200 at 4096^3 (2026-12-04, benchmarks/tensor_core_check.py; CUDA-event medians) the ladder goes 11.4 -> 8.0
+-> 7.7 -> 0.62 -> 0.50 ms (~275 TFLOP/s), against cuBLAS's 0.22 ms (torch.mm in float16, with Hopper's wgmma). Steps
 2 and 3 are bound by their two-byte global loads, which hides what the swizzle saves until step 4 makes the copies
-cheap (benchmarks/tensor_core_variants.py measures the ring with and without it). tf32x3 on float32: 6.3 ms at
-relative error 4.2e-7, cuBLAS SGEMM 2.7 ms at 1.1e-6.
+cheap: step 4's ring on step 2's row-major tiles takes 2.0 ms instead of 0.81, step 5's 1.1 instead of 0.56
+(benchmarks/tensor_core_variants.py). tf32x3 on float32: 6.3 ms at relative error 4.2e-7; cuBLAS SGEMM 2.7 ms at
+1.1e-6.
 
 Count the work: 2*M*N*K FLOPs and at least 2*(M*K + K*N) + 4*M*N bytes -- at 4096^3, 137 GFLOP against 134 MB, ~1000
 FLOP/byte, far above what an H200 needs to be compute-bound on its FP16 tensor cores (~990 TFLOP/s dense with wgmma,

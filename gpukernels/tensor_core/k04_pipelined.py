@@ -53,8 +53,8 @@ def make_pipelined_kernel(bm: int, bn: int, warps_m: int, warps_n: int, stages: 
     @cuda.jit(device=True, forceinline=True)
     def copy_tile(a, b, sa, sb, stage, k0, row0, col0, tid):
         # k tile [k0, k0 + BK) of the block's rows of A and columns of B into buffer `stage`, 16 bytes (8 halves) per
-        # copy; consecutive threads copy consecutive chunks of a row (a warp: 512 contiguous bytes of B, or 4 rows of
-        # 64 bytes of A).
+        # copy; consecutive threads copy consecutive chunks of a row (a warp: whole 64-byte rows of the A tile, whole
+        # 128- or 256-byte rows of the B tile).
         m, kdim = a.shape
         n = b.shape[1]
         for q in range(a_copies):

@@ -7,9 +7,9 @@ limiting the tensor cores. The block's 128 x 128 tile halves the global (L2) tra
 N / 128 times, B M / 128 times. The sizes are fitted to an SM: 4 warps x 32 threads x ~245 registers (the 128
 float32 accumulators of 32 mma tiles, the fragments and addresses) leave room for 2 blocks per SM in 64 K registers.
 A ring of 3 stages would be 3 x (8 + 8) KB = 48 KB, the most shared memory a block may declare statically; 2 stages
-(32 KB, one tile in flight while one is multiplied) measured faster on an H200 (4096^3: 0.57 against 0.63 ms,
-2026-12-04, benchmarks/tensor_core_variants.py), so the step keeps 2: with 4x the mmas per tile, one tile ahead is
-enough to cover the copies.
+(32 KB, one tile in flight while one is multiplied) measured as fast or faster on an H200 (2026-12-04,
+benchmarks/tensor_core_variants.py; 4096^3: 0.558 vs 0.567 ms, and 0.57 vs 0.63 in another run; 8192^3: 3.78 vs
+3.91 ms), so the step keeps 2: with 4x the mmas per tile, one tile ahead covers the copies.
 
 A 128 x 128 tile also means 4x fewer blocks: at 1024^2 that is 64 blocks for 132 SMs. Step 7 chooses between the two
 tile sizes per shape.

@@ -10,7 +10,8 @@
 
 Measured on an H200 (2026-12-04, benchmarks/tensor_core_variants.py and tensor_core_check.py): 1024^3, 64 large
 tiles (0.48 of the SMs): 64 x 64 0.093 ms, 128 x 128 0.101 ms; 1823 x 781 x 129, 105 large tiles (0.80 of the SMs):
-64 x 64 0.044 ms, 128 x 128 0.041 ms. The threshold lies between the two; more shapes would place it better.
+about even (0.041-0.049 ms either way in two runs). So the threshold lies near there; more shapes would place it
+better.
 
 Rows of A and B that are not 16-byte aligned (K or N not a multiple of 8) cannot be copied by 16-byte ``cp.async``;
 steps 4 and 5 then fill the same ring by loads and stores, and the choice above is the same.
