@@ -20,7 +20,7 @@ check every lane takes part. The ladder, one idea per step:
                    while one is multiplied, one barrier per tile, 16 bytes per copy (rows 16-byte aligned; other
                    shapes fill the ring by loads and stores).
 5. ``block_tiles`` 128 x 128 block tiles, 64 x 64 per warp: 32 mmas per 8 ldmatrix per 16 of K (step 4: 8 per 4),
-                   sized to what an SM holds (2 blocks of ~245 registers per thread; a 2-stage ring of 32 KB).
+                   sized to what an SM holds (2 blocks of ~240 registers per thread; a 2-stage ring of 32 KB).
 6. ``tf32x3``      float32 inputs at float32 accuracy: each input split into two TF32 parts (big = tf32(x), small =
                    tf32(x - big)), three ``mma.m16n8k8`` TF32 products per multiply (3xTF32).
 7. ``optimized``   the dispatcher: ``optimized.choose(M, N, K)`` picks 128 x 128 tiles, 64 x 64 when those would leave

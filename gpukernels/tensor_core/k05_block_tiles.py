@@ -4,7 +4,7 @@ tiles.
 Per 16 of K a warp of step 4 loads 2 A fragments and 4 B fragments (2 + 2 ldmatrix.x4) for 2 x 4 = 8 mmas; with a
 64 x 64 tile it loads 4 + 4 for 4 x 8 = 32 mmas: 4 mmas per ldmatrix instead of 2, so shared-memory bandwidth stops
 limiting the tensor cores. The block's 128 x 128 tile halves the global (L2) traffic per FLOP again: A is read
-N / 128 times, B M / 128 times. The sizes are fitted to an SM: 4 warps x 32 threads x ~245 registers (the 128
+N / 128 times, B M / 128 times. The sizes are fitted to an SM: 4 warps x 32 threads x ~240 registers (the 128
 float32 accumulators of 32 mma tiles, the fragments and addresses) leave room for 2 blocks per SM in 64 K registers.
 A ring of 3 stages would be 3 x (8 + 8) KB = 48 KB, the most shared memory a block may declare statically; 2 stages
 (32 KB, one tile in flight while one is multiplied) measured as fast or faster on an H200 (2026-12-04,
