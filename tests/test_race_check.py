@@ -98,8 +98,11 @@ def _version_cases():
     for lesson, mod in LESSONS.items():
         for name in mod.VERSIONS:
             for shape, params in SHAPES[lesson]:
+                # a dispatcher runs the kernels of the steps it picks, each checked under its own name here (and
+                # along its paths in PATHS): the long tier checks it again under its own
+                marks = [pytest.mark.slow] if name == "optimized" else []
                 yield pytest.param(lesson, name, shape, params, MIN_BARRIERS_OF.get((lesson, name), MIN_BARRIERS),
-                                   id=f"{lesson}-{name}-{'x'.join(map(str, shape))}")
+                                   id=f"{lesson}-{name}-{'x'.join(map(str, shape))}", marks=marks)
     for lesson, name, shape, params, min_barriers in PATHS:
         yield pytest.param(lesson, name, shape, params, min_barriers,
                            id=f"{lesson}-{name}-{'x'.join(map(str, shape))}-path")

@@ -1,0 +1,41 @@
+"""Run every tensor_core version once per shape, checked against float64, for compute-sanitizer on a GPU:
+
+    compute-sanitizer --tool racecheck python3 benchmarks/tensor_core_sanitize.py
+    compute-sanitizer --tool memcheck --report-api-errors no python3 benchmarks/tensor_core_sanitize.py
+
+The shapes take every path: (33, 17, 31) has rows that are not 16-byte aligned (the ring filled by loads and
+stores), odd edges in M, N and K; (256, 264, 72) has aligned rows (cp.async), several k tiles, whole and edge
+blocks of 128 x 128 and 64 x 64. tf32x3 gets float32 inputs. Outputs start as NaN. Exit status 1 on a wrong result.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ.setdefault("GPUKERNELS_DEVICE", "gpu")
+
+import numpy as np  # noqa: E402
+
+from gpukernels import tensor_core as tc  # noqa: E402
+from gpukernels.check import compare  # noqa: E402
+
+SHAPES = [(33, 17, 31), (256, 264, 72)]
+
+
+def main() -> int:
+    bad = 0
+    for shape in SHAPES:
+        for name, version in tc.VERSIONS.items():
+            dtype = np.float32 if name == "tf32x3" else np.float16
+            a, b = tc.make_inputs(shape, seed=1, dtype=dtype)
+            out = np.full(shape[:2], np.nan, np.float32)
+            version(a, b, out=out)
+            check = compare(out, tc.reference(a, b), 1e-3)
+            bad += not check.ok
+            print(f"{name:12s} {'x'.join(map(str, shape)):12s} {check}", flush=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
