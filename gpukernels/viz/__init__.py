@@ -24,6 +24,8 @@ The figures, each with what it teaches (the function's docstring says more):
 ``occupancy_vs_block_size`` occupancy as the block size varies, same registers and shared memory
 ``performance_bars``       naive vs optimized vs the library peer (measured, or a labelled model)
 ``roofline``               each version against the FP32 and memory-bandwidth ceilings
+``mma_fragments``          which lane holds which element of A, B and C of one mma.sync (tensor cores)
+``ldmatrix_banks``         one ldmatrix pass's rows in the bank groups, before and after the swizzle
 =========================  ================================================================================
 
 ``gpukernels plots`` (``make plots``) writes all of them to ``docs/figures/`` and ``docs/gallery.md``.
@@ -45,6 +47,7 @@ from __future__ import annotations
 # a few private names too, for code written against the one-file viz (the demo saves PNGs with viz._save_png)
 from ._common import (CMAP, CMAP_DIVERGE, GREYS, HATCHES, LIMIT_MARKERS, MARKERS, ROOT, _figure,  # noqa: F401
                       _not_available, _save_png, _trace_module, tracer_available, unavailable)
+from .fragments import fragment_owners, ldmatrix_banks, ldmatrix_phases, mma_fragments
 from .gallery import GALLERY, GALLERY_HEADER, FigureSpec, figure_specs, plots_main, write_gallery
 from .maps import access_map, grid_map, reuse_heatmap, staged_sources, tile_phases
 from .memory import warp_banks, warp_sectors
@@ -53,7 +56,7 @@ from .performance import (RESULTS_DIR, bench_results, load_bench, performance_ba
                           suite_heatmap)
 from .traced import FIGURE_SHAPES, Traced, traced, traffic
 
-__all__ = [
+__all__ = ["mma_fragments", "ldmatrix_banks", "fragment_owners", "ldmatrix_phases",
     "CMAP", "CMAP_DIVERGE", "GREYS", "HATCHES", "LIMIT_MARKERS", "MARKERS", "ROOT", "RESULTS_DIR", "FIGURE_SHAPES",
     "GALLERY", "GALLERY_HEADER", "FigureSpec", "Traced",
     "unavailable", "tracer_available", "figure_specs", "plots_main", "write_gallery",
