@@ -29,6 +29,21 @@ from .results import ExerciseResult, TestResult, print_table, to_gradescope
 from .spec import load
 
 DEFAULT_TIMEOUT = 60.0  # seconds per child process; the simulator's own per-launch limit is half of it
+MAX_TIMEOUT = 3600.0  # a limit must end: "inf" or a day would let a `while True` kernel hold a core for that long
+
+
+def check_timeout(timeout) -> float:
+    """``timeout`` as seconds, or ValueError: a finite number above 0 and at most MAX_TIMEOUT ("nan" compares false
+    with everything and "inf" never ends, so both are refused rather than let through)."""
+    import math
+
+    try:
+        value = float(timeout)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (0 < value <= MAX_TIMEOUT):
+        raise ValueError(f"expected seconds > 0 and at most {MAX_TIMEOUT:g}, got {timeout!r}")
+    return value
 
 
 def grade(pairs, *, root: Path | None = None, timeout: float = DEFAULT_TIMEOUT, jobs: int | None = None,
@@ -39,6 +54,10 @@ def grade(pairs, *, root: Path | None = None, timeout: float = DEFAULT_TIMEOUT, 
     ``submission=None`` with a reason: use ``(name, (None, "why"))``. ``gpu`` defaults to ``gpukernels.MODE ==
     "gpu"``; ``seed`` fixes the random inputs and shapes (default: fresh every run); ``seeds`` gives one per pair.
     ``on_progress(done, total)`` is called as each pair finishes."""
+    try:
+        timeout = check_timeout(timeout)
+    except ValueError as err:
+        raise ValueError(f"timeout: {err}") from None
     root = exercises_dir(root)
     if gpu is None:
         import gpukernels

@@ -32,6 +32,15 @@ def _positive(kind, what: str):
     return parse
 
 
+def _seconds(text: str) -> float:
+    from . import check_timeout
+
+    try:
+        return check_timeout(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def _nonnegative_int(text: str) -> int:
     try:
         value = int(text)
@@ -59,7 +68,7 @@ def grade_main(argv) -> int:
     parser.add_argument("--jobs", type=_positive(int, "a whole number of processes > 0"), default=None,
                         help=argparse.SUPPRESS)  # the old name of --workers
     parser.add_argument("--json", metavar="FILE", help="write Gradescope's results.json here")
-    parser.add_argument("--timeout", type=_positive(float, "seconds > 0"), default=DEFAULT_TIMEOUT,
+    parser.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT,
                         help=f"seconds per child process (default {DEFAULT_TIMEOUT:g})")
     parser.add_argument("--hints", type=_nonnegative_int, default=1, metavar="N",
                         help="hints shown per failed test (default 1)")
