@@ -58,21 +58,29 @@ def test_tables_match_the_ptx_isa_figures():
 # ----------------------------------------------------------------------------------------------------------
 
 
-@cuda.jit
-def _mma_f16_kernel(a, b, c, d):
-    # Fragments gathered by the tables themselves (plain Python in the simulator), one mma, D scattered back.
-    lane = cuda.threadIdx.x
-    words = []
-    for i in range(0, 8, 2):
-        (r0, c0), (r1, c1) = _mma.a_frag_coords(lane, i), _mma.a_frag_coords(lane, i + 1)
-        words.append(_mma.pack_half2(a[r0, c0], a[r1, c1]))
-    for i in range(0, 4, 2):
-        (r0, c0), (r1, c1) = _mma.b_frag_coords(lane, i), _mma.b_frag_coords(lane, i + 1)
-        words.append(_mma.pack_half2(b[r0, c0], b[r1, c1]))
-    acc = [c[_mma.c_frag_coords(lane, i)] for i in range(4)]
-    out = _mma.mma_f16(*words, *acc)
-    for i in range(4):
-        d[_mma.c_frag_coords(lane, i)] = out[i]
+def _mma_kernel(pack, mma):
+    """One warp's mma of A (16 x 16) and B (16 x 8) into D = A B + C, the fragments gathered by the layout tables
+    themselves (plain Python in the simulator) and packed by ``pack``, D scattered back."""
+
+    @cuda.jit
+    def kernel(a, b, c, d):
+        lane = cuda.threadIdx.x
+        words = []
+        for i in range(0, 8, 2):
+            (r0, c0), (r1, c1) = _mma.a_frag_coords(lane, i), _mma.a_frag_coords(lane, i + 1)
+            words.append(pack(a[r0, c0], a[r1, c1]))
+        for i in range(0, 4, 2):
+            (r0, c0), (r1, c1) = _mma.b_frag_coords(lane, i), _mma.b_frag_coords(lane, i + 1)
+            words.append(pack(b[r0, c0], b[r1, c1]))
+        out = mma(*words, *[c[_mma.c_frag_coords(lane, i)] for i in range(4)])
+        for i in range(4):
+            d[_mma.c_frag_coords(lane, i)] = out[i]
+
+    return kernel
+
+
+_mma_f16_kernel = _mma_kernel(_mma.pack_half2, _mma.mma_f16)
+_mma_bf16_kernel = _mma_kernel(_mma.pack_bf16x2, _mma.mma_bf16)
 
 
 def _rz(exact: np.ndarray) -> np.ndarray:
@@ -94,21 +102,6 @@ def test_mma_f16_is_the_matrix_product(seed):
     exact = a.astype(np.float64) @ b.astype(np.float64) + c
     assert np.array_equal(d, _rz(exact)), f"seed={seed}"
     assert not np.array_equal(d, exact.astype(np.float32))  # rounded toward zero, not to nearest
-
-
-@cuda.jit
-def _mma_bf16_kernel(a, b, c, d):
-    lane = cuda.threadIdx.x
-    words = []
-    for i in range(0, 8, 2):
-        (r0, c0), (r1, c1) = _mma.a_frag_coords(lane, i), _mma.a_frag_coords(lane, i + 1)
-        words.append(_mma.pack_bf16x2(a[r0, c0], a[r1, c1]))
-    for i in range(0, 4, 2):
-        (r0, c0), (r1, c1) = _mma.b_frag_coords(lane, i), _mma.b_frag_coords(lane, i + 1)
-        words.append(_mma.pack_bf16x2(b[r0, c0], b[r1, c1]))
-    out = _mma.mma_bf16(*words, *[c[_mma.c_frag_coords(lane, i)] for i in range(4)])
-    for i in range(4):
-        d[_mma.c_frag_coords(lane, i)] = out[i]
 
 
 def _bf16(x: np.ndarray) -> np.ndarray:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import matmul
 from ._common import check, check_fp32  # noqa: F401
 
 # ----------------------------------------------------------------------------------------------------------
@@ -57,20 +58,14 @@ from ._common import check, check_fp32  # noqa: F401
 
 def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """C = A @ B of the inputs as given (float16 or float32), accumulated in float64, returned as float32."""
-    return (np.asarray(a, np.float64) @ np.asarray(b, np.float64)).astype(np.float32)
+    return matmul.reference(a, b)
 
 
 def make_inputs(shape, seed=None, dtype=np.float16):
-    """Fresh random (A, B) for ``shape = (M, N, K)``: normal values plus a few large outliers, as float16 (``dtype``:
-    float32 for tf32x3's accuracy)."""
-    m, n, k = shape
-    rng = np.random.default_rng(seed)
-    a = rng.standard_normal((m, k), dtype=np.float32)
-    b = rng.standard_normal((k, n), dtype=np.float32)
-    for x in (a, b):  # spike ~1% of entries so that a wrong index cannot hide among similar values
-        if x.size:
-            idx = rng.integers(0, x.size, size=max(1, x.size // 100))
-            x.flat[idx] *= 100.0
+    """Fresh random (A, B) for ``shape = (M, N, K)``: the matmul lesson's inputs (normal values plus ~1% outliers
+    of 100x, so that a wrong index cannot hide among similar values), as float16 (``dtype``: float32 for tf32x3's
+    accuracy)."""
+    a, b = matmul.make_inputs(shape, seed)
     return a.astype(dtype), b.astype(dtype)
 
 
