@@ -214,6 +214,10 @@ def _peer(lesson: str, torch):
         return "torch.softmax", lambda x: torch.softmax(x, dim=-1)
     if lesson == "cbr":
         return "cuDNN (F.relu(F.conv2d))", lambda x, w, b, padding=1: F.relu(F.conv2d(x, w, b, padding=padding))
+    if lesson == "tensor_core":
+        # cuBLAS's FP16 GEMM (FP32 accumulation, Hopper's wgmma): it writes C in float16, half the bytes of the
+        # lessons' float32 C -- at most a few percent of its time at these shapes (benchmarks/NOTES.md)
+        return "cuBLAS FP16 (torch.mm, half)", lambda a, b: torch.mm(a, b)
     return None
 
 
@@ -263,7 +267,7 @@ def _l2_bytes() -> int:
 
 #: The step each lesson's suite times besides ``optimized`` and the steps ``optimized`` dispatches to: the textbook
 #: version a student would write first (the CBR target is ">= 3x naive").
-SUITE_BASELINE = {"matmul": "tiled", "softmax": "naive", "cbr": "naive"}
+SUITE_BASELINE = {"matmul": "tiled", "softmax": "naive", "cbr": "naive", "tensor_core": "mma_global"}
 #: Lessons whose suite times every step: softmax's kernels compile in seconds and run in microseconds, so the whole
 #: ladder fits in the run and its heatmap shows each step's regime (matmul's 21 steps would take an hour).
 SUITE_ALL_STEPS = ("softmax",)
@@ -301,6 +305,7 @@ def bench_shape(lesson: str, shape: tuple, timer: Timer, torch, versions=None, l
         t_inputs = [torch.from_numpy(x).cuda() for x in host_inputs]
         with torch.no_grad():
             ref = {"matmul": lambda a, b: torch.mm(a.double(), b.double()),
+                   "tensor_core": lambda a, b: torch.mm(a.double(), b.double()),
                    "softmax": lambda x: torch.softmax(x.double(), dim=-1),
                    "cbr": lambda x, w, b: torch.relu(torch.nn.functional.conv2d(x.double(), w.double(), b.double(),
                                                                                 padding=1))}[lesson](*t_inputs)
@@ -356,7 +361,7 @@ def bench_shape(lesson: str, shape: tuple, timer: Timer, torch, versions=None, l
         pname, pfn = peer
         with torch.no_grad():
             out = pfn(*sets_in[0])
-            check = compare(out.cpu().numpy(), ref, TOLERANCE[lesson] * 10)
+            check = compare(out.float().cpu().numpy(), ref, TOLERANCE[lesson] * 10)
 
             def enqueue_peer(i):
                 pfn(*sets_in[i])
@@ -370,7 +375,7 @@ def bench_shape(lesson: str, shape: tuple, timer: Timer, torch, versions=None, l
 
 
 def _out_shape(mod, inputs):
-    if mod.__name__.endswith("matmul"):
+    if mod.__name__.endswith(("matmul", "tensor_core")):
         return (inputs[0].shape[0], inputs[1].shape[1])
     if mod.__name__.endswith("softmax"):
         return inputs[0].shape

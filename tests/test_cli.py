@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from gpukernels import LESSONS
 from gpukernels.cli import UsageError, parse_size
 
 ENV = dict(os.environ, GPUKERNELS_DEVICE="sim")
@@ -57,8 +58,9 @@ def test_trace_and_demo_take_a_single_number():
     (("demo", "matmul", "--size", "8x8xq"), "matmul --size takes M,N,K"),
     (("demo", "all", "--size", "8,8"), "with 'all', --size must fit every lesson"),
     (("trace", "matmul", "--version", "fastest"), "choose from naive, coalesced, tiled"),
-    (("demo", "convolution"), "unknown lesson 'convolution'; choose from matmul, softmax, cbr or all"),
-    (("trace", "convolution"), "invalid choice: 'convolution' (choose from 'cbr', 'matmul', 'softmax')"),
+    (("demo", "convolution"), f"unknown lesson 'convolution'; choose from {', '.join(LESSONS)} or all"),
+    (("trace", "convolution"), "invalid choice: 'convolution' (choose from "
+                               + ", ".join(repr(name) for name in sorted(LESSONS)) + ")"),
     (("trace", "matmul", "--json", "/no/such/folder/t.json"), "its folder does not exist"),
     (("frobnicate",), "unknown command 'frobnicate'"),
 ])

@@ -227,7 +227,7 @@ def fake_inputs(lesson, shape, seed=0):
 
 
 def out_for(lesson, args):
-    if lesson == "matmul":
+    if lesson in ("matmul", "tensor_core"):
         return FakeDev((args[0].shape[0], args[1].shape[1]))
     if lesson == "cbr":
         return FakeDev(cbr.out_shape(args[0].shape, args[1].shape, 1))
@@ -247,7 +247,8 @@ ALL = [pytest.param(lesson, name, id=f"{lesson}-{name}", marks=pytest.mark.xdist
 # Small shapes, and one per lesson that makes a dispatcher choose a plan of several kernels (split-K's zero pass;
 # softmax's two-pass split_row for few long rows).
 SHAPES = {"matmul": [(64, 64, 64), (33, 17, 45), (256, 256, 4096)], "softmax": [(64, 1024), (7, 33), (4, 65536)],
-          "cbr": [(1, 16, 16, 16, 16, 3, 3), (2, 3, 7, 9, 5, 3, 3)]}
+          "cbr": [(1, 16, 16, 16, 16, 3, 3), (2, 3, 7, 9, 5, 3, 3)],
+          "tensor_core": [(64, 64, 64), (33, 17, 45), (1024, 1024, 1024)]}  # aligned (cp.async), not, many tiles
 
 
 @pytest.mark.parametrize("lesson,name", ALL)

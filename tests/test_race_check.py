@@ -38,6 +38,9 @@ SHAPES = {
         ((2, 9000), {}),  # few long rows: split_row (optimized too), 2 pieces per row, 512 threads each
     ],
     "cbr": [((1, 5, 5, 7, 3, 3, 3), {"padding": 1})],  # 5 input channels: 2 staging phases of 4; halos
+    # K = 72: 3 k tiles of 32 through the cp.async ring (K, N multiples of 8: rows 16-byte aligned), 5 of 16 for
+    # tf32x3; M, N ragged against every tile
+    "tensor_core": [((33, 40, 72), {})],
 }
 
 #: One version at a shape that takes it down another path: (lesson, version, shape, params, barriers per block).
@@ -49,6 +52,9 @@ PATHS = [
     ("cbr", "optimized", (1, 19, 4, 5, 3, 1, 1), {"padding": 0}, 1),  # 1x1 filter: k tiles of 8 channels, ragged,
     # in 2 slices (the second holds one k tile): the atomics of split_c
     ("cbr", "implicit_gemm", (1, 19, 4, 5, 3, 1, 1), {"padding": 0}, 3),  # the same, unsliced: 3 k tiles
+    # rows not 16-byte aligned (K, N odd): the ring filled by loads and stores instead of cp.async
+    ("tensor_core", "pipelined", (9, 37, 70), {}, 3),
+    ("tensor_core", "block_tiles", (9, 37, 70), {}, 3),
 ]
 
 MIN_BARRIERS = 3  # per block, for a launch that has barriers at all: several phases, so reuse across them is seen

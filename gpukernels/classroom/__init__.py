@@ -40,6 +40,9 @@ PAGES = {
     # per filter tap and thread); the page's log leaves them out (trace(local=False)), but the simulator still
     # runs them: a 3x3 filter took 31 s at --size 1,4,6,6,4,3,3 on 2 busy cores, against 11 s for this one
     "cbr": (("naive", "fused_direct"), (1, 8, 8, 8, 4, 1, 1), "channel chunk"),
+    # one warp's mma.sync fragments straight from global memory beside the swizzled shared tiles read by ldmatrix;
+    # K = 96: three k tiles of 32 through the shared tiles
+    "tensor_core": (("mma_global", "swizzled"), (32, 32, 96), "k tile"),
 }
 
 

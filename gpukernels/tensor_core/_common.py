@@ -11,7 +11,8 @@ from numba import cuda
 
 from .._intrinsics import address
 from .._launch import Launch, LaunchError, ceil_div, is_device_array, sm_count  # noqa: F401  (steps import them here)
-from .._launch import _as_device_array, _describe
+from .. import _launch
+from .._launch import _describe
 
 
 def check_matrix(name: str, x: Any, axes: str, dtypes: tuple = (np.float16,)) -> Any:
@@ -19,7 +20,7 @@ def check_matrix(name: str, x: Any, axes: str, dtypes: tuple = (np.float16,)) ->
     array is never modified) or a device array. `gpukernels._launch.check_array` does the same for float32."""
     wanted = " or ".join(np.dtype(d).name for d in dtypes)
     if is_device_array(x):
-        arr = _as_device_array(x)
+        arr = _launch._as_device_array(x)  # looked up on the module: the same view check_array takes
     elif isinstance(x, np.ndarray):
         arr = x
     else:
