@@ -215,10 +215,17 @@ def _peer(lesson: str, torch):
     if lesson == "cbr":
         return "cuDNN (F.relu(F.conv2d))", lambda x, w, b, padding=1: F.relu(F.conv2d(x, w, b, padding=padding))
     if lesson == "tensor_core":
-        # cuBLAS's FP16 GEMM (FP32 accumulation, Hopper's wgmma): it writes C in float16, half the bytes of the
-        # lessons' float32 C -- at most a few percent of its time at these shapes (benchmarks/NOTES.md)
-        return "cuBLAS FP16 (torch.mm, half)", lambda a, b: torch.mm(a, b)
+        # cuBLAS's FP16 GEMM with FP32 accumulation and a float32 C, as the lesson's kernels write it (a float16 C
+        # overflows past 65504: the suite's outlier inputs reach that); torch without out_dtype: a float16 C
+        return "cuBLAS FP16 (torch.mm, float32 out)", lambda a, b: _mm_f32_out(torch, a, b)
     return None
+
+
+def _mm_f32_out(torch, a, b):
+    try:
+        return torch.mm(a, b, out_dtype=torch.float32)
+    except TypeError:  # torch before out_dtype: cuBLAS writes float16
+        return torch.mm(a, b)
 
 
 def _configure_torch(torch):
@@ -328,6 +335,11 @@ def bench_shape(lesson: str, shape: tuple, timer: Timer, torch, versions=None, l
     for name, version in mod.VERSIONS.items():
         if versions and name not in versions:
             continue
+        if getattr(version, "bench_inputs", None) is not None and torch is not None:
+            # a step made for other inputs (tensor_core.tf32x3: float32) is timed on those, beside its own peer
+            results.append(_bench_other_inputs(mod, version, host_inputs, shape, timer, torch, sets, flops, nbytes,
+                                               log, regime, budget_ms))
+            continue
         nb_in = [[as_numba(x) for x in s] for s in sets_in]
         nb_out = [as_numba(o) for o in sets_out]
         plans = [version.launches(*nb_in[i], out=nb_out[i], **params) for i in range(sets)]
@@ -372,6 +384,49 @@ def bench_shape(lesson: str, shape: tuple, timer: Timer, torch, versions=None, l
                               extra={"regime": regime} if regime else {}))
         log(f"  {lesson} {shape} {pname}: {results[-1].median_ms:.4f} ms")
     return results
+
+
+def _bench_other_inputs(mod, version, host_inputs, shape, timer, torch, sets, flops, nbytes, log, regime,
+                        budget_ms) -> Result:
+    """Time ``version`` on the shape's inputs cast to ``version.bench_inputs`` (dtype, peer lesson) and that lesson's
+    peer on the same inputs in the same run: the row's "x peer" compares it with that peer (``extra['peer_ms']``)."""
+    from numba import cuda
+
+    dtype, peer_lesson = version.bench_inputs
+    t_in = [torch.from_numpy(x.astype(dtype)).cuda() for x in host_inputs]
+    with torch.no_grad():
+        ref = torch.mm(t_in[0].double(), t_in[1].double()).float().cpu().numpy()
+    sets_in = [t_in] + [[x.clone() for x in t_in] for _ in range(sets - 1)]
+    sets_out = [torch.empty(ref.shape, device="cuda") for _ in range(sets)]
+    nb_in = [[cuda.as_cuda_array(x) for x in s] for s in sets_in]
+    plans = [version.launches(*nb_in[i], out=cuda.as_cuda_array(sets_out[i])) for i in range(sets)]
+    sets_out[0].fill_(float("nan"))
+    for launch in plans[0]:
+        launch()
+    cuda.synchronize()
+    check = compare(sets_out[0].cpu().numpy(), ref, TOLERANCE[peer_lesson])
+    pname, pfn = _peer(peer_lesson, torch)
+    with torch.no_grad():
+        peer_check = compare(pfn(*t_in).cpu().numpy(), ref, TOLERANCE[peer_lesson] * 10)
+        peer_times = timer.time(lambda i: pfn(*sets_in[i]), sets, budget_ms=budget_ms)
+    extra = {"inputs": np.dtype(dtype).name, "peer": pname, "peer_ms": statistics.median(peer_times),
+             "peer_rel_error": peer_check.rel_error, **({"regime": regime} if regime else {})}
+    name = f"{version.name} ({np.dtype(dtype).name} in)"
+    if not check.ok:
+        log(f"  {mod.__name__} {shape} {name}: WRONG RESULT, not timed: {check}")
+        return Result(version.lesson, shape, version.name, "kernel", math.nan, math.nan, math.nan, 0, flops, nbytes,
+                      check.rel_error, False, str(check), extra=extra)
+
+    def enqueue(i):
+        s = timer.stream()
+        for launch in plans[i]:
+            launch(stream=s)
+
+    times = timer.time(enqueue, sets, budget_ms=budget_ms)
+    log(f"  {version.lesson} {shape} {name}: {statistics.median(times):.4f} ms (error {check.rel_error:.1e}); "
+        f"{pname}: {extra['peer_ms']:.4f} ms (error {peer_check.rel_error:.1e})")
+    return Result(version.lesson, shape, version.name, "kernel", statistics.median(times), min(times), max(times),
+                  len(times), flops, nbytes, check.rel_error, extra=extra)
 
 
 def _out_shape(mod, inputs):
@@ -514,9 +569,14 @@ def rows(report: dict) -> list[dict]:
                 floor_ms = 1e3 * max(r["flops"] / (ceil["sgemm_TFLOPs"] * 1e12), r["bytes"] / (ceil["copy_GBps"] * 1e9))
             out.append({
                 "lesson": lesson, "shape": "x".join(map(str, shape)), "version": r["name"], "kind": r["kind"],
+                # a step timed on other inputs than its lesson's (tensor_core.tf32x3: float32) says so in tables,
+                # and whose time its "x peer" divides
+                "label": (f"{r['name']} ({r['extra']['inputs']} in; x peer: {r['extra']['peer']})"
+                          if (r.get("extra") or {}).get("inputs") else r["name"]),
                 "ms": ms, "tflops": r.get("tflops"), "gbps": r.get("gbps"), "ok": r["ok"],
                 "speedup": (naive["median_ms"] / ms) if naive and r["ok"] else None,
-                "of_peer": (peer["median_ms"] / ms) if peer and r["ok"] else None,
+                "of_peer": ((r.get("extra") or {}).get("peer_ms", peer and peer["median_ms"]) / ms
+                            if (peer or (r.get("extra") or {}).get("peer_ms")) and r["ok"] else None),
                 "of_ceiling": (floor_ms / ms) if floor_ms and r["ok"] else None,
                 "note": r.get("note", ""),
             })
@@ -536,7 +596,7 @@ def print_table(report: dict) -> None:
     for col in ("lesson", "shape", "version", "ms", "TFLOP/s", "GB/s", "x naive", "x peer", "% ceiling"):
         table.add_column(col, justify="right" if col not in ("lesson", "shape", "version") else "left")
     for r in rows(report):
-        table.add_row(r["lesson"], r["shape"], r["version"] if r["ok"] else f"{r['version']} (WRONG)",
+        table.add_row(r["lesson"], r["shape"], r["label"] if r["ok"] else f"{r['label']} (WRONG)",
                       _fmt(r["ms"], ".4f"), _fmt(r["tflops"], ".2f"), _fmt(r["gbps"], ".0f"),
                       _fmt(r["speedup"], ".1f"), _fmt(r["of_peer"], ".2f"),
                       _fmt(r["of_ceiling"] and 100 * r["of_ceiling"], ".0f", "%"))
@@ -573,7 +633,7 @@ def markdown_table(report: dict) -> str:
     for r in rows(report):
         mark = " †" if r["note"] and r["ok"] else ""
         noted |= bool(mark)
-        lines.append(f"| {r['lesson']} | {r['shape']} | {r['version']}{mark} | {_fmt(r['ms'], '.4f')} | "
+        lines.append(f"| {r['lesson']} | {r['shape']} | {r['label']}{mark} | {_fmt(r['ms'], '.4f')} | "
                      f"{_fmt(r['tflops'], '.2f')} | {_fmt(r['gbps'], '.0f')} | {_fmt(r['speedup'], '.1f')} | "
                      f"{_fmt(r['of_peer'], '.2f')} |")
     if noted:
