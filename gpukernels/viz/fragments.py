@@ -54,9 +54,12 @@ def mma_fragments(shape: str = "m16n8k16"):
     owners = fragment_owners(shape)
     label = SHAPES[shape][0]
     cmap = matplotlib.colormaps["tab10"]
-    widths = [owners[n][0].shape[1] for n in ("A", "B", "C")]
-    fig = _figure(2.2 + 0.62 * sum(widths), 0.62 * 16 + 1.6)
-    axes = fig.subplots(1, 3, width_ratios=widths)
+    # A (16 columns of K) on top, B and C (8 columns of N each) side by side below it: 16 cells wide, so that at the
+    # width a page shows it (about 1000 px) every label is at least 10 px tall
+    cell = 0.55
+    fig = _figure(1.0 + cell * 16, cell * 32 + 2.4)
+    grid = fig.add_gridspec(2, 2)
+    axes = [fig.add_subplot(grid[0, :]), fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[1, 1])]
     for ax, name in zip(axes, ("A", "B", "C")):
         lane, elem = owners[name]
         rows, cols = lane.shape
@@ -64,15 +67,15 @@ def mma_fragments(shape: str = "m16n8k16"):
             for c in range(cols):
                 ax.add_patch(_rect(c, r, 1, 1, cmap(lane[r, c] // 4 % 10)))
                 ax.text(c + 0.5, r + 0.5, f"T{lane[r, c]}\n{name.lower()}{elem[r, c]}", ha="center", va="center",
-                        fontsize=7.5, linespacing=0.9)
+                        fontsize=8.5, linespacing=0.95)
         ax.set_xlim(0, cols)
         ax.set_ylim(rows, 0)
         ax.set_aspect("equal")
-        ax.set_xticks(np.arange(cols) + 0.5, [str(c) for c in range(cols)], fontsize=8)
-        ax.set_yticks(np.arange(rows) + 0.5, [str(r) for r in range(rows)], fontsize=8)
+        ax.set_xticks(np.arange(cols) + 0.5, [str(c) for c in range(cols)], fontsize=9)
+        ax.set_yticks(np.arange(rows) + 0.5, [str(r) for r in range(rows)], fontsize=9)
         what = {"A": "A (row-major: rows of M, columns of K)", "B": "B (rows of K, columns of N)",
                 "C": "C and D (float32)"}[name]
-        ax.set_title(what, fontsize=10)
+        ax.set_title(what, fontsize=11)
         fig.gpukernels_data[name] = {"lane": lane.tolist(), "element": elem.tolist()}
     _suptitle(fig, f"One warp's mma.sync {label}: which lane (T0-T31) holds which element",
               "colour: the lane's group, lane / 4 -- a row of A and C, a column of B; from gpukernels._mma's tables")
