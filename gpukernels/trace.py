@@ -13,6 +13,7 @@ while a trace is active, the simulator wraps kernel arrays in hooked classes tha
     t.hazards()                 # Hazards          races within a barrier interval; uninitialised shared reads
     t.divergence()              # [Divergence]     active lanes per warp and source line
     t.barriers()                # [Barriers]       syncthreads / syncwarp executed, shared arrays, per launch
+    t.collectives()             # [{kind: count}]  tensor-core instructions (mma, ldmatrix) executed, per launch
 
 Memory stays bounded: accesses are buffered for one block at a time and folded into per-line counters when
 the block ends. ``trace(events=True)`` also keeps the full event log (``trace(events=True, local=False)``: of global
@@ -403,6 +404,7 @@ class Trace:
         self._local_seen = defaultdict(set)  # aid * 3 + kind -> elements (local arrays, no event log)
         self._seen = {}  # (aid, loaded?) -> bool array: elements loaded / stored at least once
         self._sync = {}  # launch -> (syncthreads, syncthreads_calls, syncwarp, syncwarp_calls), when it ended
+        self._collectives = {}  # launch -> {kind: count} of gpukernels._mma's warp instructions, when it ended
         self._space = np.zeros(0, np.int64)
         self._isz = np.zeros(0, np.int64)
         self._traffic = np.zeros((0, 3), np.int64)
@@ -481,6 +483,7 @@ class Trace:
 
     def end(self, launch):
         self._sync[len(self.launches) - 1] = launch.sync_counts()
+        self._collectives[len(self.launches) - 1] = dict(getattr(launch, "collectives", {}))
         self._launch = None
 
     # -- per-block analysis ----------------------------------------------------------------------------------
@@ -705,6 +708,12 @@ class Trace:
             out.append(Barriers(li, self.launches[li].kernel, *counts, shared_arrays=names,
                                 shared_accesses=accesses))
         return out
+
+    def collectives(self) -> list:
+        """[{kind: count}], one per launch: the warp-collective instructions of `gpukernels._mma` executed
+        (``mma_f16``, ``ldmatrix_x4``, ...), one per warp and call -- a kernel that multiplies on tensor cores
+        issues one ``mma_f16`` per 16 x 8 x 16 product (empty for a launch that ended in an error)."""
+        return [dict(self._collectives.get(li, {})) for li in range(len(self.launches))]
 
     def coalescing(self) -> Coalescing:
         lines: dict = {}

@@ -157,7 +157,7 @@ def _grade_many(files, seeds_per_file: int, speed: bool, timeout: float = TIMEOU
 
 @pytest.mark.needs_cuda_toolchain  # the stated scores count the compiles gate (test_no_toolchain: without it)
 @pytest.mark.parametrize("n_seeds", SEED_TIERS)
-@pytest.mark.parametrize("group", ["01-04", "05-09"])
+@pytest.mark.parametrize("group", ["01-04", "05-09", "10-19"])
 def test_every_fixture_scores_what_it_says_with_fresh_seeds(group, n_seeds):
     lo, hi = group.split("-")
     files = [p for p in FIXTURE_FILES if lo <= p.parent.name[:2] <= hi and _key(p) not in SLOW]
@@ -345,6 +345,12 @@ KERNEL = "\n@cuda.jit\ndef k(a, out):\n    i = cuda.grid(1)\n    if i < out.size
     (HEADER + "def helper(x):\n    return x\n", 4, "@cuda.jit"),
     (HEADER + "@cuda.jit(link=['evil.cu'])\ndef k(a):\n    pass\n", 4, "link"),
     (HEADER + "class A:\n    pass\n", 4, "a class"),
+    # of gpukernels, only the two tensor-core instructions, imported by name, and called in kernels only
+    (HEADER + "from gpukernels._mma import mma_f16, ldmatrix_x4\n", 4, "only mma_f16, pack_half2"),
+    (HEADER + "import gpukernels._mma\n", 4, "`import gpukernels._mma`"),
+    (HEADER + "from gpukernels import tensor_core\n", 4, "`from gpukernels import ...`"),
+    (HEADER + "from gpukernels._mma import pack_half2\nW = pack_half2(1.0, 2.0)\n", 5, "a call"),
+    (HEADER + "from gpukernels._mma import pack_half2" + KERNEL.format(expr="pack_half2.__globals__"), 9, "dunder"),
 ])
 def test_admission_refuses_with_the_line(source, line, fragment):
     with pytest.raises(AdmissionError) as info:
@@ -369,6 +375,14 @@ def test_admission_admits_idiomatic_kernel_files():
     ns = {}
     exec(admitted.code(), ns)  # the __main__ block is gone from what runs
     assert "os" not in ns and ns["PADDED"] == 17
+
+
+def test_admission_admits_the_tensor_core_instructions():
+    source = (HEADER + "from gpukernels._mma import mma_f16, pack_half2 as pack\n"
+              "@cuda.jit\ndef k(a, out):\n    w = pack(a[0], a[1])\n"
+              "    d = mma_f16(w, w, w, w, w, w, float32(0), float32(0), float32(0), float32(0))\n"
+              "    out[0] = d[0]\n")
+    assert set(admit(source, "kernel.py").kernels) == {"k"}
 
 
 def test_the_poison_is_a_nan_no_arithmetic_makes():

@@ -108,6 +108,21 @@ def test_no_races():
     assert c.describe() == "no data races"
 
 
+def test_warp_instructions():
+    c = S.WarpInstructions("mma_f16", lambda shape: shape[0] * 2, why="one per tile")
+    assert c.evaluate({"collectives": {"mma_f16": 6, "ldmatrix_x4": 9}}, (3,)) == (
+        True, "mma_f16: 6 warp instructions, one per tile")
+    assert c.evaluate({"collectives": {"ldmatrix_x4": 6}}, (3,)) == (
+        False, "no mma_f16 instruction: the products were not computed on tensor cores (expected 6, one per tile)")
+    assert c.evaluate({"collectives": {"mma_f16": 7}}, (3,)) == (
+        False, "mma_f16: 7 warp instructions, expected 6, one per tile")
+    assert c.evaluate({"collectives": {"mma_f16": 5}}, (3,))[0] is False  # fewer: some products not on them
+    assert c.evaluate({}, (3,)) == (False, "the tracer did not report warp-collective instructions")
+    assert S.WarpInstructions("mma_f16", lambda shape: 1).evaluate({"collectives": {}}, ()) == (
+        False, "no mma_f16 instruction: the products were not computed on tensor cores (expected 1)")
+    assert c.describe() == "mma_f16 issued once per tile product"
+
+
 # ----------------------------------------------------------------------------------------------------------
 # The exercise: points, shapes
 # ----------------------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.skipif(gpukernels.MODE != "sim", reason="the tracer run
 
 from numba import cuda, float32  # noqa: E402
 
-from gpukernels import cbr, matmul, softmax  # noqa: E402
+from gpukernels import _mma, cbr, matmul, softmax  # noqa: E402
 from gpukernels.trace import trace_main  # noqa: E402
 from ._tags import line_finder  # noqa: E402
 
@@ -476,3 +476,29 @@ def test_barriers_syncwarps_and_shared_arrays_per_launch():
     assert (b1.syncthreads, b1.syncthreads_calls, b1.syncwarp, b1.shared_arrays) == (2 * 3, 2 * 3 * 32, 0, ["s"])
     assert b1.shared_accesses == 3 * (4 + 32 + 4)
     assert t.summary().to_dict()["barriers"][1]["shared_arrays"] == ["s"]
+
+
+@cuda.jit
+def mma_steps(a, out, steps):
+    # every warp: `steps` mmas of all-ones tiles (each adds 16 to d0), then each lane stores d0
+    i = cuda.grid(1)
+    w = _mma.pack_half2(a[0], a[0])
+    d0 = d1 = d2 = d3 = float32(0.0)
+    for _ in range(steps):
+        d0, d1, d2, d3 = _mma.mma_f16(w, w, w, w, w, w, d0, d1, d2, d3)
+    out[i] = d0
+
+
+def test_warp_collectives_are_counted_per_warp_kind_and_launch():
+    """One per warp and call, by kind, per launch (none for a launch that failed): what the grader checks a
+    tensor-core exercise's mma use with -- FMAs give 0."""
+    a = np.ones(1, np.float16)
+    out = np.zeros(96, np.float32)
+    with gpukernels.trace() as t:
+        mma_steps[1, 64](a, out, 2)  # 2 warps x 2
+        mma_steps[3, 32](a, out, 1)  # 3 warps x 1
+        mma_steps[1, 32](a, out, 0)  # none
+        with pytest.raises(IndexError):
+            mma_steps[1, 32](a, out[:16], 1)  # lanes 16-31 store past the end
+    assert t.collectives() == [{"mma_f16": 4}, {"mma_f16": 3}, {}, {}]
+    assert out[0] == 0 and out[95] == 16

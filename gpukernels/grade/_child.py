@@ -226,6 +226,12 @@ def observe(t, rename: dict) -> dict:
         sync = {"syncthreads": sum(int(b.syncthreads) for b in launches),
                 "syncwarp": sum(int(b.syncwarp) for b in launches)}
         shared["arrays"] = max(shared["arrays"], sum(len(b.shared_arrays) for b in launches))
+    collectives = None  # an older tracer that does not count them: the check that needs it fails
+    if callable(getattr(t, "collectives", None)):
+        collectives = {}
+        for launch in t.collectives():
+            for kind, count in launch.items():
+                collectives[kind] = collectives.get(kind, 0) + int(count)
     hazards = t.hazards()
     races = [f"{r.hazard} on {r.array} ({r.space}) between {_short(r.first_location)} ({r.first_kind}) and "
              f"{_short(r.second_location)} ({r.second_kind}), {r.elements} element(s), e.g. threads "
@@ -234,7 +240,8 @@ def observe(t, rename: dict) -> dict:
               _first_source(r, "second")] for r in hazards.races]
     races += [f"shared array {u.array} read at {_short(u.location)} before any thread wrote it "
               f"(e.g. element {u.example_element}, thread {u.example_thread})" for u in hazards.uninitialized]
-    return {"arrays": arrays, "shared": shared, "races": races, "race_lines": lines, "sync": sync}
+    return {"arrays": arrays, "shared": shared, "races": races, "race_lines": lines, "sync": sync,
+            "collectives": collectives}
 
 
 def _first_source(race, which: str) -> str:

@@ -24,6 +24,10 @@ from dataclasses import dataclass, field
 
 ALLOWED_IMPORTS = ("numba", "numba.cuda", "math", "numpy", "__future__")
 
+# Besides those, names a kernel file may import from gpukernels itself: the tensor-core instructions Numba lacks
+# (inline PTX on a GPU, warp collectives in the simulator), pure device functions; nothing else of the package.
+ALLOWED_FROM = {"gpukernels._mma": frozenset({"mma_f16", "pack_half2"})}
+
 # numba's scalar types and the few helpers a kernel file uses at module level or in kernels.
 NUMBA_NAMES = frozenset("""
     cuda types void boolean b1 bool_ int8 int16 int32 int64 uint8 uint16 uint32 uint64 intp uintp i1 i2 i4 i8
@@ -55,7 +59,8 @@ JIT_KEYWORDS = frozenset("device fastmath inline forceinline lineinfo debug opt 
 
 MAX_CONSTANT_ITEMS = 256  # a tuple of tile sizes is fine; a table of precomputed answers is not
 
-RULE = ("a kernel file may hold only imports of numba, numba.cuda, math and numpy, constants (literals or "
+RULE = ("a kernel file may hold only imports of numba, numba.cuda, math and numpy (and of the tensor-core "
+        "instructions mma_f16 and pack_half2 from gpukernels._mma), constants (literals or "
         "arithmetic on earlier constants, e.g. TILE = 16), @cuda.jit functions, docstrings and comments "
         "(see exercises/README.md, 'What a kernel file may contain')")
 
@@ -118,6 +123,7 @@ class _Module:
         self.modules: dict[str, str] = {}  # local name -> module ("numba", "numba.cuda", "math", "numpy")
         self.numba_names: set[str] = set()  # names imported from numba (types, cuda, literal_unroll)
         self.numpy_names: set[str] = set()
+        self.intrinsics: set[str] = set()  # from ALLOWED_FROM: callable in kernels, not in module constants
         self.constants: dict[str, int] = {}
         self.functions: dict[str, int] = {}
         self.device: set[str] = set()
@@ -128,7 +134,8 @@ class _Module:
         raise AdmissionError(self.filename, getattr(node, "lineno", 0), reason)
 
     def defined(self) -> set:
-        return set(self.modules) | self.numba_names | self.numpy_names | set(self.constants) | set(self.functions)
+        return (set(self.modules) | self.numba_names | self.numpy_names | self.intrinsics | set(self.constants)
+                | set(self.functions))
 
     def statement(self, node) -> bool:
         """Check one module-level statement; False when it is dropped (a ``__main__`` block)."""
@@ -168,6 +175,14 @@ class _Module:
 
     def _import_from(self, node: ast.ImportFrom) -> bool:
         mod = node.module or ""
+        if not node.level and mod in ALLOWED_FROM:
+            for alias in node.names:
+                if alias.name not in ALLOWED_FROM[mod]:
+                    self.refuse(node, f"`from {mod} import {alias.name}`: only "
+                                      f"{', '.join(sorted(ALLOWED_FROM[mod]))} may be imported from {mod}")
+                self._name(node, alias.asname or alias.name)
+                self.intrinsics.add(alias.asname or alias.name)
+            return True
         if node.level or mod not in ALLOWED_IMPORTS:
             self.refuse(node, f"`from {'.' * node.level}{mod} import ...`: only numba, numba.cuda, math and "
                               "numpy may be imported")

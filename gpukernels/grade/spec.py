@@ -229,6 +229,33 @@ class NoRaces(Check):
         return "no data races"
 
 
+@dataclass(frozen=True)
+class WarpInstructions(Check):
+    """The kernel issued exactly ``count(shape)`` of the warp-collective instruction ``kind`` (`gpukernels._mma`'s
+    ``mma_f16``, ``ldmatrix_x4``, ...), as the simulator counts them: one per warp and call. A tensor-core
+    exercise is passed with its instruction, one per tile product -- not with FMAs, nor with extra mmas."""
+
+    kind: str
+    count: Callable[[tuple], int]
+    why: str = ""
+
+    def evaluate(self, obs, shape):
+        counts = obs.get("collectives")
+        if counts is None:
+            return False, "the tracer did not report warp-collective instructions"
+        got, want = int(counts.get(self.kind, 0)), int(self.count(shape))
+        why = f", {self.why}" if self.why else ""
+        if got == want:
+            return True, f"{self.kind}: {got} warp instructions{why}"
+        if got == 0:
+            return False, (f"no {self.kind} instruction: the products were not computed on tensor cores (expected "
+                           f"{want}{why})")
+        return False, f"{self.kind}: {got} warp instructions, expected {want}{why}"
+
+    def describe(self):
+        return f"{self.kind} issued once per tile product"
+
+
 # ----------------------------------------------------------------------------------------------------------
 # The exercise
 # ----------------------------------------------------------------------------------------------------------
@@ -387,4 +414,5 @@ def ceil_div(a: int, b: int) -> int:
 
 
 __all__ = ["Exercise", "Speed", "Check", "MaxLoadsPerElement", "MaxStoresPerElement", "Coalesced",
-           "NoBankConflicts", "UsesShared", "NoSharedMemory", "NoRaces", "GATES", "DEFAULT_POINTS", "load", "ceil_div", "readme_hints"]
+           "NoBankConflicts", "UsesShared", "NoSharedMemory", "NoRaces", "WarpInstructions", "GATES",
+           "DEFAULT_POINTS", "load", "ceil_div", "readme_hints"]

@@ -224,6 +224,8 @@ class Launch:
         self.switches = 0
         # barriers completed / threads arriving at them; cuda.syncwarp() completed / threads calling it
         self.n_sync = self.n_sync_calls = self.n_wsync = self.n_wsync_calls = 0
+        # instructions of COLLECTIVES (gpukernels._mma: mma, ldmatrix) completed, by kind: one per warp and call
+        self.collectives = {}
         self.schedule = [] if config.record_schedule else None
         self.cur = None
         self.blockIdx = None
@@ -602,6 +604,7 @@ class Launch:
         if collective is not None:
             if len(vals) != 32:
                 raise self._partial_warp_error(kind, group[0], need, w)
+            self.collectives[kind] = self.collectives.get(kind, 0) + 1
             return collective(vals)
         if kind == SYNCWARP:
             return dict.fromkeys(vals)
