@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import gpukernels
-from gpukernels import matmul
+from gpukernels import LESSONS, matmul
 from gpukernels.source import RELATED, StepError, diff, source
 
 ENV = dict(os.environ, GPUKERNELS_DEVICE="sim")
@@ -98,7 +98,7 @@ def test_unrelated_steps_show_the_newer_code_whole():
 
 
 @pytest.mark.parametrize("lesson, step, wanted", [
-    ("matmull", "8", "LESSON: expected one of matmul, softmax, cbr; got 'matmull'"),
+    ("matmull", "8", f"LESSON: expected one of {', '.join(LESSONS)}; got 'matmull'"),
     ("matmul", "22", "step: expected a matmul step, 1-21 or one of naive, coalesced"),
     ("matmul", "0", "got '0'"),
     ("softmax", "tiled", "one of naive, block_row, online, registers, warp_rows, vector_rows, split_row, optimized; "
@@ -124,7 +124,7 @@ def test_command_line_diff_and_source():
 
 @pytest.mark.parametrize("args, wanted", [
     (("diff", "matmul", "8", "99"), "gpukernels diff: error: B: expected a matmul step, 1-21 or one of naive"),
-    (("diff", "conv", "1", "2"), "gpukernels diff: error: LESSON: expected one of matmul, softmax, cbr; got 'conv'"),
+    (("diff", "conv", "1", "2"), f"gpukernels diff: error: LESSON: expected one of {', '.join(LESSONS)}; got 'conv'"),
     (("source", "cbr", "fastest"), "gpukernels source: error: STEP: expected a cbr step, 1-5"),
 ])
 def test_command_line_errors_are_one_line(args, wanted):
