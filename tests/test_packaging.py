@@ -53,7 +53,7 @@ WHEELS = {
 EXTRAS = ("", "cu12", "cu13", "dev", "notebooks")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not "module": xdist interleaves other modules' tests, and each return rebuilt it
 def built_requirements(tmp_path_factory) -> list:
     """Requires-Dist of the wheel pip builds from this checkout: what `pip install gpukernels` would read."""
     out = tmp_path_factory.mktemp("wheel")
@@ -88,6 +88,7 @@ def active(reqs: list, platform: str, extra: str = "", python: str = "3.11") -> 
     return [r for r in reqs if r.marker is None or r.marker.evaluate(env)]
 
 
+@pytest.mark.xdist_group("wheel")  # one worker builds the wheel once (a module fixture is per worker)
 @pytest.mark.parametrize("platform", list(PLATFORMS))
 def test_the_built_package_requires_only_what_has_wheels_on(platform, built_requirements):
     """`pip install gpukernels[...]` with any extra asks, on each platform, only for pins that have wheels there:

@@ -41,3 +41,21 @@ def test_long_tier_markers_are_registered_and_the_makefile_names_real_tests():
     files = re.findall(r"tests/\S+\.py", block)
     assert files and all((ROOT / f).is_file() for f in files), files
     assert "tests/test_no_toolchain.py" in files  # what a Mac gets without the compiler
+
+
+def test_xdist_groups_keep_their_tests_on_one_worker(tmp_path):
+    """`make test` runs `--dist loadgroup`: the tests of one `xdist_group` (a wheel built once, a lesson version's
+    compiled kernels) run on one worker. pytest 9 with pytest-xdist 3 dropped the groups silently (xdist marks the
+    node id through an attribute pytest 9 no longer reads), which is why pyproject.toml pins pytest below 9."""
+    (tmp_path / "test_group.py").write_text(
+        "import os, pytest\n\n"
+        "@pytest.mark.xdist_group('one')\n"
+        "@pytest.mark.parametrize('i', range(6))\n"
+        "def test_member(i):\n"
+        "    print('WORKER', os.environ.get('PYTEST_XDIST_WORKER'))\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-v", "-n", "2", "--dist", "loadgroup", "-p",
+                          "no:cacheprovider", "-s", str(tmp_path / "test_group.py")],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    workers = set(re.findall(r"\[(gw\d+)\][^\n]*PASSED", run.stdout))
+    assert len(workers) == 1, f"one group ran on {sorted(workers)}:\n{run.stdout[-2000:]}"
