@@ -700,7 +700,9 @@ def update_readme(report: dict, readme: Path) -> None:
 
 
 def bench_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="gpukernels bench", description=__doc__.split("\n")[0])
+    from .cli import ArgumentParser, input_json, output_file
+
+    parser = ArgumentParser(prog="gpukernels bench", description=__doc__.split("\n")[0])
     parser.add_argument("lessons", nargs="*", help=f"lessons among {', '.join(LESSONS)} (default: all)")
     parser.add_argument("--sizes", nargs="+", help="shapes like 4096,4096,4096 (replaces the lesson's list)")
     parser.add_argument("--versions", nargs="+", help="only these versions (the peer always runs)")
@@ -724,15 +726,32 @@ def bench_main(argv: list[str]) -> int:
     if unknown:
         parser.error(f"unknown lesson {unknown[0]!r}; choose from {', '.join(LESSONS)}")
 
+    for text in args.sizes or []:
+        if not all(part.isdigit() and int(part) >= 1 for part in text.split(",")):
+            parser.error(f"--sizes {text!r}: expected a shape of whole numbers >= 1 joined by commas, e.g. "
+                         "4096,4096,4096")
+    # every file named is checked before anything is measured: a typo must not cost a benchmark run, nor its results
+    reports = [input_json(f, "--from-json", key="results", what="a `gpukernels bench --json` report")
+               for f in args.from_json or []]
+    if args.update_readme is not None:
+        readme = args.update_readme
+        if not readme.is_file():
+            parser.error(f"--update-readme {str(args.update_readme)!r}: no such file; expected a README holding "
+                         "<!-- bench:begin --> ... <!-- bench:end --> (or suite:) markers")
+        output_file(args.update_readme, "--update-readme")
+        kind = "suite" if args.suite or any(r.get("suite") for r in reports) else "bench"
+        if f"<!-- {kind}:begin -->" not in readme.read_text(errors="replace"):
+            parser.error(f"--update-readme {str(args.update_readme)!r}: the file lacks the markers "
+                         f"<!-- {kind}:begin --> ... <!-- {kind}:end --> between which the table goes")
     save = None
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
+        output_file(args.json, "--json")
 
         def save(rep, path=args.json):
             path.write_text(json.dumps(rep, indent=1))
 
     if args.from_json:
-        report = merge([json.loads(f.read_text()) for f in args.from_json])
+        report = merge(reports)
     else:
         if gpukernels.MODE != "gpu":
             print("gpukernels bench measures GPU time, and this is the CUDA simulator: it would measure nothing.\n"
@@ -740,7 +759,7 @@ def bench_main(argv: list[str]) -> int:
                   "or run the benchmark on a machine with an NVIDIA GPU. Results measured on an H200 are in\n"
                   "benchmarks/results/.")
             return 0
-        sizes = [tuple(int(v) for v in s.split(",")) for s in args.sizes] if args.sizes else None
+        sizes = [tuple(int(v) for v in s.split(",")) for s in args.sizes] if args.sizes else None  # checked above
         report = run(lessons, sizes, args.versions, log=lambda m: print(m, file=sys.stderr, flush=True), save=save,
                      suite=args.suite)
     if save:

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import re
 import sys
+from pathlib import Path
 
 # name -> (module, function, one-line help). The function takes argv (a list of str) and returns an exit code.
 COMMANDS = {
@@ -30,6 +32,98 @@ def fail(prog: str, message: str) -> int:
     """Report a UsageError the way argparse reports its own (``prog: error: ...``): one line, exit status 2."""
     print(f"{prog}: error: {message}", file=sys.stderr)
     return 2
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with every command's way of refusing an option: one line (``prog: error: message``) and exit
+    status 2, without the usage block argparse prints above it (``--help`` shows the usage)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def nonnegative_int(text: str) -> int:
+    """An argparse type: a whole number >= 0 (``--seed``: NumPy's generators take no negative seed)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
+
+
+def _probe(folder: Path, option: str, given) -> None:
+    """Create and remove a file in ``folder``: the one sure test that a file can be written there (``os.access``
+    says yes to root, and /proc or a read-only mount refuse only the write itself)."""
+    import os
+    import tempfile
+
+    try:
+        fd, name = tempfile.mkstemp(prefix=".gpukernels-", dir=folder)
+    except OSError as err:
+        raise UsageError(f"{option} {str(given)!r}: cannot write files in {folder} "
+                         f"({err.strerror or err})") from None
+    os.close(fd)
+    os.unlink(name)
+
+
+def output_file(path, option: str) -> Path:
+    """A file a command will write: checked before any work is done, so that a typo costs nothing and nothing is
+    lost at the end. Its folder must exist (none is created: a missing folder is a mistyped path) and take a
+    new file; the path must not be a folder. Raises UsageError naming ``option``."""
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"{option} {str(path)!r}: is a folder; expected the name of a file to write")
+    folder = p.absolute().parent
+    if not folder.is_dir():
+        raise UsageError(f"{option} {str(path)!r}: its folder {folder} does not exist (no folder is created)")
+    _probe(folder, option, path)
+    return p
+
+
+def output_dir(path, option: str) -> Path:
+    """A folder a command writes into: an existing folder, or a new one whose parent exists (made here; the
+    parents the user did not ask for are never made). Raises UsageError naming ``option``."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise UsageError(f"{option} {str(path)!r}: is a file; expected a folder")
+    if not p.exists():
+        parent = p.absolute().parent
+        if not parent.is_dir():
+            raise UsageError(f"{option} {str(path)!r}: its parent folder {parent} does not exist (only the last "
+                             "folder of the path is created)")
+        try:
+            p.mkdir()
+        except OSError as err:
+            raise UsageError(f"{option} {str(path)!r}: cannot create it ({err.strerror or err})") from None
+    _probe(p, option, path)
+    return p
+
+
+def input_json(path, option: str, key: str | None = None, what: str = "JSON"):
+    """The JSON document in the file ``path`` (with ``key``: an object holding that key, else UsageError saying
+    the file is not ``what``). Raises UsageError naming ``option`` for a missing, empty or malformed file."""
+    import json
+
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"{option} {str(path)!r}: no such file; expected {what}")
+    if not p.is_file():
+        raise UsageError(f"{option} {str(path)!r}: not a file; expected {what}")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise UsageError(f"{option} {str(path)!r}: cannot read it ({getattr(err, 'strerror', None) or err})") from None
+    if not text.strip():
+        raise UsageError(f"{option} {str(path)!r}: the file is empty; expected {what}")
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        raise UsageError(f"{option} {str(path)!r}: not JSON ({err}); expected {what}") from None
+    if key is not None and not (isinstance(data, dict) and key in data):
+        raise UsageError(f"{option} {str(path)!r}: holds no {key!r}; expected {what}")
+    return data
 
 
 def shape_names(lesson) -> tuple:
@@ -132,6 +226,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"gpukernels {name}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`| head`): nothing more to say, and no one to say it to
+        return 141
+    except OSError as err:  # the machine refused a read or write the checks could not foresee (a full disk)
+        where = f": {err.filename}" if getattr(err, "filename", None) else ""
+        return fail(f"gpukernels {name}", f"{err.strerror or err}{where}")
     return code if isinstance(code, int) else 0
 
 

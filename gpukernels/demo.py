@@ -15,7 +15,6 @@ phases) as PNG files.
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 
@@ -184,10 +183,11 @@ def save_figures(lesson: str, directory: Path, console, in_child: bool | None = 
 
 
 def demo_main(argv: list[str]) -> int:
-    from gpukernels.cli import UsageError, fail, parse_size
+    from gpukernels._simtime import check_size, watch
+    from gpukernels.cli import ArgumentParser, UsageError, fail, parse_size
 
     prog = "gpukernels demo"
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    parser = ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     parser.add_argument("lesson", nargs="?", default="all", help=f"one of {', '.join(LESSONS)}, or all")
     parser.add_argument("--size", help="shape: 512,512,512 or 512x512x512 for matmul, or 512 for a square (a cube "
                                        "for matmul); default: per mode")
@@ -208,17 +208,18 @@ def demo_main(argv: list[str]) -> int:
         return classroom.main(args, lessons, sizes)
     if args.version or args.no_wait:
         return fail(prog, "--version and --no-wait go with --html FILE or --classroom")
+    gpu = gpukernels.MODE == "gpu"
+    for name, shape in sizes.items():  # before any array is made: memory, and what the simulator cannot finish
+        check_size(name, shape, runs=len(LESSONS[name].VERSIONS), simulator=not gpu, given=args.size)
     if args.save is not None:
-        try:
-            args.save.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            return fail(prog, f"cannot write figures to --save {str(args.save)!r}: {err.strerror or err}")
+        from gpukernels.cli import output_dir
+
+        output_dir(args.save, "--save")
 
     from rich.console import Console
     from rich.progress import Progress
 
     console = Console(width=150)
-    gpu = gpukernels.MODE == "gpu"
     console.print(f"[bold]gpukernels demo[/] on {gpukernels.device_info().get('device')} "
                   f"({'real GPU timings' if gpu else 'simulator: correctness and counted traffic, no timings'})")
     all_ok = True
@@ -227,7 +228,12 @@ def demo_main(argv: list[str]) -> int:
             mod = LESSONS[lesson]
             shape = sizes.get(lesson) or mod.SHAPES["demo_gpu" if gpu else "demo_sim"]
             task = progress.add_task(f"{lesson} {shape}", total=len(mod.VERSIONS))
-            rows = (demo_gpu if gpu else demo_sim)(lesson, tuple(shape), progress, task)
+            if gpu:
+                rows = demo_gpu(lesson, tuple(shape), progress, task)
+            else:  # the blocks of each launch, the time it projects, and a stop past the limit
+                size = "x".join(map(str, shape))
+                with watch(progress, f"{lesson} {size}", size=args.size or size):
+                    rows = demo_sim(lesson, tuple(shape), progress, task)
             progress.console.print()
             if gpu:
                 print_gpu_table(progress.console, rows, lesson, shape)

@@ -37,7 +37,6 @@ Run ``gpukernels resources [LESSON ...] [--arch sm_90] [--json FILE]``.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import inspect
 import json
@@ -721,9 +720,11 @@ def print_table(rows: list[ResourceRow], console=None) -> None:
 def resources_main(argv: list[str]) -> int:
     import gpukernels
 
-    parser = argparse.ArgumentParser(prog="gpukernels resources",
-                                     description="registers, shared memory, spills and occupancy of every "
-                                                 "version, compiled for an architecture (no GPU needed)")
+    from .cli import ArgumentParser, output_file
+
+    parser = ArgumentParser(prog="gpukernels resources",
+                            description="registers, shared memory, spills and occupancy of every version, compiled "
+                                        "for an architecture (no GPU needed)")
     parser.add_argument("lessons", nargs="*", metavar="LESSON", help=f"any of {', '.join(gpukernels.LESSONS)} "
                                                                       "(default: all)")
     parser.add_argument("--arch", default=DEFAULT_ARCH, help=f"one of {', '.join(ARCHS)} (default {DEFAULT_ARCH})")
@@ -738,7 +739,16 @@ def resources_main(argv: list[str]) -> int:
     try:
         arch = get_arch(args.arch)
     except ValueError as err:
-        parser.error(str(err))
+        parser.error(f"--arch: {err}")
+    # a SHAPES entry that names one shape or a list of them, in every lesson asked for (not a suite's dict)
+    keys = [k for k in next(iter(gpukernels.LESSONS.values())).SHAPES
+            if all(isinstance(_lesson(name).SHAPES.get(k), (tuple, list))
+                   for name in (args.lessons or gpukernels.LESSONS))]
+    if args.shape_key not in keys:
+        parser.error(f"--shape {args.shape_key!r}: expected a SHAPES entry holding a shape or a list of shapes; "
+                     f"choose from {', '.join(keys)}")
+    if args.json and args.json != "-":  # before the compiles: a typo must not cost them, nor create folders
+        output_file(args.json, "--json")
     try:
         rows = report(args.lessons or None, arch.name, args.shape_key, use_cache=not args.no_cache)
     except ToolchainMissing as err:
@@ -750,6 +760,5 @@ def resources_main(argv: list[str]) -> int:
         return 0
     print_table(rows)
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(data, indent=2) + "\n")
     return 0

@@ -1052,7 +1052,6 @@ def trace(events: bool = False, local: bool = True):
 def trace_main(argv=None) -> int:
     """``gpukernels trace LESSON [--version V] [--size ...] [--json FILE]``: run one lesson version on the
     simulator under the tracer, print the tables, optionally write them as JSON."""
-    import argparse
     import os
 
     import gpukernels
@@ -1060,16 +1059,17 @@ def trace_main(argv=None) -> int:
 
     from . import _device
     from ._modes import run_in_mode
-    from .cli import UsageError, fail, parse_size
+    from ._simtime import check_size, watch
+    from .cli import ArgumentParser, UsageError, fail, nonnegative_int, output_file, parse_size
 
     argv = sys.argv[1:] if argv is None else list(argv)
     prog = "gpukernels trace"
-    parser = argparse.ArgumentParser(prog=prog, description=trace_main.__doc__)
+    parser = ArgumentParser(prog=prog, description=trace_main.__doc__)
     parser.add_argument("lesson", choices=sorted(gpukernels.LESSONS))
     parser.add_argument("--version", help="a name from the lesson's VERSIONS (default: the last, optimized)")
     parser.add_argument("--size", help="input shape: 64,64,32 or 64x64x32, or 64 for a square (a cube for matmul); "
                                        "default: the lesson's SHAPES['trace']")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=nonnegative_int, default=0, help="the inputs' random seed (default 0)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     parser.add_argument("--events", action="store_true", help="keep every access (for --json)")
     args = parser.parse_args(argv)
@@ -1084,12 +1084,20 @@ def trace_main(argv=None) -> int:
         return fail(prog, str(err))
     if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
         return fail(prog, f"cannot write --json {args.json!r}: its folder does not exist")
+    if args.json:
+        output_file(args.json, "--json")
+    check_size(args.lesson, shape, given=args.size)  # before any array is made: memory, and a size the simulator cannot finish
     if not _device.is_simulator():
         # numba.cuda is the real GPU in this process; the tracer needs the simulator, so trace in a child
         return run_in_mode("sim", module="gpukernels", args=["trace", *argv], capture=False).returncode
+    from rich.progress import Progress
+
     inputs = lesson.make_inputs(shape, args.seed)
-    with trace(events=args.events) as t:
-        lesson.VERSIONS[version](*inputs)
+    size = "x".join(map(str, shape))
+    with Progress(transient=True) as progress, watch(progress, f"{args.lesson}.{version} {size}",
+                                                     size=args.size or size):
+        with trace(events=args.events) as t:
+            lesson.VERSIONS[version](*inputs)
     summary = t.summary()
     summary.extra = {"lesson": args.lesson, "version": version, "shape": list(shape)}
     console = Console()

@@ -8,7 +8,7 @@ import os
 
 import gpukernels
 
-from ..cli import UsageError
+from ..cli import UsageError, nonnegative_int
 
 
 def add_options(parser) -> None:
@@ -16,7 +16,7 @@ def add_options(parser) -> None:
                         "self-contained HTML file) to FILE")
     parser.add_argument("--version", action="append", metavar="NAME", help="with --html or --classroom: a version "
                         "to show; give it twice (default: the lesson's pair, e.g. naive and tiled)")
-    parser.add_argument("--seed", type=int, default=0, help="with --html: the inputs' random seed")
+    parser.add_argument("--seed", type=nonnegative_int, default=0, help="with --html: the inputs' random seed")
     parser.add_argument("--classroom", action="store_true", help="the narrated sequence in the terminal (Enter steps)")
     parser.add_argument("--no-wait", action="store_true", help="with --classroom: run straight through")
 

@@ -27,7 +27,7 @@ from collections import deque
 import numpy as np
 from greenlet import getcurrent, greenlet
 
-from . import _ctx, arrays
+from . import _ctx, _state, arrays
 from ._source import describe, location, traceback_site, user_frame
 from .api import (
     BALLOT,
@@ -218,6 +218,8 @@ class Launch:
         self.rng = random.Random(seed) if self.shuffle else None
         self.preempt = float(config.preempt) if self.shuffle else 0.0
         self.tracer = tracer
+        self.watch = _state.WATCH  # progress and time limit of a command (or None)
+        self.blocks_done = 0
         self.debug = bool(getattr(kernel, "_debug", False))
         self.mod = SimCUDA(self, grid_dim, block_dim, dynshared_size)
         self.digest = 0
@@ -357,7 +359,7 @@ class Launch:
             raise SimulatorError("a kernel launch is already running on the simulator (nested launches are not "
                                  "supported)")
         retr = []
-        started = time.perf_counter()
+        self.started = started = time.perf_counter()
         token = object()
         timeout = self.config.timeout_s
         _ctx.LAUNCH = self
@@ -379,6 +381,9 @@ class Launch:
             try:
                 for b in blocks:
                     self._run_block(b, kargs)
+                    self.blocks_done += 1
+                    if self.watch is not None:
+                        self.watch(self)
             except _Timeout:
                 raise self._timeout_error(None, None) from None
             finally:
@@ -438,6 +443,8 @@ class Launch:
                 mod._t = t
                 self.cur = t
                 self.switches += 1
+                if not self.switches & 15 and self.watch is not None:
+                    self.watch(self)
                 self.digest = (self.digest * 1000003 + t.tid + 1) & _MASK64
                 if schedule is not None:
                     schedule.append((bidx, t.tid))

@@ -70,6 +70,10 @@ if CONFIG.negative_index not in NEGATIVE_INDEX:
     raise ValueError(f"GPUKERNELS_SIM_NEGATIVE_INDEX must be one of {', '.join(NEGATIVE_INDEX)}; "
                      f"got {CONFIG.negative_index!r}")
 TRACER = None  # set by gpukernels.trace while tracing
+#: Called as WATCH(launch) after each block of a launch and every 16 thread switches within one (the launch's
+#: ``blocks_done``, ``nblocks`` and ``started`` say how far it is): the command line's progress bar and time
+#: limit (gpukernels._simtime). It may raise to stop the launch.
+WATCH = None
 LAST: LaunchInfo | None = None
 
 

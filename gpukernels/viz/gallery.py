@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import argparse
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -150,7 +150,7 @@ def write_gallery(specs_done: list[tuple[FigureSpec, str]], skipped: list[tuple[
         if spec.section != section:
             section = spec.section
             lines += [f"## {section}", ""]
-        rel = Path(figures_dir.name) / fname if figures_dir.parent == path.parent else figures_dir / fname
+        rel = Path(os.path.relpath(Path(figures_dir).absolute() / fname, Path(path).absolute().parent))
         lines += [f"### {spec.name}", "", spec.caption, "", f"![{spec.caption}]({rel.as_posix()})", ""]
     if skipped:
         lines += ["## Not drawn in this run", ""]
@@ -163,11 +163,16 @@ def plots_main(argv: list[str]) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    parser = argparse.ArgumentParser(prog="gpukernels plots", description="write every lesson's figures and the "
-                                                                         "gallery page")
+    from ..cli import ArgumentParser, input_json, output_dir, output_file
+    from ..resources import get_arch
+
+    parser = ArgumentParser(prog="gpukernels plots", description="write every lesson's figures and the gallery page")
     parser.add_argument("lessons", nargs="*", metavar="LESSON", help="only these lessons (default: all)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "figures", help="figure folder")
-    parser.add_argument("--gallery", type=Path, default=ROOT / "docs" / "gallery.md", help="gallery page")
+    parser.add_argument("--out", type=Path, default=None, help="figure folder (default: the repository's "
+                                                               "docs/figures, with its docs/gallery.md)")
+    parser.add_argument("--gallery", type=Path, default=None, help="gallery page (default: docs/gallery.md, or "
+                                                                   "OUT/gallery.md with --out: nothing is written "
+                                                                   "outside --out)")
     parser.add_argument("--arch", default="sm_90", help="architecture for resources and occupancy")
     parser.add_argument("--bench", type=Path, help="benchmark JSON (default: newest benchmarks/results/*.json)")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="only figures whose name contains one of these")
@@ -175,10 +180,24 @@ def plots_main(argv: list[str]) -> int:
     unknown = [l for l in args.lessons if l not in _lessons()]
     if unknown:
         parser.error(f"unknown lesson {unknown[0]!r}; choose from {', '.join(_lessons())}")
+    try:
+        get_arch(args.arch)
+    except ValueError as err:
+        parser.error(f"--arch: {err}")
+    if args.bench is not None:  # a benchmark report: its results are what the performance figures draw
+        input_json(args.bench, "--bench", key="results", what="a `gpukernels bench --json` report")
+    if args.only:  # every name must match a figure: a typo would otherwise draw nothing and say it succeeded
+        names = [spec.name for spec in figure_specs(args.arch, None, args.lessons or None)]
+        for only in args.only:
+            if not any(only in name for name in names):
+                parser.error(f"--only {only!r} matches no figure; choose from {', '.join(names)}")
+    if args.gallery is None:
+        args.gallery = ROOT / "docs" / "gallery.md" if args.out is None else args.out / "gallery.md"
+    args.out = output_dir(ROOT / "docs" / "figures" if args.out is None else args.out, "--out")
+    output_file(args.gallery, "--gallery")
     report = load_bench(args.bench)
     source = (f"measured, from `{Path(report.get('_path', args.bench or '')).relative_to(ROOT) if report.get('_path') else args.bench}`"
               if report else "no benchmark results yet, so performance figures are a labelled MODEL")
-    args.out.mkdir(parents=True, exist_ok=True)
     has_tracer = tracer_available()
     done, skipped = [], []
     for spec in figure_specs(args.arch, report, args.lessons or None):
