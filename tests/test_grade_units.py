@@ -552,3 +552,32 @@ def test_the_speed_childs_plumbing_on_the_simulator(monkeypatch, tmp_path):
     assert np.allclose(out, 1 / 40)
     # the baseline ran three times (warm-up and two timed), each time on the grader's inputs, untouched
     assert len(seen) == 3 and all(np.array_equal(s[0], x) for s in seen)
+
+
+def test_hints_written_for_the_failure_come_first(tmp_path):
+    """A README hint ending in ``<!-- when: REGEX -->`` is the one shown for a failure the pattern finds (the rest
+    keep their order); the marker itself is never shown. More cases in tests/test_cli_safety.py."""
+    ex = S.load(EXERCISES / "01_vector_add")
+    tips = ex.hints["correctness"]
+    assert ex.hints.when["correctness"] == [None, "out-of-bounds", None] and all("<!--" not in t for t in tips)
+    oob = "the kernel failed: OutOfBoundsError: OUT-OF-BOUNDS read of global array 'a'"  # case-insensitive
+    assert ex.hints_for("correctness", 1, oob) == [(2, tips[1])]
+    assert ex.hints_for("correctness", 3, oob) == [(2, tips[1]), (1, tips[0]), (3, tips[2])]
+    assert ex.hints_for("correctness", 2, "expected 1, got 2") == [(1, tips[0]), (2, tips[1])]
+    assert ex.hints_for("correctness", 0, oob) == [] and ex.hints_for("correctness", -1, oob) == []
+    assert ex.hints_for("correctness", 1) == [(1, tips[0])]  # no failure text: in order
+    assert ex.hints_for("speed", 2, oob) == []  # a gate without hints
+    g = _grading(tmp_path, name="01_vector_add", hints=1)
+    g.add("correctness", False, oob)
+    assert g.result.tests[-1].output == f"{oob}\nhint 2: {tips[1]}\n(run `gpukernels grade 01 --hints 2` for more help)"
+
+
+def test_a_child_killed_by_sigkill_names_memory(tmp_path):
+    c = Child(("sim", 0), Job("sim", "01", "k", "k.py", "", str(tmp_path)), {}, 10.0)
+    c.report, c.returncode = Report(stage="run"), -9
+    assert child_problem(c, "simulator", 10.0) == (
+        "the simulator process was killed by SIGKILL (most often the system's out-of-memory killer: did the kernel "
+        "ask for more memory than the machine has -- a huge cuda.shared.array or cuda.local.array, or a huge grid?) "
+        "while running the kernel")
+    c.returncode = -15
+    assert child_problem(c, "simulator", 10.0) == "the simulator process was killed by SIGTERM while running the kernel"

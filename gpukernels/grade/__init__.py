@@ -22,7 +22,8 @@ import secrets
 import tempfile
 from pathlib import Path
 
-from .discovery import available, exercises_dir, find_submission, handout_dir, infer_exercise, select
+from .discovery import (available, current_exercise, exercises_dir, find_submission, handout_dir, infer_exercise,
+                        select)
 from .gates import Grading
 from .pool import run_pool
 from .results import ExerciseResult, TestResult, print_table, to_gradescope
@@ -122,9 +123,12 @@ def grade(pairs, *, root: Path | None = None, timeout: float = DEFAULT_TIMEOUT, 
 
 
 def grade_exercises(names=None, submission=None, **kw) -> list:
-    """Grade exercises by name (all by default) for one submission file or folder (default: a handout in the
-    current directory, else the working copies ``exercises/NN_name/kernel.py``)."""
+    """Grade exercises by name (all by default; inside an exercise's folder, that one) for one submission file or
+    folder (default: a handout in the current directory -- or the one whose exercise folder it is -- else the
+    working copies ``exercises/NN_name/kernel.py``)."""
     root = exercises_dir(kw.pop("root", None))
+    if not submission and not names and current_exercise(root):
+        names = [current_exercise(root)]
     sub = Path(submission) if submission else handout_dir(root=root)
     if sub is not None and sub.is_file() and not names:
         names = [infer_exercise(sub, root)]

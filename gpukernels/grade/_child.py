@@ -294,7 +294,7 @@ def _run_compile(job, report, kernel) -> None:
     sig = _signature(job.arg_types)
     t0 = time.perf_counter()
     try:
-        cuda.compile_ptx(kernel.py_func, sig, cc=tuple(job.cc))
+        ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=tuple(job.cc))
     except BaseException as exc:  # noqa: BLE001
         if _no_toolchain(exc):
             report.compile = {"ok": None, "unavailable": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
@@ -302,8 +302,42 @@ def _run_compile(job, report, kernel) -> None:
         report.compile = {"ok": False, "error": _first_lines(_describe_exception(exc, job.filename), 8),
                           "error_type": type(exc).__name__}
         return
+    shared = static_shared_bytes(ptx)
+    if shared > STATIC_SHARED_LIMIT:  # PTX takes any size; the GPU's assembler refuses it, and the simulator
+        # would try to allocate it (an 8 GB array ended the run by SIGKILL, with no word of memory)
+        report.compile = {"ok": False, "error_type": "SharedMemoryError", "error": (
+            f"{job.kernel} declares {_size(shared)} of shared memory (cuda.shared.array) per block; a block may "
+            f"have at most {STATIC_SHARED_LIMIT // 1024} KB of static shared memory on every GPU (the assembler "
+            f"refuses more: 'uses too much shared data'; sm_90's 227 KB per block is reachable only by dynamic "
+            "shared memory with an opt-in) -- check the shape you give cuda.shared.array")}
+        return
     report.compile = {"ok": True, "seconds": time.perf_counter() - t0,
                       "signature": "(" + ", ".join(str(t) for t in sig) + ")"}
+
+
+#: Bytes of static shared memory (``cuda.shared.array``) a block may declare on every GPU Numba compiles for:
+#: ptxas refuses more ("uses too much shared data (0x10000 bytes, 0xc000 max)", checked with nvJitLink for
+#: sm_90). Dynamic shared memory with an opt-in reaches 227 KB on sm_90, but cuda.shared.array is static.
+STATIC_SHARED_LIMIT = 48 * 1024
+
+
+def static_shared_bytes(ptx: str) -> int:
+    """The static shared memory a kernel's PTX declares: ``.shared .align 4 .b8 name[49152];`` lines, summed
+    (``[]`` -- the dynamic array -- counts nothing here)."""
+    import re
+
+    total = 0
+    for m in re.finditer(r"^\s*(?:\.visible\s+|\.global\s+)?\.shared\s+(?:\.align\s+\d+\s+)?\.[bfsu](\d+)\s+"
+                         r"[\w$.]+((?:\[\d+\])+)\s*;", ptx, re.M):
+        count = 1
+        for dim in re.findall(r"\[(\d+)\]", m.group(2)):
+            count *= int(dim)
+        total += count * int(m.group(1)) // 8
+    return total
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n / 1024:.1f} KB"
 
 
 def _no_toolchain(exc: BaseException) -> bool:
@@ -477,6 +511,15 @@ def zygote(mode: str) -> int:
     running: dict = {}  # pid -> id
     buffer = b""
     open_ = True
+    me = os.getpid()
+
+    def reply(msg: dict) -> None:
+        try:
+            replies.write(json.dumps(msg) + "\n")
+        except OSError:  # the grader is gone (killed, interrupted): its children go with it, quietly
+            for pid in running:
+                _killpg(pid)
+            os._exit(0)
     while open_ or running:
         ready = select.select([0], [], [], 0.02)[0] if open_ else []
         if ready:
@@ -493,6 +536,7 @@ def zygote(mode: str) -> int:
                 if pid == 0:  # the child: its own session, files, working directory; then the job
                     try:
                         os.setsid()
+                        die_with_parent(me)  # whatever ends the zygote (the grader's SIGKILL too) ends this
                         _child_limits()
                         os.chdir(req["cwd"])
                         os.dup2(os.open(req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 1)
@@ -512,7 +556,7 @@ def zygote(mode: str) -> int:
                         code = 70
                     os._exit(code)
                 running[pid] = req["id"]
-                replies.write(json.dumps({"id": req["id"], "pid": pid}) + "\n")
+                reply({"id": req["id"], "pid": pid})
         while running:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -522,7 +566,7 @@ def zygote(mode: str) -> int:
                 break
             _killpg(pid)  # whatever the child left running in its session goes with it
             code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-            replies.write(json.dumps({"id": running.pop(pid, None), "exit": code}) + "\n")
+            reply({"id": running.pop(pid, None), "exit": code})
     return 0
 
 
@@ -533,6 +577,34 @@ def _killpg(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def die_with_parent(parent: int) -> None:
+    """Linux: have the kernel send this process SIGKILL when the process that started it ends -- however it ends,
+    SIGKILL included, which no handler of the grader's can see (``prctl(PR_SET_PDEATHSIG)``, kept across exec).
+    A parent that ended before the call is caught by comparing ``getppid()`` with ``parent``. Elsewhere the
+    grader's pipes are what children watch (a zygote reads EOF and kills its children)."""
+    if _PRCTL is None:
+        return
+    _PRCTL(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG (1), SIGKILL (9)
+    if os.getppid() != parent:  # the parent is already gone
+        os._exit(1)
+
+
+def _prctl():
+    """libc's prctl, looked up once at import: between fork and exec nothing may be imported or dlopen'ed (another
+    thread of the grader may have held the lock at the fork)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # pragma: no cover - a libc without prctl
+        return None
+
+
+_PRCTL = _prctl()
 
 
 def _child_limits() -> None:

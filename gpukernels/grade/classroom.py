@@ -46,7 +46,9 @@ def grade_class(folder: Path, out: Path | None = None, *, names=None, root=None,
     out = out or folder.with_name(folder.name + "-grades")
     if out.exists() and not out.is_dir():
         raise FileNotFoundError(f"--out: {out} exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
+    from ..cli import output_dir
+
+    output_dir(out, "--out")  # made if missing, its parents never (UsageError: a mistyped path)
     pairs, owners = [], []
     for person in people:
         for name in chosen:

@@ -51,8 +51,39 @@ def _nonnegative_int(text: str) -> int:
     return value
 
 
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP reached the grader: unwinds it like Ctrl-C, so that its children are stopped and its
+    temporary folder removed on the way out (a BaseException: no ``except Exception`` of the grading stops it)."""
+
+
 def grade_main(argv) -> int:
+    """``gpukernels grade``: ``_grade``, with SIGTERM and SIGHUP turned into an orderly end (one line, status
+    128 + the signal): the default action would end the grader at once, leaving its temporary folder behind."""
+    import signal
+    import threading
+
+    def stop(signum, frame):
+        raise _Terminated(signum)
+
+    names = [name for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
+    main = threading.current_thread() is threading.main_thread()  # only the main thread may set handlers
+    previous = {name: signal.signal(getattr(signal, name), stop) for name in names} if main else {}
+    try:
+        return _grade(argv)
+    except _Terminated as err:
+        num = err.args[0]
+        print(f"gpukernels grade: stopped by {signal.Signals(num).name}; its child processes were ended",
+              file=sys.stderr)
+        return 128 + num
+    finally:
+        for name, handler in previous.items():
+            signal.signal(getattr(signal, name), handler)
+
+
+def _grade(argv) -> int:
+    from ..cli import output_file
     from . import DEFAULT_TIMEOUT, exercises_dir, grade_exercises, handout_dir
+    from .discovery import exercise_folder
     from .results import print_table, to_gradescope, write_json_atomically
 
     parser = _Parser(prog="gpukernels grade", description="grade exercises (Gradescope results.json)")
@@ -77,6 +108,9 @@ def grade_main(argv) -> int:
     parser.add_argument("--exercises-dir", metavar="DIR", help="the grader's exercises (specs and references)")
     args = parser.parse_args(argv)
     workers = args.workers or args.jobs
+    if args.out is not None and args.klass is None:
+        parser.error(f"--out {args.out!r}: --out is where --class writes a class's results; for one student's "
+                     "results.json use --json FILE")
     console = Console()
     try:
         if args.klass is not None:
@@ -90,22 +124,26 @@ def grade_main(argv) -> int:
         root = exercises_dir(args.exercises_dir)
         if args.submission is not None and not Path(args.submission).exists():
             raise FileNotFoundError(f"--submission: {args.submission} does not exist")
-        if args.json is not None and not Path(args.json).resolve().parent.is_dir():
-            raise FileNotFoundError(f"--json: the folder of {args.json} does not exist")
+        if args.json is not None:  # before grading: results are never lost to a path that cannot be written
+            output_file(args.json, "--json")
         sub = args.submission or handout_dir(root=root)
-        results = grade_exercises(args.exercises, sub, root=root, timeout=args.timeout, jobs=workers,
+        results = grade_exercises(args.exercises, args.submission, root=root, timeout=args.timeout, jobs=workers,
                                   speed=not args.no_speed, hints=args.hints, seed=args.seed)
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError) as err:  # UsageError is a ValueError
         print(f"gpukernels grade: {err}", file=sys.stderr)
         return 2
     graded = [r.submission for r in results if r.submission]
-    where = (f"grading {len(graded)} file(s) in {Path(graded[0]).parent.parent}" if graded else "grading nothing")
-    if sub is None and graded:
+    if args.json:
+        write_json_atomically(args.json, to_gradescope(results))  # zero points for what is missing, as graded
+    if not graded:  # a grade of nothing is no success: say why, in one line
+        why = next((t.output.splitlines()[0] for r in results for t in r.tests if t.output), "no exercise chosen")
+        print(f"gpukernels grade: nothing was graded ({len(results)} exercise(s) asked for): {why}", file=sys.stderr)
+        return 1
+    where = f"grading {len(graded)} file(s) in {Path(graded[0]).parent.parent}"
+    if sub is None and exercise_folder() is None:
         where += " (the exercises' own kernel.py files: run this inside your handout folder, or pass --submission)"
     console.print(Text(where + ": " + ", ".join(Path(p).parent.name + "/" + Path(p).name for p in graded)))
     print_table(results, console)
-    if args.json:
-        write_json_atomically(args.json, to_gradescope(results))
     return 0
 
 
@@ -126,6 +164,13 @@ def export_main(argv) -> int:
     dest = Path(args.dir)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         print(f"gpukernels export-student: {dest} exists and is not an empty folder", file=sys.stderr)
+        return 2
+    from ..cli import UsageError, output_dir
+
+    try:  # made here, its parents never: a missing parent is a mistyped path
+        output_dir(dest, "DIR")
+    except UsageError as err:
+        print(f"gpukernels export-student: {err}", file=sys.stderr)
         return 2
     export(root, dest)
     print(f"wrote {len(available(dest))} exercises to {dest} (no solutions); students run `gpukernels grade` "

@@ -29,11 +29,28 @@ def available(root: Path) -> dict:
             if p.is_dir() and p.name[:2].isdigit() and (p / "spec.py").exists()}
 
 
+def exercise_folder(cwd: Path | None = None) -> Path | None:
+    """The exercise folder the current directory is -- ``NN_name`` holding its ``kernel.py``, one folder of a
+    handout (or of the grader's exercises) -- or None."""
+    cwd = Path.cwd() if cwd is None else Path(cwd)
+    return cwd.resolve() if cwd.name[:2].isdigit() and (cwd / "kernel.py").is_file() else None
+
+
+def current_exercise(root: Path, cwd: Path | None = None) -> str | None:
+    """The exercise to grade when none is named: the one whose folder the current directory is, else None."""
+    folder = exercise_folder(cwd)
+    return folder.name if folder is not None and folder.name in available(Path(root)) else None
+
+
 def handout_dir(cwd: Path | None = None, root: Path | None = None) -> Path | None:
     """The student's handout to grade by default: the current directory, or its ``exercises/``, when it holds
-    ``NN_name/kernel.py`` folders (what ``gpukernels export-student DIR`` writes) -- unless that is the grader's
-    own exercises folder, whose kernel.py files are the stubs."""
+    ``NN_name/kernel.py`` folders (what ``gpukernels export-student DIR`` writes), or the handout the current
+    directory is one exercise folder of -- unless that is the grader's own exercises folder, whose kernel.py files
+    are the default anyway."""
     cwd = Path.cwd() if cwd is None else Path(cwd)
+    inside = exercise_folder(cwd)
+    if inside is not None:  # handout/06_matmul_tiled: its own kernel.py, never the repository's
+        return inside.parent if root is None or inside.parent != Path(root).resolve() else None
     for folder in (cwd, cwd / "exercises"):
         if not folder.is_dir():
             continue
@@ -85,4 +102,5 @@ def find_submission(exercise: str, submission: Path | None, root: Path, single: 
     return None, "no submission found (looked for " + ", ".join(str(p) for p in candidates) + ")"
 
 
-__all__ = ["exercises_dir", "available", "handout_dir", "select", "infer_exercise", "find_submission"]
+__all__ = ["exercises_dir", "available", "handout_dir", "exercise_folder", "current_exercise", "select",
+           "infer_exercise", "find_submission"]

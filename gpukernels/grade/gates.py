@@ -250,9 +250,9 @@ class Grading:
         ex = self.ex
         max_points = ex.max_points(gate) if passed is not None else 0
         if passed is False and hint:
-            tips = ex.hint(gate, self.hints)
+            tips = ex.hints_for(gate, self.hints, output)  # the hints written for this failure first
             if tips:
-                output += "\n" + "\n".join(f"hint {i + 1}: {tip}" for i, tip in enumerate(tips))
+                output += "\n" + "\n".join(f"hint {n}: {tip}" for n, tip in tips)
                 if len(tips) < len(ex.hints.get(gate, [])):
                     output += f"\n({HELP_HINTS.format(ex=ex.name[:2], n=len(tips) + 1)})"
         status = "passed" if passed else ("skipped" if passed is None else "failed")
@@ -496,8 +496,12 @@ def child_problem(child: Child, what: str, timeout: float) -> str | None:
             name = signal_name(-code)
         except ValueError:
             name = f"signal {-code}"
-        how = f"was killed by {name}" + (" (a segmentation fault: a crash in native code)" if name == "SIGSEGV"
-                                         else "")
+        how = f"was killed by {name}" + {
+            "SIGSEGV": " (a segmentation fault: a crash in native code)",
+            # the out-of-memory killer's signal (the grader's own SIGKILL, at a time-out, is reported above)
+            "SIGKILL": (" (most often the system's out-of-memory killer: did the kernel ask for more memory than "
+                        "the machine has -- a huge cuda.shared.array or cuda.local.array, or a huge grid?)"),
+        }.get(name, "")
     else:
         how = f"exited with code {code} before reporting (a crash?)"
     tail = _tail(child.stderr)

@@ -1,5 +1,8 @@
 """Child processes: start them in a session of their own, feed them their job, and end the whole session
-when they end -- not only on a time-out -- so that nothing a submission started outlives its grading.
+when they end -- not only on a time-out -- so that nothing a submission started outlives its grading. Nor does a
+child outlive the grader, however the grader ends: Ctrl-C and SIGTERM unwind it (``run_pool`` kills what runs),
+and on Linux each child also has the kernel kill it when its parent dies (``_child.die_with_parent``), SIGKILL
+of the grader included.
 
 A child gets an empty working directory, its job on stdin (``protocol``), and its environment cleaned of
 ``NUMBA_*`` / ``GPUKERNELS_*`` settings except the mode it runs in. ``run_pool`` runs many children a few at a
@@ -14,6 +17,7 @@ holds a CUDA context, is always started afresh.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -24,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._modes import mode_env
+from ._child import die_with_parent  # here, not in the forked child: no import between fork and exec
 from .protocol import Job, Report
 
 CHILD = Path(__file__).with_name("_child.py")
@@ -68,7 +73,7 @@ class Child:
         self._files = [out, err]
         kwargs = {}
         if os.name == "posix":
-            kwargs.update(start_new_session=True, preexec_fn=_child_limits)
+            kwargs.update(start_new_session=True, preexec_fn=functools.partial(_child_limits, os.getpid()))
         self.proc = subprocess.Popen([sys.executable, str(CHILD)], cwd=str(cwd), env=self.env,
                                      stdin=subprocess.PIPE, stdout=out, stderr=err, **kwargs)
         threading.Thread(target=_feed, args=(self.proc.stdin, payload.encode()), daemon=True).start()
@@ -111,8 +116,13 @@ class Zygote:
         import json
 
         self._json = json
+        # A session of its own: a Ctrl-C at the terminal reaches the grader alone, which ends the zygote (its
+        # stdin closes) -- not the zygote too, half-way, with a traceback. It dies with the grader however that
+        # ends (_child_limits), and its children with it (die_with_parent in each fork).
+        posix = {"start_new_session": True, "preexec_fn": functools.partial(_child_limits, os.getpid())}
         self.proc = subprocess.Popen([sys.executable, str(CHILD), "--zygote", mode], env=child_env(mode),
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=os.path.dirname(CHILD))
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=os.path.dirname(CHILD),
+                                     **(posix if os.name == "posix" else {}))
         self._lock = threading.Lock()
         self._next = 0
         self.pids: dict = {}
@@ -177,10 +187,11 @@ def _feed(pipe, payload: bytes) -> None:
         pass  # the child ended before reading its job: its report says how far it got
 
 
-def _child_limits() -> None:  # pragma: no cover - runs in the child between fork and exec
+def _child_limits(parent: int) -> None:  # pragma: no cover - runs in the child between fork and exec
     import resource
 
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a segfaulting submission leaves no core file
+    die_with_parent(parent)  # the grader's end, however it comes (SIGKILL too), is this child's end
 
 
 def kill_session(proc: subprocess.Popen) -> None:

@@ -342,6 +342,17 @@ class Exercise:
     def hint(self, gate: str, level: int = 1) -> list[str]:
         return list(self.hints.get(gate, []))[:max(0, level)]
 
+    def hints_for(self, gate: str, level: int, failure: str = "") -> list[tuple[int, str]]:
+        """``level`` hints of ``gate`` as (number, text), the ones written for this ``failure`` first: a hint whose
+        README line ends with ``<!-- when: REGEX -->`` (searched in the failure message, case-insensitively) comes
+        before the others, which keep their order. An off-by-one guard's out-of-bounds error gets the hint about
+        the guard, not the one about ``cuda.grid``."""
+        tips = list(self.hints.get(gate, []))
+        when = getattr(self.hints, "when", {}).get(gate, [])
+        first = [i for i, pattern in enumerate(when) if pattern and failure and re.search(pattern, failure, re.I)]
+        order = first + [i for i in range(len(tips)) if i not in first]
+        return [(i + 1, tips[i]) for i in order[:max(0, level)]]
+
 
 def load(folder: Path) -> Exercise:
     """Import ``folder/spec.py`` (the grader's own copy) and return its ``EXERCISE``."""
@@ -359,11 +370,24 @@ def load(folder: Path) -> Exercise:
     return ex
 
 
+class Hints(dict):
+    """gate -> its hints (a list of str, least help first), and in ``when`` gate -> per hint the failure it was
+    written for (a regular expression, or None): see `Exercise.hints_for`."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.when: dict[str, list] = {}
+
+
+_WHEN = re.compile(r"\s*<!--\s*when:\s*(.*?)\s*-->\s*")
+
+
 def readme_hints(spec_file: str | os.PathLike) -> dict[str, list[str]]:
     """The hints of an exercise, read from its README (one source for students and grader): under
-    ``## Hints``, a ``### gate`` heading per gate and a numbered list, least help first."""
+    ``## Hints``, a ``### gate`` heading per gate and a numbered list, least help first. A hint may end with
+    ``<!-- when: REGEX -->`` (hidden where the README is rendered): the failure it answers (`Exercise.hints_for`)."""
     readme = Path(spec_file).with_name("README.md").read_text()
-    hints: dict[str, list[str]] = {}
+    hints: dict[str, list[str]] = Hints()
     section, gate = False, None
     for line in readme.splitlines():
         if line.startswith("## "):
@@ -378,6 +402,9 @@ def readme_hints(spec_file: str | os.PathLike) -> dict[str, list[str]]:
                 hints[gate].append(m.group(1).strip())
             elif line.strip() and hints[gate]:  # a wrapped line continues the hint
                 hints[gate][-1] += " " + line.strip()
+    for gate, tips in hints.items():  # the failure each hint answers, out of its text
+        hints.when[gate] = [(_WHEN.search(tip).group(1) if _WHEN.search(tip) else None) for tip in tips]
+        tips[:] = [_WHEN.sub(" ", tip).strip() for tip in tips]
     return hints
 
 
