@@ -164,7 +164,7 @@ class Version:
 
     def launches(self, *args, out=None, **params) -> list[Launch]:
         """The launches this version would make for these inputs, without running them."""
-        inputs, params, out_shape = self.check(*args, **params)
+        inputs, params, out_shape = self._checked(args, params)
         if out is None:
             out = np.empty(out_shape, dtype=np.float32)
         return self.plan(*inputs, out, **params)
@@ -181,7 +181,7 @@ class Version:
     def _call(self, args: tuple, out, stream, params: dict, record=None):
         """The checked path: check, plan, launch through Numba. ``record`` (the fast path's, on a miss) allocates
         ``out`` when none is given, runs the launches, and is handed them afterwards."""
-        inputs, params, out_shape = self.check(*args, **params)
+        inputs, params, out_shape = self._checked(args, params)
         given = out  # what the caller passed as out (a torch tensor, say) is what the caller gets back
         if out is not None:
             out = _check_out(out, out_shape)
@@ -244,6 +244,18 @@ class Version:
             ns.synchronize()
             return result
         return d_out.copy_to_host()
+
+    def _checked(self, args: tuple, params: dict) -> tuple:
+        """``check(*args, **params)``, with arguments that do not fit its signature named as the caller wrote the
+        call -- ``matmul.tiled() got an unexpected keyword argument 'foo'`` -- not after the internal check."""
+        try:
+            return self.check(*args, **params)
+        except TypeError:
+            try:
+                inspect.signature(self.check).bind(*args, **params)
+            except TypeError as err:
+                raise TypeError(f"{self.lesson}.{self.name}() {err}") from None
+            raise
 
     def input_names(self) -> list[str]:
         """The plan's names for its inputs (``x``; ``a``, ``b``; ...), for messages."""

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .._launch import LaunchError, check_array
+
+
+#: The most output elements a CBR launcher takes: the largest count an int32 index, or a grid's x, can number.
+MAX_OUT_ELEMENTS = 2**31 - 1
 
 
 def out_shape(x_shape, w_shape, padding: int = 1) -> tuple:
@@ -38,7 +44,14 @@ def _check(x, w, b, padding=1):
             f"the kernel (R, S) = ({r}, {s}) is larger than the padded input (H + 2p, W + 2p) = "
             f"({h + 2 * padding}, {wd + 2 * padding}); use a smaller kernel or more padding"
         )
-    return (x, w, b), {"padding": padding}, out_shape(x.shape, w.shape, padding)
+    shape = out_shape(x.shape, w.shape, padding)
+    if math.prod(shape) > MAX_OUT_ELEMENTS:  # before anything is allocated: NumPy's "array is too big" names nothing
+        raise LaunchError(
+            f"padding = {padding} makes the output (N, K, H + 2p - R + 1, W + 2p - S + 1) = {shape}, "
+            f"{math.prod(shape):.3g} elements, more than the 2**31 - 1 the launchers handle; use a smaller padding "
+            f"(beyond max(R, S) - 1 = {max(r, s) - 1} it only adds outputs that read nothing of x)"
+        )
+    return (x, w, b), {"padding": padding}, shape
 
 
 def _empty(x, w, b, shape, padding=1):

@@ -5,6 +5,12 @@
 Subtracting the row maximum changes nothing mathematically but keeps exp() finite: exp(1e4) overflows float32
 (max ~3.4e38 = e^88.7), exp(1e4 - 1e4) = 1 does not.
 
+A NaN anywhere in a row makes that whole row NaN, in every version as in the float64 ``reference``: the NaN
+enters the row's sum, which divides every value (a max may skip it -- ``v > m`` is false for NaN -- the sum does
+not). The other rows are unaffected. ``online`` and ``split_row`` keep it so by rebasing an empty part's sum as
+``s * 0``, not ``0``: a part that saw only a NaN has m = -inf and s = NaN (tests/test_cli_safety.py checks every
+version).
+
 What you will learn
 -------------------
 Each step changes one thing, and its file's docstring says what and why (``k03_online.py`` holds ``online``):

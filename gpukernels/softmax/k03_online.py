@@ -40,8 +40,9 @@ def online_update(m, s, v):
 
 @cuda.jit(device=True, forceinline=True)
 def rebase(m, s, new_max):
-    # A sum s of exp(x - m) re-expressed as a sum of exp(x - new_max); an empty part (m = -inf) adds nothing.
-    return s * math.exp(m - new_max) if m != -math.inf else float32(0.0)
+    # A sum s of exp(x - m) re-expressed as a sum of exp(x - new_max); an empty part (m = -inf) adds nothing --
+    # s * 0, not 0: a part that saw only NaN (which never raises m) has s = NaN, and the row's sum must stay NaN.
+    return s * math.exp(m - new_max) if m != -math.inf else s * float32(0.0)
 
 
 @functools.cache
