@@ -1,0 +1,355 @@
+"""Bad input is answered, never suffered: every command refuses what it cannot use with one line on stderr that
+names the option, what was expected and what was given, and a non-zero exit -- no traceback, no hang, no file or
+folder written outside where the user asked, nothing a command started left running. And the Python API names
+its own functions and arguments, and the softmax versions agree on a NaN.
+
+Most cases call the CLI's ``main()`` in this process (capsys reads its output); a few run it as a user would, in
+a subprocess: the entry point, a handout folder, and the grader killed while a kernel loops forever."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gpukernels
+from gpukernels import LESSONS
+from gpukernels.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXERCISES = ROOT / "exercises"
+FIXTURES = Path(__file__).parent / "fixtures" / "submissions"
+LOOP = FIXTURES / "01_vector_add" / "infinite_loop.py"  # `while k < 1: i = i + 0`: never ends
+ENV = dict(os.environ, GPUKERNELS_DEVICE="sim")
+
+
+def run_main(capsys, args) -> tuple[int, str, str]:
+    """``gpukernels ARGS`` in this process: (exit status, stdout, stderr)."""
+    try:
+        code = main([str(a) for a in args])
+    except SystemExit as exit_:  # argparse's own exit (its one-line error)
+        code = exit_.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line(err: str, fragment: str) -> None:
+    assert "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert fragment in lines[0], (fragment, err)
+
+
+@pytest.fixture
+def files(tmp_path):
+    """Paths for the cases: a regular file, an empty file, a file missing, a JSON without results."""
+    (tmp_path / "file").write_text("not a folder\n")
+    (tmp_path / "empty.json").write_text("")
+    (tmp_path / "other.json").write_text('{"a": 1}')
+    (tmp_path / "empty_dir").mkdir()
+    return {"FILE": tmp_path / "file", "EMPTY": tmp_path / "empty.json", "MISSING": tmp_path / "missing.json",
+            "OTHER": tmp_path / "other.json", "OUT": tmp_path / "out", "EMPTY_DIR": tmp_path / "empty_dir",
+            "NOPARENT": tmp_path / "no" / "such" / "r.json"}
+
+
+# Each case: the command line (names in capitals are paths of `files`), the fragment the one line must hold
+# (it names the option), and the exit status.
+CASES = [
+    (["grade", "01", "--json", "/proc/x"], "--json '/proc/x': cannot write files in /proc", 2),
+    (["grade", "01", "--out", "OUT"], "--out", 2),
+    (["grade", "--timeout", "inf"], "--timeout: expected seconds > 0 and at most 3600, got 'inf'", 2),
+    (["grade", "--submission", "EMPTY_DIR"], "nothing was graded", 1),
+    (["plots", "--gallery", "/proc/x"], "--gallery '/proc/x': cannot write files in /proc", 2),
+    (["plots", "--out", "/proc/x"], "--out '/proc/x': cannot create it", 2),
+    (["plots", "--out", "FILE"], "is a file; expected a folder", 2),
+    (["plots", "--out", "OUT", "--arch", "sm_1"], "--arch: unknown architecture 'sm_1'; known: sm_80", 2),
+    (["plots", "--out", "OUT", "--bench", "MISSING"], "--bench", 2),
+    (["plots", "--out", "OUT", "--bench", "EMPTY"], "--bench", 2),
+    (["plots", "--out", "OUT", "--only", "nosuchfigure"], "--only 'nosuchfigure' matches no figure; choose from", 2),
+    (["resources", "--json", "/proc/x"], "--json '/proc/x'", 2),
+    (["resources", "--json", "NOPARENT"], "does not exist (no folder is created)", 2),
+    (["resources", "--shape", "nosuch"], "--shape 'nosuch'", 2),
+    (["resources", "--arch", "sm_1"], "--arch", 2),
+    (["trace", "--size", "100000"], "required: lesson", 2),
+    (["trace", "matmul", "--size", "100000"], "--size 100000: matmul at 100000x100000x100000 needs about", 2),
+    (["trace", "matmul", "--seed", "-1"], "--seed: expected a whole number >= 0, got '-1'", 2),
+    (["trace", "matmul", "--json", "/proc/x"], "--json '/proc/x'", 2),
+    (["demo", "matmul", "--size", "100000000"], "--size 100000000", 2),
+    (["demo", "softmax", "--size", "99999999999"], "--size 99999999999", 2),
+    (["demo", "matmul", "--size", "1024"], "--size 1024: matmul at 1024x1024x1024 would take at least", 2),
+    (["demo", "matmul", "--html", "OUT", "--seed", "-1"], "--seed: expected a whole number >= 0, got '-1'", 2),
+    (["demo", "matmul", "--save", "NOPARENT"], "--save", 2),
+    (["export-student", "/proc/x"], "DIR '/proc/x'", 2),
+    (["export-student", "NOPARENT"], "its parent folder", 2),
+    (["bench", "--from-json", "MISSING"], "--from-json", 2),
+    (["bench", "--from-json", "EMPTY"], "--from-json", 2),
+    (["bench", "--from-json", "OTHER"], "holds no 'results'", 2),
+    (["bench", "--update-readme", "/proc/x"], "--update-readme '/proc/x'", 2),
+    (["bench", "--json", "NOPARENT"], "--json", 2),
+    (["bench", "--sizes", "4096,0"], "--sizes '4096,0'", 2),
+]
+
+
+@pytest.mark.parametrize("args, fragment, status", CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_bad_input_is_one_line_naming_the_option(capsys, files, tmp_path, args, fragment, status):
+    args = [str(files.get(a, a)) for a in args]
+    code, out, err = run_main(capsys, args)
+    assert code == status, (code, out[-2000:], err)
+    one_line(err, fragment)
+    # nothing written for a refusal: no missing parent made (`resources --json /nonexistent/r.json` made
+    # /nonexistent), no output folder begun
+    assert not files["NOPARENT"].parent.parent.exists() and not files["OUT"].exists()
+
+
+def test_the_entry_point_prints_one_line_too(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "gpukernels", "plots", "--out", str(tmp_path), "--arch", "sm_1"],
+                          capture_output=True, text=True, env=ENV, timeout=120)
+    assert proc.returncode == 2
+    one_line(proc.stderr, "gpukernels plots: error: --arch: unknown architecture 'sm_1'")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Files land where they were asked for, and nowhere else
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_plots_with_out_write_only_under_it(capsys, tmp_path):
+    gallery = ROOT / "docs" / "gallery.md"
+    before = gallery.read_bytes() if gallery.exists() else None
+    code, out, err = run_main(capsys, ["plots", "softmax", "--only", "softmax_occupancy", "--out", tmp_path / "f"])
+    assert code == 0, err
+    assert (tmp_path / "f" / "gallery.md").is_file()
+    assert (gallery.read_bytes() if gallery.exists() else None) == before  # the repository's page untouched
+    assert sorted(p.name for p in (tmp_path / "f").iterdir() if p.suffix != ".png") == ["gallery.md"]
+
+
+def test_a_simulator_run_past_the_limit_is_stopped_with_the_reason(capsys, monkeypatch):
+    """Work the simulator cannot finish in time is stopped once it projects past the limit (here 1 s, so that the
+    test is short; the default is 10 minutes): a progress bar meanwhile, then one line that says how long it
+    would take."""
+    monkeypatch.setenv("GPUKERNELS_SIM_LIMIT", "1")
+    t0 = time.monotonic()
+    code, out, err = run_main(capsys, ["trace", "matmul", "--version", "naive", "--size", "96"])
+    assert code == 2 and time.monotonic() - t0 < 30
+    one_line(err, "--size 96: matmul.naive 96x96x96 would take")
+    assert "on the simulator" in err and "GPUKERNELS_SIM_LIMIT" in err
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The grader: a handout's own file, hints that fit the failure, memory, and children that die with it
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_inside_an_exercise_folder_grade_grades_that_folders_file(tmp_path):
+    from gpukernels.grade import export
+    from gpukernels.grade.discovery import current_exercise, handout_dir
+
+    handout = tmp_path / "handout"
+    export(EXERCISES, handout)
+    folder = handout / "01_vector_add"
+    assert handout_dir(folder, EXERCISES) == handout.resolve()
+    assert current_exercise(EXERCISES, folder) == "01_vector_add"
+    assert handout_dir(EXERCISES / "01_vector_add", EXERCISES) is None  # the grader's own: the default files
+    proc = subprocess.run([sys.executable, "-m", "gpukernels", "grade", "01", "--no-speed"], cwd=folder,
+                          env=dict(ENV, COLUMNS="300"), capture_output=True, text=True, timeout=300)
+    first = proc.stdout.splitlines()[0] if proc.stdout else ""
+    assert proc.returncode == 0, proc.stderr
+    assert f"in {handout.resolve()}: 01_vector_add/kernel.py" in first, first  # the handout's stub, not exercises/
+    assert str(EXERCISES / "01_vector_add") not in proc.stdout
+
+
+def test_the_hint_shown_is_the_one_written_for_the_failure(tmp_path):
+    from gpukernels.grade.gates import Grading
+    from gpukernels.grade.spec import load
+
+    ex = load(EXERCISES / "01_vector_add")
+    error = ("shape (1,): the kernel failed: OutOfBoundsError: out-of-bounds read of global array 'a' at index 1 "
+             "(shape (1,))")
+    assert [n for n, _ in ex.hints_for("correctness", 1, error)] == [2]  # the `<=` guard
+    assert [n for n, _ in ex.hints_for("correctness", 2, error)] == [2, 1]
+    assert [n for n, _ in ex.hints_for("correctness", 1, "expected 3.0, got 2.0")] == [1]  # none fits: in order
+    assert all("<!--" not in tip for tips in ex.hints.values() for tip in tips)  # the marker is not shown
+    g = Grading(ex, tmp_path / "k.py", "", tmp_path, 60.0, False, False, 1, seed=1)
+    g.add("correctness", False, error)
+    text = g.result.tests[-1].output
+    assert "\nhint 2: The last block runs 64 threads" in text and "hint 1:" not in text
+    assert "`<=` lets one thread too many through" in text
+
+
+def test_a_child_killed_by_sigkill_is_reported_with_memory_named(tmp_path):
+    from gpukernels.grade.gates import child_problem
+    from gpukernels.grade.pool import Child
+    from gpukernels.grade.protocol import Job, Report
+
+    c = Child(("sim", 0), Job("sim", "01", "k", "k.py", "", str(tmp_path)), {}, 10.0)
+    c.report, c.returncode = Report(stage="run"), -signal.SIGKILL
+    text = child_problem(c, "simulator", 10.0)
+    assert text.startswith("the simulator process was killed by SIGKILL") and "out-of-memory" in text
+
+
+def test_static_shared_memory_is_counted_from_the_ptx():
+    from gpukernels.grade._child import STATIC_SHARED_LIMIT, static_shared_bytes
+
+    ptx = (".visible .shared .align 4 .b8 _cudapy_smem_1[49152];\n.shared .align 8 .b64 t[2][3];\n"
+           ".extern .shared .align 16 .b8 dyn[];\n\tst.shared.f32 [%rd8], %f1;\n")
+    assert static_shared_bytes(ptx) == 49152 + 48
+    assert STATIC_SHARED_LIMIT == 48 * 1024
+
+
+@pytest.mark.needs_cuda_toolchain
+def test_the_compile_gate_refuses_a_shared_array_no_gpu_has(tmp_path):
+    """8 GB of cuda.shared.array compiles to PTX, and the simulator would try to allocate it (the child died by
+    SIGKILL, saying nothing of memory): the compile gate refuses it, saying how much and the limit."""
+    from gpukernels.grade import grade
+
+    sub = tmp_path / "03_block_sum.py"
+    sub.write_text("from numba import cuda, float32\n\nHUGE = 2 * 1024 * 1024 * 1024\n\n\n@cuda.jit\n"
+                   "def block_sum(x, partial):\n    buf = cuda.shared.array(HUGE, float32)\n"
+                   "    buf[cuda.threadIdx.x] = x[0]\n    partial[cuda.blockIdx.x] = buf[0]\n")
+    (result,) = grade([("03_block_sum", sub)], root=EXERCISES, timeout=60.0)
+    compiles = result.test("compiles")
+    assert compiles.status == "failed" and "8.0 GB of shared memory" in compiles.output
+    assert "at most 48 KB of static shared memory" in compiles.output
+    assert result.test("correctness").output.startswith("not run")  # nothing of it ran
+
+
+def _descendants(pid: int) -> list[int]:
+    kids: dict = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in kids.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+KILLS = [pytest.param("SIGINT", "1", id="ctrl-c"), pytest.param("SIGTERM", "1", id="sigterm"),
+         pytest.param("SIGKILL", "0", id="sigkill-no-zygote"),
+         pytest.param("SIGKILL", "1", id="sigkill", marks=pytest.mark.slow),
+         pytest.param("SIGINT", "0", id="ctrl-c-no-zygote", marks=pytest.mark.slow),
+         pytest.param("SIGTERM", "0", id="sigterm-no-zygote", marks=pytest.mark.slow)]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for the grader's children")
+@pytest.mark.parametrize("signame, fork", KILLS)
+def test_children_die_with_the_grader(tmp_path, signame, fork):
+    """A `while True` kernel runs in a child (of a zygote, or started alone); whatever ends the grader -- Ctrl-C
+    (SIGINT to the terminal's process group), SIGTERM, SIGKILL -- ends the child too. Ctrl-C and SIGTERM print
+    one line and remove the grader's temporary folder (SIGKILL gives the grader no chance to)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(ENV, TMPDIR=str(tmp), GPUKERNELS_GRADE_FORK=fork)
+    proc = subprocess.Popen([sys.executable, "-m", "gpukernels", "grade", "01", "--submission", str(LOOP),
+                             "--timeout", "120"], cwd=tmp_path, env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    kids: list = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # until the simulator child runs the loop
+            reports = list(tmp.glob("gpukernels-grade-*/*/sim/report.json"))
+            try:
+                if reports and json.loads(reports[0].read_text()).get("stage") == "run":
+                    break
+            except (OSError, ValueError):
+                pass
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+        else:
+            pytest.fail("the simulator child never started")
+        time.sleep(0.3)
+        kids = _descendants(proc.pid)
+        assert kids, "no child process to watch"
+        if signame == "SIGINT":  # what Ctrl-C does: the terminal signals its foreground process group
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            os.kill(proc.pid, getattr(signal, signame))
+        out, err = proc.communicate(timeout=60)
+        deadline = time.monotonic() + 10
+        while any(_alive(k) for k in kids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [k for k in kids if _alive(k)], "children outlived the grader"
+        if signame != "SIGKILL":
+            assert proc.returncode == 128 + getattr(signal, signame), (proc.returncode, err)
+            one_line(err, "gpukernels grade: " + ("interrupted" if signame == "SIGINT" else "stopped by SIGTERM"))
+            assert not list(tmp.glob("gpukernels-grade-*")), "the grader's temporary folder was left behind"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        for k in kids:  # only the processes this test started, by id
+            if _alive(k):
+                os.kill(k, signal.SIGKILL)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The Python API
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_a_padding_too_large_for_any_output_is_a_value_error_naming_padding():
+    from gpukernels import cbr
+
+    x, w, b = cbr.make_inputs((1, 2, 5, 5, 3, 3, 3), 0)
+    x0 = x.copy()
+    with pytest.raises(ValueError, match=r"^padding = 1000000000 makes the output .* use a smaller padding"):
+        cbr.optimized(x, w, b, padding=10**9)
+    assert np.array_equal(x, x0)  # inputs never modified
+    assert cbr.optimized(x, w, b, padding=4).shape == (1, 3, 11, 11)  # large, but a real output: allowed
+
+
+@pytest.mark.parametrize("lesson", list(LESSONS))
+def test_unexpected_arguments_name_the_public_function(lesson):
+    mod = LESSONS[lesson]
+    inputs = mod.make_inputs(mod.SHAPES["test"][1], 0)
+    for name, version in mod.VERSIONS.items():
+        with pytest.raises(TypeError, match=rf"^{lesson}\.{name}\(\) got an unexpected keyword argument 'foo'$"):
+            version(*inputs, foo=1)
+        with pytest.raises(TypeError, match=rf"^{lesson}\.{name}\(\) got an unexpected keyword argument 'foo'$"):
+            version.launches(*inputs, foo=1)
+
+
+#: A row shorter than a warp and one longer than a block of 512 threads (several values per thread); optimized
+#: runs split_row only from 32768 values on, so its own dispatch is checked at 2 x 32768, with one NaN.
+SOFTMAX_SHAPES = [(4, 33), (2, 1025)]
+
+
+@pytest.mark.parametrize("name", list(LESSONS["softmax"].VERSIONS))
+def test_every_softmax_version_makes_a_row_with_a_nan_all_nan(name):
+    """One documented behaviour (the lesson's docstring): a NaN makes its whole row NaN, as in the float64
+    reference; the other rows are what they would be without it."""
+    softmax = LESSONS["softmax"]
+    cases = [(shape, col) for shape in SOFTMAX_SHAPES for col in (0, shape[1] // 2, shape[1] - 1)]
+    if name == "optimized":
+        assert softmax.optimized.choose(2, 32768).step == "split_row"
+        cases.append(((2, 32768), 5))
+    for shape, col in cases:
+        (x,) = softmax.make_inputs(shape, 3)
+        x[1, col] = np.nan
+        ref = softmax.reference(x)
+        assert np.isnan(ref[1]).all() and not np.isnan(np.delete(ref, 1, 0)).any()
+        y = softmax.VERSIONS[name](x)
+        assert np.isnan(y[1]).all(), f"{name} at {shape}, NaN at column {col}: row 1 is not all NaN"
+        rest = np.delete(y, 1, 0)
+        assert not np.isnan(rest).any(), f"{name} at {shape}: a NaN leaked into another row"
+        np.testing.assert_allclose(rest, np.delete(ref, 1, 0), rtol=1e-5, atol=1e-6)
