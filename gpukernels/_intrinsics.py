@@ -118,16 +118,17 @@ else:
         fnty = ir.FunctionType(ir.VoidType(), [v.type for v in args])
         builder.call(ir.InlineAsm(fnty, text, constraints, side_effect=True), args)
 
-    def _cp_async(width):
+    def _cp_async(width, dtype=types.float32, name=None):
         # cp.async.{ca,cg}.shared.global [shared address], [global address], width, bytes-to-read: ".ca" keeps
         # the 4-byte copies' lines in L1 (a warp's 32 copies read 4 rows x 32 bytes), ".cg" (16 bytes only)
         # goes through L2 alone, as a 128-byte run read once should. The "memory" clobber keeps the compiler from
-        # moving shared loads or stores across the copy.
+        # moving shared loads or stores across the copy. ``dtype``: the arrays' elements (offsets count them);
+        # the tensor-core lesson copies float16 (gpukernels._mma.copy_async16_f16).
         cache = "cg" if width == 16 else "ca"
 
         def typer(typingctx, dst, d, src, s, nbytes):
-            if not (isinstance(dst, types.Array) and dst.dtype == types.float32 and dst.layout == "C"
-                    and isinstance(src, types.Array) and src.dtype == types.float32 and src.layout == "C"
+            if not (isinstance(dst, types.Array) and dst.dtype == dtype and dst.layout == "C"
+                    and isinstance(src, types.Array) and src.dtype == dtype and src.layout == "C"
                     and all(isinstance(v, types.Integer) for v in (d, s, nbytes))):
                 return None
             sig = types.void(dst, d, src, s, nbytes)
@@ -148,7 +149,7 @@ else:
 
             return sig, codegen
 
-        typer.__name__ = f"copy_async{width if width == 16 else ''}"
+        typer.__name__ = name or f"copy_async{width if width == 16 else ''}"
         return intrinsic(typer)
 
     copy_async = _cp_async(4)

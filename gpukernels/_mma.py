@@ -311,7 +311,7 @@ else:
     from numba import types
     from numba.cuda.extending import intrinsic
 
-    from ._intrinsics import _asm
+    from ._intrinsics import _asm, _cp_async
 
     _I16, _I32, _F32 = ir.IntType(16), ir.IntType(32), ir.FloatType()
 
@@ -456,22 +456,6 @@ else:
     ldmatrix_x1, ldmatrix_x2, ldmatrix_x4 = (_ldmatrix(n, False) for n in (1, 2, 4))
     ldmatrix_x1_trans, ldmatrix_x2_trans, ldmatrix_x4_trans = (_ldmatrix(n, True) for n in (1, 2, 4))
 
-    @intrinsic
-    def copy_async16_f16(typingctx, dst, d, src, s, nbytes):
-        # cp.async.cg (through L2 only) of 16 bytes, of which the first nbytes are read and the rest zero-filled
-        if not (isinstance(dst, types.Array) and dst.dtype == types.float16 and dst.layout == "C"
-                and isinstance(src, types.Array) and src.dtype == types.float16 and src.layout == "C"
-                and all(isinstance(v, types.Integer) for v in (d, s, nbytes))):
-            return None
-        sig = types.void(dst, d, src, s, nbytes)
-
-        def codegen(context, builder, sig, args):
-            dst_a = _shared_address(context, builder, sig.args[0], args[0], args[1], sig.args[1])
-            data = context.make_array(sig.args[2])(context, builder, value=args[2]).data
-            g = builder.gep(data, [context.cast(builder, args[3], sig.args[3], types.intp)])
-            g = builder.ptrtoint(builder.addrspacecast(g, ir.PointerType(g.type.pointee, 1)), ir.IntType(64))
-            n = context.cast(builder, args[4], sig.args[4], types.int32)
-            _asm(builder, "cp.async.cg.shared.global [$0], [$1], 16, $2;", "r,l,r,~{memory}", [dst_a, g, n])
-            return context.get_dummy_value()
-
-        return sig, codegen
+    # cp.async.cg (through L2 only) of 16 bytes (8 halves), of which the first nbytes are read and the rest
+    # zero-filled: the matmul lesson's copy_async16, typed for float16 arrays
+    copy_async16_f16 = _cp_async(16, types.float16, "copy_async16_f16")
