@@ -1,4 +1,4 @@
-"""The course site (issue 19): `make site` builds it from the committed notebooks and docs without running a kernel,
+"""The course site: `make site` builds it from the committed notebooks and docs without running a kernel,
 and every page works in a real browser -- images load, the code is highlighted, internal links resolve, nothing is
 logged to the console. One build per test session (a few seconds), into a temporary folder, served on localhost
 as a web server would serve it (the classroom pages themselves are also opened from file://, in
@@ -48,7 +48,9 @@ def test_the_build_is_quick_and_clean(site):
     out, pages, seconds = site
     assert seconds < BUILD_LIMIT, f"the site took {seconds:.0f} s to build"
     assert not pages["warnings"], "\n".join(pages["warnings"])  # a broken reference or a missing image warns
-    assert not list(out.rglob("*.ipynb")), "the site should not ship a second copy of the notebooks"
+    # one copy of each notebook, the download button's (_sources/), and no other
+    copies = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.ipynb"))
+    assert copies == [f"_sources/notebooks/{stem}.ipynb" for stem in NOTEBOOKS], copies
     for missing in pages["missing figures"]:  # a figure only a GPU run draws, not drawn yet: a note, not a hole
         page, path = missing.split(": ")
         assert "Figure not generated yet" in (out / "docs" / page.replace(".md", ".html")).read_text(), missing
@@ -165,14 +167,15 @@ def test_every_page_in_a_browser(site, served, browser):
 
 @pytest.mark.needs_browser
 def test_sidebar_code_is_readable_on_a_narrow_screen(site, served, browser):
-    """Below the page width the sidebar turns dark; code in its links (a heading naming cuda.syncthreads()) once
-    kept alabaster's light-grey box and dark text there. It must take the link's own colour, on a transparent box."""
+    """Code in the sidebars' links (a heading naming cuda.syncthreads(), in the page's table of contents) once kept
+    its own grey box and dark text there (alabaster's dark narrow-screen sidebar made it unreadable). It takes the
+    link's own colour, on a transparent box."""
     browser.set_window_size(900, 1000)
     try:
         browser.get(f"{served}/notebooks/01_matmul.html")
         _settle(browser)
         found = browser.execute_script("""
-            return Array.from(document.querySelectorAll('div.sphinxsidebar a code')).map(c => {
+            return Array.from(document.querySelectorAll('.bd-sidebar a code, .bd-sidebar-secondary a code')).map(c => {
                 const s = getComputedStyle(c), a = getComputedStyle(c.closest('a'));
                 return [c.textContent, s.color === a.color, s.backgroundColor];
             });""")

@@ -11,14 +11,17 @@ them. Nothing is executed: the notebooks' outputs are the ones committed (site/c
 A figure a doc links to that does not exist yet (one only a GPU run draws) becomes a note on the page saying so,
 not a broken image; the build lists them.
 
-Hook for the classroom pages (issue 20): any ``build/classroom/*.html`` (and what sits beside them) is copied into
-the site's ``classroom/`` folder as it is, and the index links each one; without them the site is complete too.
+Hook for the classroom pages: any ``build/classroom/*.html`` (and what sits beside them) is copied into the site's
+``classroom/`` folder, with a link back to the course at the top of each, and a short page of the course per
+classroom page puts it in the sidebar; without them the site is complete too.
 The other pages: benchmarks/NOTES.md, which the notebooks cite for the profiler's view of every step.
 """
 
 from __future__ import annotations
 
 import argparse
+import html
+import os
 import re
 import shutil
 import subprocess
@@ -66,6 +69,100 @@ def _note_missing_figures(md: Path) -> list[str]:
     return missing
 
 
+#: The "Open in Colab" badge the notebooks carry (tools/notebook_links.py) is Colab's image on GitHub and in
+#: Jupyter; the site's pages show its own copy instead, so that no page fetches anything from outside (the
+#: notebooks themselves, the download button's copies, keep Colab's).
+COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
+
+
+def _local_badges(out: Path) -> None:
+    """Point the built pages' Colab badges at the site's copy (``_static/colab-badge.svg``)."""
+    for page in out.rglob("*.html"):
+        text = page.read_text()
+        if COLAB_BADGE in text:
+            rel = Path(os.path.relpath(out / "_static" / "colab-badge.svg", page.parent)).as_posix()
+            page.write_text(text.replace(COLAB_BADGE, rel))
+
+
+#: Put at the top of each classroom page the site serves: the way back to the course, and what the page is.
+BACK_LINK = ('<nav style="font: 18px/1.4 sans-serif; padding: 6px 20px; background: #eef2f7; '
+             'border-bottom: 1px solid #99a">'
+             '<a href="../index.html" target="_top">&larr; gpukernels course</a> &middot; '
+             '<a href="../docs/classroom.html" target="_top">how to use this page</a></nav>')
+
+
+def _classroom_pages(classroom: Path, extra: Path, src: Path) -> list[Path]:
+    """Copy the classroom pages into the site (``classroom/NAME.html``, each with a link back to the course at its
+    top), and write for each a short page of the course (``classroom/NAME-page.md``) that says what it is and opens
+    it: those are the sidebar's entries and have previous / next links like every page. Returns the short pages."""
+    rooms = sorted(classroom.glob("*.html")) if classroom.is_dir() else []
+    if not rooms:
+        return []
+    shutil.copytree(classroom, extra / "classroom")
+    (src / "classroom").mkdir()
+    stubs = []
+    for room in rooms:
+        page = extra / "classroom" / room.name
+        text = page.read_text()
+        text = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + BACK_LINK, text, count=1)
+        page.write_text(text)
+        m = re.search(r"<title>(.*?)</title>", text, re.S)
+        what = html.unescape(m.group(1)).strip() if m else room.stem
+        stub = src / "classroom" / f"{room.stem}-page.md"
+        stub.write_text("\n".join([
+            f"# Classroom page: {room.stem}", "",
+            f"*{what}*: one kernel beside another, traced on the simulator, to step through on a projector -- "
+            "every block, warp access and barrier phase, with the tracer's counts. One self-contained HTML file: "
+            "it works offline, from a USB stick too.", "",
+            f'<p><a class="btn btn-primary" href="{room.name}">Open the {room.stem} classroom page</a></p>', "",
+            f"Make it yourself with `gpukernels demo {room.stem} --html {room.name}` (or `make classroom` for every "
+            "lesson); press `p` on the page for presenter mode. The keys and what each count means: "
+            "[Classroom demos](../docs/classroom.md).", ""]))
+        stubs.append(stub.relative_to(src))
+    return stubs
+
+
+HINT = re.compile(r"^(\d+)\.\s+(.*)")
+
+
+def _collapsible_hints(md: Path) -> int:
+    """Fold each hint of a staged exercise README into an HTML <details> ("Hint 1", "Hint 2", ... under each gate's
+    heading), so that a student opens one at a time, least help first, as `gpukernels grade --hints N` shows them.
+    Only the site's copy changes: the README itself keeps the plain numbered lists the grader reads its hints from
+    (`gpukernels.grade.spec.readme_hints`). Returns how many hints were folded."""
+    out, hint, n, in_hints = [], [], 0, False
+
+    def flush():
+        nonlocal n
+        if hint:
+            number, first = hint[0]
+            body = [first] + [line.strip() for line in hint[1:]]
+            if out and out[-1]:
+                out.append("")
+            out.extend([f'<details class="gk-hint"><summary>Hint {number}</summary>', "", *body, "", "</details>", ""])
+            hint.clear()
+            n += 1
+
+    for line in md.read_text().splitlines():
+        if line.startswith("## "):
+            flush()
+            in_hints = line[3:].strip().lower() == "hints"
+            out.append(line)
+        elif in_hints and HINT.match(line):
+            flush()
+            m = HINT.match(line)
+            hint.append((m.group(1), m.group(2)))
+        elif in_hints and hint and line.strip() and not line.startswith("#"):
+            hint.append(line)  # a wrapped line of the hint
+        else:
+            flush()
+            if line.strip() or (out and out[-1]):  # no second blank line after a folded hint
+                out.append(line)
+    flush()
+    md.write_text("\n".join(out) + "\n")
+    return n
+
+
 def stage(src: Path, classroom: Path = CLASSROOM) -> dict:
     """Copy the pages into ``src`` and write its index.md; returns {section: [staged paths]}."""
     if src.exists():
@@ -73,14 +170,16 @@ def stage(src: Path, classroom: Path = CLASSROOM) -> dict:
     src.mkdir(parents=True)
     shutil.copy(ROOT / "site" / "conf.py", src / "conf.py")
     shutil.copy(ROOT / "site" / "favicon.svg", src / "favicon.svg")
+    shutil.copy(ROOT / "pyproject.toml", src / "pyproject.toml")  # conf.py reads the repository's URL from it
     shutil.copytree(ROOT / "site" / "_static", src / "_static", dirs_exist_ok=True)
-    pages = {"Notebooks": [], "Lesson notes": [], "Exercises": []}
+    pages = {"Start": [], "Notebooks": [], "Lesson notes": [], "Exercises": [], "Classroom pages": []}
     (src / "notebooks").mkdir()
     for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         shutil.copy(nb, src / "notebooks" / nb.name)
         pages["Notebooks"].append(Path("notebooks") / nb.name)
     shutil.copytree(ROOT / "docs", src / "docs", ignore=shutil.ignore_patterns("site"))
-    pages["Lesson notes"] += [p.relative_to(src) for p in sorted((src / "docs").glob("*.md"))]
+    for doc in sorted((src / "docs").glob("*.md")):
+        pages["Start" if doc.name == "install.md" else "Lesson notes"].append(doc.relative_to(src))
     missing = [m for md in sorted((src / "docs").glob("*.md")) for m in _note_missing_figures(md)]
     # Each prediction beside its measurement and why they differ: the notebooks cite it at every step
     (src / "benchmarks").mkdir()
@@ -90,23 +189,28 @@ def stage(src: Path, classroom: Path = CLASSROOM) -> dict:
         dest = src / readme.relative_to(ROOT)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(readme, dest)
+        _collapsible_hints(dest)
         pages["Exercises"].append(dest.relative_to(src))
     extra = src / "_extra"
     extra.mkdir()
-    rooms = sorted(classroom.glob("*.html")) if classroom.is_dir() else []
-    if rooms:
-        shutil.copytree(classroom, extra / "classroom")
+    pages["Classroom pages"] = _classroom_pages(classroom, extra, src)
+    rooms = sorted(classroom.glob("*.html")) if pages["Classroom pages"] else []
     lines = ["# gpukernels: a Numba CUDA course", "",
              "Kernels from naive to near-cuBLAS, each step one idea, with its code, what the tracer counts and what "
              "an H200 measured. The notebooks are shown with the outputs they were committed with (the first "
-             "output of each says where and when it ran); run them yourself with `make notebooks`.", ""]
+             "output of each says where and when it ran); run them yourself -- [Install and run](docs/install.md) "
+             "says how, on a laptop without a GPU or in Colab.", ""]
     for section, paths in pages.items():
+        if not paths:
+            continue
         lines += [f"## {section}", ""]
-        lines += [f"* [{_title(src / p)}]({p.as_posix()})" for p in paths]
+        if section == "Classroom pages":  # the pages themselves: static files Sphinx does not parse
+            lines += [f'* <a href="classroom/{p.name}">{p.stem}</a>: the interactive page '
+                      f"([what it shows](classroom/{p.stem}-page.md))" for p in rooms]
+        else:
+            lines += [f"* [{_title(src / p)}]({p.as_posix()})" for p in paths]
         lines += ["", "```{toctree}", ":hidden:", f":caption: {section}", ""] + [p.with_suffix("").as_posix()
                                                                                     for p in paths] + ["```", ""]
-    if rooms:  # static pages Sphinx does not parse: plain links (html_extra_path copies them)
-        lines += ["## Classroom pages", ""] + [f'* <a href="classroom/{p.name}">{p.stem}</a>' for p in rooms] + [""]
     (src / "index.md").write_text("\n".join(lines))
     pages["Classroom"] = [Path("classroom") / p.name for p in rooms]
     pages["missing figures"] = missing
@@ -121,6 +225,7 @@ def build(out: Path, classroom: Path = CLASSROOM, quiet: bool = True) -> dict:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode:
         raise subprocess.CalledProcessError(proc.returncode, cmd, proc.stdout, proc.stderr)
+    _local_badges(out)
     pages["warnings"] = [ln for ln in proc.stderr.splitlines() if "WARNING" in ln]
     return pages
 
