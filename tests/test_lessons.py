@@ -21,6 +21,16 @@ def cases(kind):
                                    marks=pytest.mark.xdist_group(f"{lesson}.{name}"))
 
 
+def versions(lessons=None):
+    """Every (lesson, version), in the version's xdist group (``cases``): on a GPU the worker that compiled its
+    kernels for the shapes above runs these too, instead of one worker compiling every version of a lesson."""
+    for lesson, mod in LESSONS.items():
+        if lessons is None or lesson in lessons:
+            for name in mod.VERSIONS:
+                yield pytest.param(lesson, name, id=f"{lesson}-{name}",
+                                   marks=pytest.mark.xdist_group(f"{lesson}.{name}"))
+
+
 def run_checked(lesson, name, shape, seed, **params):
     mod = LESSONS[lesson]
     inputs = mod.make_inputs(shape, seed)
@@ -53,21 +63,21 @@ def test_cbr_padding(name, padding, seed):
     run_checked("cbr", name, (2, 3, 6, 9, 4, 3, 3), seed, padding=padding)
 
 
-@pytest.mark.parametrize("lesson", list(LESSONS))
-def test_returns_new_host_array_without_out(lesson, seed):
+@pytest.mark.parametrize("lesson,name", list(versions()))
+def test_returns_new_host_array_without_out(lesson, name, seed):
     mod = LESSONS[lesson]
     shape = mod.SHAPES["test"][2]
     inputs = mod.make_inputs(shape, seed)
-    for name, version in mod.VERSIONS.items():
-        result = version(*inputs)
-        assert isinstance(result, np.ndarray) and result.dtype == np.float32
-        check = compare(result, mod.reference(*inputs), TOLERANCE[lesson])
-        assert check.ok, f"{lesson}.{name} seed={seed}: {check}"
+    result = mod.VERSIONS[name](*inputs)
+    assert isinstance(result, np.ndarray) and result.dtype == np.float32
+    check = compare(result, mod.reference(*inputs), TOLERANCE[lesson])
+    assert check.ok, f"{lesson}.{name} seed={seed}: {check}"
 
 
-@pytest.mark.parametrize("lesson", list(LESSONS))
-def test_device_arrays_in_device_array_out(lesson, seed):
+@pytest.mark.parametrize("lesson,name", list(versions()))
+def test_device_arrays_in_device_array_out(lesson, name, seed):
     mod = LESSONS[lesson]
+    version = mod.VERSIONS[name]
     shape = mod.SHAPES["test"][3]
     inputs = mod.make_inputs(shape, seed)
     ref = mod.reference(*inputs)
@@ -75,22 +85,21 @@ def test_device_arrays_in_device_array_out(lesson, seed):
     small = list(mod.make_inputs(mod.SHAPES["test"][1], seed))
     small_ref = mod.reference(*small)
     d_small = [cuda.to_device(x) for x in small]
-    for name, version in mod.VERSIONS.items():
-        d_out = cuda.to_device(np.full(ref.shape, np.nan, dtype=np.float32))
-        assert version(*d_inputs, out=d_out) is d_out
-        check = compare(d_out.copy_to_host(), ref, TOLERANCE[lesson])
-        assert check.ok, f"{lesson}.{name} seed={seed}: {check}"
-        # without out=: a new device array, checked at the smallest odd shape (the launch above checked the values)
-        fresh = version(*d_small)
-        assert is_device_array(fresh), f"{lesson}.{name} returned {type(fresh)} for device inputs"
-        assert compare(fresh.copy_to_host(), small_ref, TOLERANCE[lesson]).ok
+    d_out = cuda.to_device(np.full(ref.shape, np.nan, dtype=np.float32))
+    assert version(*d_inputs, out=d_out) is d_out
+    check = compare(d_out.copy_to_host(), ref, TOLERANCE[lesson])
+    assert check.ok, f"{lesson}.{name} seed={seed}: {check}"
+    # without out=: a new device array, checked at the smallest odd shape (the launch above checked the values)
+    fresh = version(*d_small)
+    assert is_device_array(fresh), f"{lesson}.{name} returned {type(fresh)} for device inputs"
+    assert compare(fresh.copy_to_host(), small_ref, TOLERANCE[lesson]).ok
     for d, x in zip(d_inputs + d_small, list(inputs) + small):
         assert np.array_equal(d.copy_to_host(), x, equal_nan=True)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("lesson", list(LESSONS))
-def test_torch_and_cupy_arrays(lesson, seed):
+@pytest.mark.parametrize("lesson,name", list(versions()))
+def test_torch_and_cupy_arrays(lesson, name, seed):
     mod = LESSONS[lesson]
     inputs = mod.make_inputs(mod.SHAPES["test"][3], seed)
     ref = mod.reference(*inputs)
@@ -102,22 +111,21 @@ def test_torch_and_cupy_arrays(lesson, seed):
             continue
         tried += 1
         to = (lambda x: m.from_numpy(x).cuda()) if lib == "torch" else m.asarray
-        for name, version in mod.VERSIONS.items():
-            out = version(*[to(x) for x in inputs])
-            assert compare(out.copy_to_host(), ref, TOLERANCE[lesson]).ok, f"{lib} {lesson}.{name}"
+        out = mod.VERSIONS[name](*[to(x) for x in inputs])
+        assert compare(out.copy_to_host(), ref, TOLERANCE[lesson]).ok, f"{lib} {lesson}.{name}"
     if not tried:
         pytest.skip("neither torch nor cupy is installed")
 
 
-def test_non_contiguous_host_input_is_made_contiguous(seed):
+@pytest.mark.parametrize("lesson,name", list(versions(["matmul"])))
+def test_non_contiguous_host_input_is_made_contiguous(lesson, name, seed):
     from gpukernels import matmul
 
     a, b = matmul.make_inputs((20, 12, 9), seed)
     at = np.asfortranarray(a)  # same values, column-major
     bt = b.T.copy().T  # a transposed view of a copy: not C-contiguous
     assert not at.flags.c_contiguous and not bt.flags.c_contiguous
-    for name, version in matmul.VERSIONS.items():
-        assert compare(version(at, bt), matmul.reference(a, b), TOLERANCE["matmul"]).ok, name
+    assert compare(matmul.VERSIONS[name](at, bt), matmul.reference(a, b), TOLERANCE["matmul"]).ok, name
 
 
 def test_softmax_extremes():
