@@ -42,7 +42,23 @@ def bench_markdown() -> str:
 
     if not RESULTS.exists():
         return "No GPU results committed yet."
-    return markdown_table(json.loads(RESULTS.read_text()))
+    report = json.loads(RESULTS.read_text())
+    return markdown_table(report) + not_measured(report)
+
+
+def not_measured(report: dict) -> str:
+    """A note naming the versions of each lesson's ``VERSIONS`` that ``report`` has no row of (added after the run):
+    the table shows what was measured, and the note what the registry holds besides, so the two never disagree
+    silently (tests/test_outputs_registry.py)."""
+    from gpukernels import LESSONS
+
+    measured = {(r["lesson"], r["name"]) for r in report.get("results", [])}
+    parts = []
+    for lesson, mod in LESSONS.items():
+        missing = [name for name in mod.VERSIONS if (lesson, name) not in measured]
+        if missing:
+            parts.append(f"{lesson} {', '.join(f'`{name}`' for name in missing)}")
+    return "\n\nNot in this benchmark run (added since): " + "; ".join(parts) + "." if parts else ""
 
 
 def suite_markdown() -> str:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -142,8 +143,34 @@ which returns a matplotlib Figure -- call it in a notebook to draw any lesson, v
 """
 
 
+CITES = "Source lines shown: "
+_CITE = re.compile(r"([\w./-]+\.py):(\d+)")
+
+
+def cited_lines(fig: Figure) -> list[str]:
+    """The source lines a figure names in its text (``gpukernels/softmax/k01_naive.py:26``), in order, once each."""
+    from matplotlib.text import Text
+
+    found = [m.group(0) for t in fig.findobj(Text) for m in _CITE.finditer(t.get_text())]
+    return list(dict.fromkeys(found))
+
+
+def _page_cites(path: Path) -> dict[str, list[str]]:
+    """figure name -> the source lines a gallery page says it shows (kept for figures a ``--only`` run leaves)."""
+    cites, name = {}, None
+    for line in (path.read_text().splitlines() if path.exists() else []):
+        if line.startswith("### "):
+            name = line[4:].strip()
+        elif name and line.startswith(CITES):
+            cites[name] = re.findall(r"`([^`]+)`", line)
+    return cites
+
+
 def write_gallery(specs_done: list[tuple[FigureSpec, str]], skipped: list[tuple[FigureSpec, str]], path: Path,
-                  figures_dir: Path, source: str) -> None:
+                  figures_dir: Path, source: str, cites: dict | None = None) -> None:
+    """The gallery page; ``cites``: figure name -> the source lines it shows (`cited_lines`), listed under it so
+    that a reader finds them (and tests/test_outputs_registry.py checks that they exist)."""
+    cites = cites or {}
     lines = [GALLERY_HEADER, f"_Performance data: {source}._", ""]
     section = None
     for spec, fname in specs_done:
@@ -151,7 +178,10 @@ def write_gallery(specs_done: list[tuple[FigureSpec, str]], skipped: list[tuple[
             section = spec.section
             lines += [f"## {section}", ""]
         rel = Path(os.path.relpath(Path(figures_dir).absolute() / fname, Path(path).absolute().parent))
-        lines += [f"### {spec.name}", "", spec.caption, "", f"![{spec.caption}]({rel.as_posix()})", ""]
+        lines += [f"### {spec.name}", "", spec.caption, ""]
+        if cites.get(spec.name):
+            lines += [CITES + ", ".join(f"`{c}`" for c in cites[spec.name]) + ".", ""]
+        lines += [f"![{spec.caption}]({rel.as_posix()})", ""]
     if skipped:
         lines += ["## Not drawn in this run", ""]
         lines += [f"- `{spec.name}`: {why}" for spec, why in skipped]
@@ -200,6 +230,7 @@ def plots_main(argv: list[str]) -> int:
               if report else "no benchmark results yet, so performance figures are a labelled MODEL")
     has_tracer = tracer_available()
     done, skipped = [], []
+    cites = _page_cites(args.gallery) if args.only else {}
     for spec in figure_specs(args.arch, report, args.lessons or None):
         if args.only and not any(o in spec.name for o in args.only):
             continue
@@ -213,13 +244,14 @@ def plots_main(argv: list[str]) -> int:
             print(f"  {spec.name} not drawn: {why}")
             continue
         size = _save_png(fig, args.out / f"{spec.name}.png")
+        cites[spec.name] = cited_lines(fig)
         done.append((spec, f"{spec.name}.png"))
         print(f"  {args.out / (spec.name + '.png')}  ({size / 1024:.0f} KB)")
     if args.only:  # the page lists every figure of the registry whose file exists
         done_names = {spec.name for spec, _ in done}
         done = [(spec, f"{spec.name}.png") for spec in figure_specs(args.arch, report, args.lessons or None)
                 if spec.name in done_names or (args.out / f"{spec.name}.png").exists()]
-    write_gallery(done, skipped, args.gallery, args.out, source)
+    write_gallery(done, skipped, args.gallery, args.out, source, cites)
     size = sum((args.out / f).stat().st_size for _, f in done)
     print(f"wrote {args.gallery} with {len(done)} figures ({size / 1e6:.2f} MB)"
           + (f"; {len(skipped)} not drawn (see the page)" if skipped else ""))

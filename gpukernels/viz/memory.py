@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from ._common import _figure, _naive_and_best, _rect, _suptitle, _trace_module
+from ._common import ROOT, _figure, _naive_and_best, _rect, _suptitle, _trace_module
 from .traced import _GLOBAL, _READ, _SHARED, _WRITE, Traced, traced
 
 # The module gpukernels.trace (the package attribute of that name is its context manager): its definitions
@@ -53,7 +53,16 @@ def _warp_access(tr: Traced, space: int, array: str | None, kind: int | None, bl
         else min(items, key=first_order)
     (aid, pc, k, _), rs = chosen
     fname, lineno = tr.lines[pc]
-    return np.array(rs), tr.arrays[aid]["name"], k, f"{Path(fname).name}:{lineno}"
+    return np.array(rs), tr.arrays[aid]["name"], k, f"{_cited(fname)}:{lineno}"
+
+
+def _cited(fname: str) -> str:
+    """A source file as a figure names it: its path in the repository (gpukernels/softmax/k01_naive.py), so that a
+    reader can open it; a file outside it (a notebook cell's) by its name alone, without the machine's folders."""
+    try:
+        return Path(fname).resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return Path(fname).name
 
 
 def warp_sectors(lesson: str = "matmul", versions=None, array: str | None = None, kind: str | None = None,
@@ -102,11 +111,10 @@ def warp_sectors(lesson: str = "matmul", versions=None, array: str | None = None
         ax.set_ylim(-0.35, 1.45)
         ax.set_yticks([1.15, -0.06], ["lanes", "sectors"], fontsize=8)
         ax.set_xticks([])
-        verdict = ("the fewest possible" if moved == needed else
-                   f"{needed} would hold the {used} bytes used")
+        verdict = "the fewest" if moved == needed else f"{needed} would hold them"
         ax.set_title(f"{version}, {loc} ({name} {'read' if k == _READ else 'write'}): {len(set(lanes.tolist()))} "
                      f"lanes -> {moved} sector{'s' if moved > 1 else ''} ({moved * tracer.SECTOR_BYTES} bytes "
-                     f"moved, {used} used); {verdict}: efficiency {eff:.0%}", fontsize=9, loc="left")
+                     f"moved, {used} used); {verdict}: efficiency {eff:.0%}", fontsize=8, loc="left")
         for sp in ax.spines.values():
             sp.set_visible(False)
         data[version] = {"array": name, "lanes": lanes, "elements": elems, "sectors": moved,
