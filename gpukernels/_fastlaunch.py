@@ -30,7 +30,7 @@ calling the plan again. (A workspace must be written by the plan's kernels befor
 
 Plans of several kernels (split-K's zero pass, softmax's two passes over a workspace, CBR's bias / sliced
 convolution / ReLU) pay the driver's launch once per kernel: on the H200 machine about 6 us each, so three
-launches cost more than the issue's whole budget. An entry of several launches therefore replays them as one CUDA
+launches cost more than the project's whole budget. An entry of several launches therefore replays them as one CUDA
 graph (`GraphCache`): the second time a call brings the same data pointers, the launches are captured once into
 a graph on a private stream and instantiated; from then on a call with those pointers is one ``cuGraphLaunch``
 on the call's stream. A graph holds the parameters it was captured with, so it is keyed by the pointers

@@ -159,8 +159,10 @@ class Version:
 
     @property
     def idea(self) -> str:
-        """First line of the docstring: the one idea this version adds."""
-        return self.doc.strip().splitlines()[0] if self.doc.strip() else self.name
+        """The docstring's first paragraph, its lines joined: the one idea this version adds. (Its first line alone
+        cut a sentence wrapped onto a second line short: split_c's idea ended at "by atomics, then".)"""
+        summary = self.doc.strip().split("\n\n")[0]
+        return " ".join(line.strip() for line in summary.splitlines()) or self.name
 
     def launches(self, *args, out=None, **params) -> list[Launch]:
         """The launches this version would make for these inputs, without running them."""

@@ -7,6 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+#: Rows past which a table's Markdown is folded under a <details> line: 01_matmul's tables of 21 versions (and 23
+#: kernels) open one after another made the notebook dozens of screens long.
+LONG = 15
+
+
 def cell(v) -> str:
     """How a value reads in a table: '-' for None or NaN, 3 significant digits, thousands separated."""
     if v is None or (isinstance(v, float) and v != v):
@@ -46,8 +51,12 @@ class Table:
             return cell(v).replace("|", "\\|").replace("\n", " ")
 
         lines = [f"**{self.title}**", ""] if self.title else []
-        lines += ["| " + " | ".join(map(esc, self.columns)) + " |", "|" + "---|" * len(self.columns)]
-        lines += ["| " + " | ".join(esc(v) for v in row) + " |" for row in self.rows]
+        table = ["| " + " | ".join(map(esc, self.columns)) + " |", "|" + "---|" * len(self.columns)]
+        table += ["| " + " | ".join(esc(v) for v in row) + " |" for row in self.rows]
+        if len(self.rows) > LONG:  # folded: the reader opens it (Jupyter, GitHub and the course site alike)
+            table = [f"<details><summary>{len(self.rows)} rows: show the table</summary>", "", *table, "",
+                     "</details>"]
+        lines += table
         if self.caption:
             lines += ["", f"_{self.caption}_"]
         return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""``gpukernels bench``: time every version of every lesson on a GPU, against the library a student knows.
+"""gpukernels bench: time every version of every lesson on a GPU, against the library a student knows.
 
 Method (llm.c's dev/cuda and gpu-mode's evaluator do the same):
 
@@ -717,7 +717,7 @@ def bench_main(argv: list[str]) -> int:
     parser.add_argument("--update-readme", type=Path, help="regenerate the table between the markers in this file")
     parser.add_argument("--overhead", action="store_true",
                         help="host microseconds per launcher call on small work, per array kind, against the torch "
-                             "op (gpukernels/overhead.py; `gpukernels bench --overhead --help` for its options)")
+                             "op (gpukernels/overhead.py; gpukernels bench --overhead --help lists its options)")
     if "--overhead" in argv:
         from gpukernels.overhead import overhead_main
 

@@ -1,4 +1,4 @@
-"""``gpukernels demo [LESSON|all] [--size ...] [--save DIR]``: the classroom demo.
+"""gpukernels demo [LESSON|all] [--size ...] [--save DIR]: the classroom demo.
 
 For each lesson it runs every version in ``VERSIONS`` on a meaningful size, checks each against the float64
 reference, and prints one table:

@@ -52,8 +52,10 @@ def _use_child() -> bool:
 
 
 def where_and_when() -> dict:
-    """Print (and return) where and when this notebook ran; installs the small-figure display."""
+    """Print (and return) where and when this notebook ran; installs the small-figure display and silences Numba's
+    performance warnings (`quiet_performance_warnings`)."""
     _small_figures()
+    quiet_performance_warnings()
     info = gpukernels.device_info()
     now = _dt.datetime.now(_dt.timezone.utc)
     device = info["device"]
@@ -68,6 +70,23 @@ def where_and_when() -> dict:
     for w in info["warnings"]:
         print(f"WARNING: {w}")
     return info
+
+
+def quiet_performance_warnings() -> None:
+    """Ignore Numba's NumbaPerformanceWarning for the rest of the session. On a GPU numba-cuda issues one at every
+    launch of fewer than 128 blocks ("Grid size 3 will likely result in GPU under-utilization"): the notebooks launch
+    small grids on purpose, to be read, and a warning block naming a file of the machine's Python under each cell
+    said nothing to a student. numba-cuda has its own class of that name besides Numba's: both are ignored."""
+    import importlib
+    import warnings
+
+    for module in ("numba.core.errors", "numba.cuda.core.errors"):
+        try:
+            category = importlib.import_module(module).NumbaPerformanceWarning
+        except (ImportError, AttributeError):  # a Mac without numba-cuda, another Numba
+            continue
+        warnings.filterwarnings("ignore", category=category)
+    warnings.filterwarnings("ignore", message=r".*will likely result in GPU under-utilization")
 
 
 def _small_figures() -> None:

@@ -1,4 +1,4 @@
-"""``gpukernels bench --overhead``: what one launcher call costs the *host*, on work small enough that the kernel
+"""gpukernels bench --overhead: what one launcher call costs the host, on work small enough that the kernel
 itself takes a few microseconds.
 
 For each lesson, its ``optimized`` and its second step (``tiled`` where the lesson has one, else the second entry of
@@ -351,7 +351,8 @@ def figure(report: dict, path: Path) -> None:
 
 
 def overhead_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="gpukernels bench --overhead", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="gpukernels bench --overhead",
+                                     description=" ".join(__doc__.split("\n\n")[0].split()))  # its first sentence
     parser.add_argument("lessons", nargs="*", help=f"lessons among {', '.join(LESSONS)} (default: all)")
     parser.add_argument("--kinds", nargs="+", choices=KINDS, help="array kinds (default: every one installed)")
     parser.add_argument("--json", type=Path, help="write the rows to this JSON file")

@@ -1,7 +1,7 @@
 """Regenerate the README's generated blocks -- never typed by hand:
 
 * between ``<!-- versions:begin -->`` and ``<!-- versions:end -->``: every lesson's ``VERSIONS``, with the
-  one idea each adds (the first line of its docstring);
+  one idea each adds (the first paragraph of its docstring);
 * between ``<!-- bench:begin -->`` and ``<!-- bench:end -->``: the performance table from the committed GPU
   results (``benchmarks/results/h200.json``);
 * between ``<!-- suite:begin -->`` and ``<!-- suite:end -->``: the suite of real shapes, per regime and per shape

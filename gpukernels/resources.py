@@ -692,7 +692,10 @@ def table(rows: list[ResourceRow]):
     body = []
     for r in rows:
         res, occ = r.resources, r.occupancy
-        lmem = _fmt_bytes(res.local_bytes) + (" (spills!)" if res.spill_stores else "")
+        # Local memory per thread: the linker's lmem, or the stack frame ptxas reports -- which is where spilled
+        # registers go: a kernel that spills 8 bytes has an 8-byte frame and "0 bytes lmem" in the linker's line.
+        local = max(res.local_bytes, res.stack_bytes)
+        lmem = _fmt_bytes(local) + (f" ({_fmt_bytes(res.spill_stores)} spilled)" if res.spill_stores else "")
         body.append([r.lesson, r.version, r.kernel, "x".join(map(str, r.block)), str(res.registers),
                      _fmt_bytes(res.shared_bytes + r.dynamic_shared), lmem, str(res.barriers),
                      str(occ.blocks_per_sm), f"{occ.warps_per_sm}/{occ.max_warps_per_sm}", _pct(occ.occupancy),
@@ -702,7 +705,7 @@ def table(rows: list[ResourceRow]):
                  ["lesson", "version", "kernel", "block", "regs", "smem", "lmem", "bar.", "blocks/SM", "warps/SM",
                   "occupancy", "limited by"], body,
                  "regs: registers per thread; smem: static + dynamic shared memory per block; lmem: local memory "
-                 "per thread (spills); bar.: named barriers.",
+                 "per thread (its stack frame: registers spilled there, local arrays); bar.: named barriers.",
                  right=("block", "regs", "smem", "lmem", "bar.", "blocks/SM", "warps/SM", "occupancy"))
 
 

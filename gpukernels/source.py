@@ -29,6 +29,7 @@ import difflib
 import html
 import inspect
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -196,6 +197,18 @@ def _highlight(text: str, lexer: str) -> str:
                                                                    cssstyles="padding: 0.5em; margin: 0"))
 
 
+def _inline(text: str) -> str:
+    """A line of prose (a step's idea) as HTML: escaped, with its `code` spans as <code>, not literal backticks."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
+def _fold(summary: str, code: str) -> str:
+    """``code`` highlighted, folded under a one-line ``summary`` (HTML) that says how long it is."""
+    n = len(code.splitlines())
+    return (f"<details style='margin: 0.2em 0'><summary style='cursor: pointer'>{summary} ({n} lines)</summary>"
+            f"{_highlight(code, 'python')}</details>")
+
+
 def _box(inner: str) -> str:
     return (f'<div class="gk-source" style="border: 1px solid #ddd; border-radius: 4px; padding: 0.4em 0.8em; '
             f'margin: 0.3em 0; overflow-x: auto; background: #fafafa">{inner}</div>')
@@ -235,7 +248,7 @@ class Source:
 
     def _repr_html_(self) -> str:
         head = (f"<p style='margin: 0.2em 0'><b>{html.escape(self.lesson)} step {self.number}, "
-                f"<code>{html.escape(self.step)}</code></b>: {html.escape(self.idea)}<br>"
+                f"<code>{html.escape(self.step)}</code></b>: {_inline(self.idea)}<br>"
                 f"<small>{html.escape(self.where())}</small></p>")
         return _box(head + _highlight(self.text, "python"))
 
@@ -296,7 +309,7 @@ class Diff:
 
     def _repr_html_(self) -> str:
         parts = [f"<p style='margin: 0.2em 0'><b>{html.escape(self.title)}</b><br><small>"
-                 f"{html.escape(self.a.idea)} &rarr; {html.escape(self.b.idea)}</small></p>"]
+                 f"{_inline(self.a.idea)} &rarr; {_inline(self.b.idea)}</small></p>"]
         if self.arg_changes:
             items = "".join(f"<li><code>{html.escape(line)}</code></li>" for line in self.changes_lines())
             parts.append(f"<p style='margin: 0.2em 0'>Factory arguments that change:</p><ul>{items}</ul>")
@@ -304,13 +317,15 @@ class Diff:
             parts.append(_highlight(self.text, "diff"))
         else:
             parts.append("<p><i>The two steps' sources are the same.</i></p>")
+        # Whole sources (the newer step's, a new factory's) are folded: the diff's hunks are the lesson, and a
+        # page of twenty steps with every one of them open was most of 01_matmul's length.
         if self.whole():
-            parts.append(f"<p style='margin: 0.2em 0'>The two steps share {self.ratio:.0%} of their lines: "
-                         f"<code>{html.escape(self.b.step)}</code>'s code whole:</p>" + _highlight(self.b.text, "python"))
+            parts.append(_fold(f"The two steps share {self.ratio:.0%} of their lines: "
+                               f"<code>{html.escape(self.b.step)}</code>'s code whole", self.b.text))
         for name, (path, line, src) in self.new_factories.items():
-            parts.append(f"<p style='margin: 0.2em 0'>New in <code>{html.escape(self.b.step)}</code>: the factory "
-                         f"<code>{html.escape(name)}</code> ({html.escape(path)}:{line}); later steps change only its "
-                         f"arguments.</p>" + _highlight(src, "python"))
+            parts.append(_fold(f"New in <code>{html.escape(self.b.step)}</code>: the factory "
+                               f"<code>{html.escape(name)}</code> ({html.escape(path)}:{line}); later steps change "
+                               "only its arguments", src))
         return _box("".join(parts))
 
     def __rich__(self):

@@ -1050,7 +1050,7 @@ def trace(events: bool = False, local: bool = True):
 
 
 def trace_main(argv=None) -> int:
-    """``gpukernels trace LESSON [--version V] [--size ...] [--json FILE]``: run one lesson version on the
+    """gpukernels trace LESSON [--version V] [--size ...] [--json FILE]: run one lesson version on the
     simulator under the tracer, print the tables, optionally write them as JSON."""
     import os
 

@@ -321,7 +321,7 @@ def test_wrong_in_thread_order_unwritten_and_modified_inputs(tmp_path):
 
     assert not g.score_sim(_sim_child(g, tmp_path, unwritten))
     t = g.result.test("correctness")
-    assert "1 outputs were never written (e.g. at (0,)" in t.output and "hint 1:" in t.output
+    assert "1 output was never written (e.g. at (0,)" in t.output and "hint 1:" in t.output
     assert "hint 2:" in t.output  # two hints asked for
     g = _grading(tmp_path)
     _cases(g, 1)
@@ -341,7 +341,7 @@ def test_poison_and_nan_notes():
     with np.errstate(invalid="ignore"):
         out[2] = np.float32(0.0) / np.float32(0.0)
     note = _nan_note(out, ref)
-    assert "2 outputs were never written (e.g. at (0,)" in note and "1 outputs are a computed NaN (e.g. at (2,)" in note
+    assert "2 outputs were never written (e.g. at (0,)" in note and "1 output is a computed NaN (e.g. at (2,)" in note
     assert _nan_note(ref, ref) == ""
 
 

@@ -123,7 +123,7 @@ SHAPES = {
     "demo_sim": (1, 4, 16, 16, 8, 3, 3),
     "demo_gpu": (32, 64, 56, 56, 64, 3, 3),
     "bench": [(32, 64, 56, 56, 64, 3, 3), (8, 3, 224, 224, 64, 3, 3)],
-    # The public suite (issue 16), by regime: ResNet-18's four 3x3 stages at batch 1 and 16, its stem-sized input,
+    # The public suite, by regime: ResNet-18's four 3x3 stages at batch 1 and 16, its stem-sized input,
     # the benchmark's shape and a ragged one. `gpukernels bench --suite` measures every one of them.
     "suite": {
         "batch1": [(1, 64, 56, 56, 64, 3, 3), (1, 128, 28, 28, 128, 3, 3), (1, 256, 14, 14, 256, 3, 3),

@@ -8,7 +8,7 @@ from ._common import _check, _empty
 from .k03_implicit_gemm import IG_BM, igemm_launches
 
 # At batch 1 the GEMM is short and deep: ResNet's last stage (1, 512, 7x7, 512) has P = 49 pixels, K = 512 channels
-# and Q = 4608 taps -- 8 blocks of 64 x 256 for 132 SMs, each walking all 512 channels (0.26x cuDNN, issue 16).
+# and Q = 4608 taps -- 8 blocks of 64 x 256 for 132 SMs, each walking all 512 channels (0.26x cuDNN).
 # Slicing the channels into S parts makes S times the blocks, each summing Q / S taps -- matmul's split-K. The ReLU
 # cannot come before the last slice has added its part, so the fusion gives a little back: y starts at the bias
 # (one pass), the slices add into it with atomics, and a last pass applies the ReLU. Those two passes cost

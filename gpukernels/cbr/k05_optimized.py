@@ -38,7 +38,7 @@ def choose(n, c, h, wd, k, r=3, s=3, sms: int | None = None) -> Choice:
     if tiles * CBR_SPLIT_IDLE < sms:  # more than half the SMs would idle: slice until every SM has a block
         while tiles * splits < sms and splits * 2 <= min(SPLIT_C_MAX, chunks):
             splits *= 2
-    why = (f"{tiles} tiles of 64 channels x {bn} pixels for {sms} SMs"
+    why = (f"{tiles} tile{'' if tiles == 1 else 's'} of 64 channels x {bn} pixels for {sms} SMs"
            + (f" (256-pixel tiles: {tiles256}, fewer than one per {CBR_SMALL_SMS} SMs)" if bn == 128 else "")
            + (f": {splits} slices of the {c} channels make {tiles * splits} blocks, one wave" if splits > 1
               else ": a full wave without slicing" if tiles >= sms
@@ -60,7 +60,7 @@ def _choice_launches(x, w, b, y, padding):
 
 @version("cbr", _check, empty=_empty)
 def optimized(x, w, b, y, padding=1):
-    """The dispatcher: per shape, the tile and slices of the channels that `choose` estimates fastest."""
+    """The dispatcher: per shape, the tile and slices of the channels that choose() estimates fastest."""
     return _choice_launches(x, w, b, y, padding)[1]
 
 

@@ -534,12 +534,14 @@ def _nan_note(out: np.ndarray, ref: np.ndarray) -> str:
     notes = []
     if unwritten.any():
         idx = tuple(int(i) for i in np.argwhere(unwritten)[0])
-        notes.append(f"{int(unwritten.sum())} outputs were never written (e.g. at {idx}; the output is filled with "
-                     "a marked NaN before the launch)")
+        n = int(unwritten.sum())
+        notes.append(f"{n} {'output was' if n == 1 else 'outputs were'} never written (e.g. at {idx}; the output is "
+                     "filled with a marked NaN before the launch)")
     if computed.any():
         idx = tuple(int(i) for i in np.argwhere(computed)[0])
-        notes.append(f"{int(computed.sum())} outputs are a computed NaN (e.g. at {idx}: 0/0, inf - inf or "
-                     "sqrt of a negative in your arithmetic)")
+        n = int(computed.sum())
+        notes.append(f"{n} {'output is' if n == 1 else 'outputs are'} a computed NaN (e.g. at {idx}: 0/0, inf - inf "
+                     "or sqrt of a negative in your arithmetic)")
     return (" (" + "; ".join(notes) + ")") if notes else ""
 
 

@@ -137,7 +137,7 @@ SHAPES = {
     "demo_sim": (64, 64, 64),
     "demo_gpu": (4096, 4096, 4096),
     "bench": [(4096, 4096, 4096), (1024, 1024, 1024), (4095, 4097, 4093)],
-    # The public suite (issue 16), by regime: every figure of `gpukernels bench --suite` is over all of them.
+    # The public suite, by regime: every figure of `gpukernels bench --suite` is over all of them.
     "suite": {
         "squares": [(256, 256, 256), (768, 768, 768), (1024, 1024, 1024), (1536, 1536, 1536), (4096, 4096, 4096),
                     (6144, 6144, 6144)],

@@ -237,7 +237,7 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
         # test is the same for every thread of a block, so no warp diverges and every thread reaches every
         # barrier on either path. Edge blocks clamp their indices instead of guarding each load (`load_tile`), so
         # only their stores and the last k tile are checked: at 1000^3, where 15 of 64 tiles are edge tiles and
-        # the slowest block sets the time, guarded edge loads cost about a third of the run (issue 16).
+        # the slowest block sets the time, guarded edge loads cost about a third of the run (benchmarks/NOTES.md).
         a_tile = cuda.shared.array((nbuf, bk, row_len), float32, alignment=16)
         b_tile = cuda.shared.array((nbuf, bk, bn), float32, alignment=16)
         acc = cuda.local.array((rows, 8), float32)

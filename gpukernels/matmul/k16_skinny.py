@@ -4,7 +4,7 @@ At M = 1 (a matrix-vector product, the decoding step of a language model) C = a 
 and reads every element of B once: 2*K*N FLOPs against 4*K*N bytes, 0.5 FLOP/byte, far below the H200's ridge of
 ~12. No tile size fixes that -- a 64 x 64 tile would compute 63 rows of zeros -- so the yardstick is the copy
 bandwidth: the kernel is as fast as it streams B. ``thread_16x8`` at M = 1 runs 64 blocks of 256 x 128 for 132 SMs,
-each streaming its B panel through shared memory: 0.03x cuBLAS (issue 16).
+each streaming its B panel through shared memory: 0.03x cuBLAS.
 
 The kernel: each thread owns 4 consecutive columns of C (one 16-byte load of a row of B per k) and up to ``rows``
 rows, the 8 warps of a block take every 8th k of the block's slice of K, and blocks along the grid's y split K so

@@ -1,7 +1,7 @@
 """Step 17 of the matmul ladder, ``split_k``: slices of K over the grid's z when C has too few tiles for the GPU.
 
 At M = N = 256 and K = 65536, C is 16 tiles of 64 x 64: 16 blocks for 132 SMs, each walking all 65536 of K --
-88% of the GPU idles however fast a block runs (``thread_16x8`` is at 0.03x cuBLAS there, issue 16). Splitting K
+88% of the GPU idles however fast a block runs (``thread_16x8`` is at 0.03x cuBLAS there). Splitting K
 into S slices makes 16 * S blocks; each sums its slice and adds the result into C with an atomic add per element
 (C zeroed first), S partial sums per element in all. That costs an extra M * N * S atomics and a zero pass, cheap
 next to the product when M * N is small and K large -- exactly when the split is needed. The one change from the

@@ -141,6 +141,11 @@ def split_options(k: int, tiles: int = 0, capacity: int = 1) -> list[int]:
     return out
 
 
+def _count(n: int, word: str) -> str:
+    """``1 tile``, ``4 tiles``: a count in the dispatcher's reasons."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None) -> Choice:
     """The step and configuration for an (M, K) x (K, N) product; ``aligned``: rows 16-byte aligned (K and N
     multiples of 4 and the data 16-byte aligned), so the kernels may use 16-byte loads."""
@@ -158,7 +163,7 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
         tiles = ceil_div(m, bm) * ceil_div(n, bn)
         return Choice("narrow", {"tile": f"{bm}x{bn}", "splits": splits, "vec": aligned},
                       f"C is {m} x {n}: a square tile would compute mostly rows or columns that do not exist; "
-                      f"{tiles} tiles of {bm} x {bn} x {splits} slice(s) of K put "
+                      f"{_count(tiles, 'tile')} of {bm} x {bn} x {_count(splits, 'slice')} of K put "
                       f"{tiles * splits * kernel.threads // 32 / sms:.1f} warps on each of {sms} SMs")
     if k <= SMALL_K:
         # Small K: each block's prologue (first tile) and epilogue (its stores) are most of its time, and small
@@ -167,7 +172,7 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
         tile = SMALL_K_TILE
         blocks = ceil_div(m, 64) * ceil_div(n, 64)
         return Choice(tile.steps[0 if aligned else 1], {"tile": tile.name, "splits": 1, "vec": aligned},
-                      f"K = {k} <= {SMALL_K}: {blocks} tiles of 64 x 64, {tile.per_sm} per SM, hide one another's "
+                      f"K = {k} <= {SMALL_K}: {_count(blocks, 'tile')} of 64 x 64, {tile.per_sm} per SM, hide one another's "
                       "prologue and stores")
     cands = []
     for tile in TILES:
@@ -183,18 +188,18 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
     if tile is STREAM_K_TILE:
         dp, sk = stream_k_blocks(m, n, sms)
         step = "async_copy"
-        why = (f"{blocks} tiles of {tile.name} = {blocks / sms:.2f} waves of {sms} SMs: "
+        why = (f"{_count(blocks, 'tile')} of {tile.name} = {blocks / sms:.2f} waves of {sms} SMs: "
                + (f"the first {dp} one per block, then " if dp else "")
                + f"the last {blocks - dp} shared out evenly by {sk} blocks, so no wave is part-empty; each tile copied "
                f"global -> shared by cp.async through {ASYNC_STAGES} shared buffers")
     elif splits > 1:
         step = "split_k"
-        why = (f"{blocks} tiles of {tile.name} for {sms} SMs: {splits} slices of K (each "
+        why = (f"{_count(blocks, 'tile')} of {tile.name} for {sms} SMs: {splits} slices of K (each "
                f"{ceil_div(k, splits * tile.kernels[0].bk) * tile.kernels[0].bk} deep but the last) "
                f"make {blocks * splits} blocks")
     else:
         step = tile.steps[0 if aligned else 1]
-        why = f"{blocks} tiles of {tile.name} = {blocks / (sms * tile.per_sm):.2f} waves of {sms} SMs x {tile.per_sm}"
+        why = f"{_count(blocks, 'tile')} of {tile.name} = {blocks / (sms * tile.per_sm):.2f} waves of {sms} SMs x {tile.per_sm}"
     why += f" (estimate {est:.1f} us, best of {len(cands)} tile/slice options)"
     config = {"tile": tile.name, "splits": splits, "vec": aligned}
     if tile is STREAM_K_TILE:
@@ -213,7 +218,7 @@ def _kernel_for(choice: Choice):
                                    rows_vec_kernel, cols_small_vec_kernel, small_deep_vec_kernel]
          + list(split_k_kernels(True)) + [async_vec_kernel])
 def optimized(a, b, c):
-    """The dispatcher: per shape, the step and configuration `choose` estimates fastest (skinny, tiles, split-K, ...)."""
+    """The dispatcher: per shape, the step and configuration that choose() estimates fastest (skinny, tiles, split-K, ...)."""
     m, n = c.shape
     choice = choose(m, n, a.shape[1], aligned16(a, b))
     if choice.step == "skinny":

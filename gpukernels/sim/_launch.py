@@ -14,7 +14,6 @@ the launching thread) kernels that stop making progress for ``timeout_s`` second
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import inspect
 import math as _math
@@ -404,10 +403,13 @@ class Launch:
         """Body of a worker greenlet: runs CUDA threads one after another, as the scheduler hands them over.
         Creating a greenlet costs ~15 us, a switch ~0.5 us: a kernel without barriers needs one worker."""
         fn, kargs, sched = self.fn, self.kargs, self.sched
-        # cuda.jit(debug=True): a float division by zero stops the thread, as the Python error model that
-        # debug mode compiles with does on a GPU (NumPy's FloatingPointError, like the stock simulator's).
-        # Set here, not in the launch: each greenlet has its own context, where NumPy keeps this setting.
-        with np.errstate(divide="raise") if self.debug else contextlib.nullcontext():
+        # A GPU's float arithmetic is IEEE's and says nothing: exp(89) is inf, inf - inf is NaN, with no warning.
+        # So is the simulator's -- without this NumPy's scalars warned "overflow encountered" from every thread
+        # of a kernel given inf -- except under cuda.jit(debug=True), where a float division by zero stops the
+        # thread, as the Python error model that debug mode compiles with does on a GPU (NumPy's
+        # FloatingPointError, like the stock simulator's). Set here, not in the launch: each greenlet has its own
+        # context, where NumPy keeps this setting.
+        with np.errstate(all="ignore", divide="raise" if self.debug else "ignore"):
             while True:
                 fn(*kargs)
                 sched.switch(_FINISHED)

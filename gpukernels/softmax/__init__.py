@@ -111,7 +111,7 @@ SHAPES = {
     "demo_sim": (16, 512),
     "demo_gpu": (4096, 4096),
     "bench": [(4096, 4096), (16384, 1024), (1024, 32768), (65536, 128)],
-    # The public suite (issue 16), by regime: `gpukernels bench --suite` measures every one of them.
+    # The public suite, by regime: `gpukernels bench --suite` measures every one of them.
     "suite": {
         "few_long_rows": [(1, 262144), (1, 2**20), (8, 131072)],
         "vocabulary": [(64, 32000), (1024, 32768)],

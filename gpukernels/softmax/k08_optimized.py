@@ -78,7 +78,7 @@ def choose(m: int, n: int, aligned: bool = True, sms: int | None = None) -> Choi
 
 @version("softmax", _check)
 def optimized(x, y):
-    """The dispatcher: per shape, the step `choose` picks (split_row, vector_rows, warp_rows, registers, online)."""
+    """The dispatcher: per shape, the step that choose() picks (split_row, vector_rows, warp_rows, registers, online)."""
     m, n = x.shape
     choice = choose(m, n, aligned16(x, y))
     if choice.step == "split_row":
