@@ -84,7 +84,7 @@ test-nocuda: $(NOCUDA_VENV)/.installed
 demo: $(STAMP)
 	$(PY) -m gpukernels demo all
 
-# Every lesson's classroom page (issue 20) into build/classroom/ (git-ignored; the course site copies
+# Every lesson's classroom page into build/classroom/ (git-ignored; the course site copies
 # build/classroom/*.html): one self-contained HTML file each, traced on the simulator. cbr takes a minute or two
 # and ~2 GB: its fused kernel's register arrays are all in the tracer's event log.
 classroom: $(STAMP)

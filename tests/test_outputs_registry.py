@@ -173,3 +173,25 @@ def test_the_gallery_cites_only_source_that_exists():
     # the figures that quote a line of a kernel say which, so that the check above has something to check
     assert "Source lines shown: `gpukernels/" in text
     assert cited_problems("`softmax.py:126`", "t") and cited_problems("`gpukernels/softmax/k01_naive.py:9999`", "t")
+
+
+def test_every_notebook_opens_in_colab_from_the_one_repository_url():
+    """Each notebook has its "Open in Colab" badge and its Colab-only install cell (tools/notebook_links.py writes
+    them from pyproject's [project.urls] Repository), and every GitHub address in the notebooks and pages is that
+    one: a changed URL is changed in one place and the tool run again."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "notebook_links.py"), "--check"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    sys.path.insert(0, str(ROOT / "tools"))
+    import notebook_links
+
+    repo = notebook_links.repository()
+    slug = repo.removeprefix("https://github.com/")
+    texts = {p.relative_to(ROOT).as_posix(): p.read_text()
+             for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *NOTEBOOKS]}
+    for name, text in texts.items():
+        for m in re.finditer(r"github\.com/([\w.-]+/[\w.-]+)", text):
+            assert m.group(1) == slug, f"{name} names github.com/{m.group(1)}, pyproject's repository is {repo}"

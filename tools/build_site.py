@@ -84,6 +84,54 @@ def _local_badges(out: Path) -> None:
             page.write_text(text.replace(COLAB_BADGE, rel))
 
 
+def _fold_outputs(out: Path) -> int:
+    """Fold, in the built notebook pages, what the committed outputs show open although the code now folds it
+    (`gpukernels._tables.LONG`, `gpukernels.source.Diff`): tables of more than LONG rows, and a diff's whole
+    sources -- the newer step's code and a new factory's. Outputs made by the current code are folded already and
+    left alone; this only spares the site's readers the length of outputs made before, until the notebooks run
+    again. Returns how many were folded."""
+    from bs4 import BeautifulSoup
+
+    from gpukernels._tables import LONG
+
+    folded = 0
+    for page in sorted((out / "notebooks").glob("*.html")):
+        soup = BeautifulSoup(page.read_text(), "html.parser")
+        n = 0
+        for table in soup.select("div.cell_output table"):
+            rows = len(table.select("tbody tr")) or len(table.select("tr")) - 1
+            box = table.find_parent("div", class_="pst-scrollable-table-container") or table
+            if rows <= LONG or box.find_parent("details"):
+                continue
+            details = soup.new_tag("details")
+            summary = soup.new_tag("summary")
+            summary.string = f"{rows} rows: show the table"
+            box.wrap(details)
+            details.insert(0, summary)
+            n += 1
+        for p in soup.select("div.gk-source > p"):
+            text = p.get_text()
+            code = p.find_next_sibling()
+            if not ("code whole:" in text or text.startswith("New in ")) or code is None \
+                    or "highlight" not in (code.get("class") or []) or p.find_parent("details"):
+                continue
+            lines = len(code.get_text().splitlines())
+            details = soup.new_tag("details", style="margin: 0.2em 0")
+            summary = soup.new_tag("summary", style="cursor: pointer")
+            summary.extend(list(p.contents))
+            if summary.contents and isinstance(summary.contents[-1], str):
+                summary.contents[-1].replace_with(summary.contents[-1].rstrip().rstrip(":."))
+            summary.append(f" ({lines} lines)")
+            p.replace_with(details)
+            details.append(summary)
+            details.append(code.extract())
+            n += 1
+        if n:
+            page.write_text(str(soup))
+            folded += n
+    return folded
+
+
 #: Put at the top of each classroom page the site serves: the way back to the course, and what the page is.
 BACK_LINK = ('<nav style="font: 18px/1.4 sans-serif; padding: 6px 20px; background: #eef2f7; '
              'border-bottom: 1px solid #99a">'
@@ -226,6 +274,7 @@ def build(out: Path, classroom: Path = CLASSROOM, quiet: bool = True) -> dict:
     if proc.returncode:
         raise subprocess.CalledProcessError(proc.returncode, cmd, proc.stdout, proc.stderr)
     _local_badges(out)
+    pages["folded"] = _fold_outputs(out)
     pages["warnings"] = [ln for ln in proc.stderr.splitlines() if "WARNING" in ln]
     return pages
 
@@ -243,6 +292,9 @@ def main(argv=None) -> int:
         return 1
     for w in pages.pop("warnings"):
         print(w, file=sys.stderr)
+    folded = pages.pop("folded")
+    if folded:
+        print(f"build_site: {folded} long tables and whole sources of outputs made before they were folded, folded")
     for m in pages.pop("missing figures"):
         print(f"build_site: figure not generated yet, shown as a note: {m}", file=sys.stderr)
     n = sum(len(v) for v in pages.values())  # pages of the site
