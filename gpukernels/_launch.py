@@ -334,6 +334,11 @@ def _check_out(out: Any, shape: tuple) -> Any:
     return arr
 
 
+def count(n: int, word: str) -> str:
+    """``1 tile``, ``4 tiles``: a count in a dispatcher's reasons."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 @dataclass
 class Choice:
     """What a lesson's dispatcher (``optimized.choose``) picked for a shape: the step, its configuration and why, in

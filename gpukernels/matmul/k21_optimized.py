@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from .._intrinsics import aligned16
 from .._launch import Choice, ceil_div, version
+from .._launch import count as _count
 from . import _common
 from ._common import check, tiled_launch
 from ._interior import make_interior_kernel
@@ -139,11 +140,6 @@ def split_options(k: int, tiles: int = 0, capacity: int = 1) -> list[int]:
         out.append(s)
         s *= 2
     return out
-
-
-def _count(n: int, word: str) -> str:
-    """``1 tile``, ``4 tiles``: a count in the dispatcher's reasons."""
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None) -> Choice:

@@ -19,7 +19,7 @@ steps 4 and 5 then fill the same ring by loads and stores, and the choice above 
 
 from __future__ import annotations
 
-from .._launch import Choice, ceil_div, sm_count, version
+from .._launch import Choice, ceil_div, count, sm_count, version
 from ._common import check_fp32, itemsize, rows_aligned16, tiled_launch
 from .k04_pipelined import pipelined_kernel, pipelined_sync_kernel
 from .k05_block_tiles import block_tiles_kernel, block_tiles_sync_kernel
@@ -41,10 +41,10 @@ def choose(m: int, n: int, k: int, aligned: bool = True, fp32: bool = False, sms
     large, small = ceil_div(m, 128) * ceil_div(n, 128), ceil_div(m, 64) * ceil_div(n, 64)
     if large < FILL * sms:
         return Choice("pipelined", {"tile": "64x64", "async_copy": aligned},
-                      f"{large} tiles of 128 x 128 would leave {max(sms - large, 0)} of {sms} SMs idle; {small} tiles "
-                      f"of 64 x 64 = {small / sms:.2f} waves, copied by {copies}")
+                      f"{count(large, 'tile')} of 128 x 128 would leave {max(sms - large, 0)} of {sms} SMs idle; "
+                      f"{count(small, 'tile')} of 64 x 64 = {small / sms:.2f} waves, copied by {copies}")
     return Choice("block_tiles", {"tile": "128x128", "async_copy": aligned},
-                  f"{large} tiles of 128 x 128 = {large / sms:.2f} waves of {sms} SMs, copied by {copies}")
+                  f"{count(large, 'tile')} of 128 x 128 = {large / sms:.2f} waves of {sms} SMs, copied by {copies}")
 
 
 def _is_fp32(*arrays) -> bool:
