@@ -36,6 +36,10 @@ Conventions (stated so the numbers can be checked by hand):
 * a *warp access* is the accesses of one warp at one program point (the same bytecode offset of the same
   source line) on the same dynamic occurrence (the n-th time each lane executed it) -- what a GPU issues as
   one instruction;
+* a vector instruction of ``gpukernels._intrinsics`` (``load4``, ``store4``, ``copy_async16``: one 16-byte
+  access per lane on the GPU, four element accesses in the simulator) is one access at the kernel's line that
+  called it: a warp's ``load4`` of 32 consecutive 16-byte runs is one request of 512 bytes, 16 sectors for
+  16 needed (100%), as Nsight Compute counts it;
 * global allocations start on a 256-byte boundary (as cudaMalloc's do), so element ``e`` of an array of
   ``itemsize`` bytes lies in sector ``e * itemsize // 32``;
 * *coalescing efficiency* of a warp access = the fewest 32-byte sectors that can hold the distinct bytes its
@@ -62,6 +66,7 @@ Conventions (stated so the numbers can be checked by hand):
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections import defaultdict
 from contextlib import contextmanager
@@ -72,7 +77,7 @@ import numpy as np
 from ._tables import Table
 from .sim import _state
 from .sim import arrays as _arrays
-from .sim._source import location, source_line
+from .sim._source import location, source_line, user_frame
 
 READ, WRITE, ATOMIC = _arrays.READ, _arrays.WRITE, _arrays.ATOMIC  # accesses()["kind"]
 _SPACES = {_arrays.GLOBAL: 0, _arrays.SHARED: 1, _arrays.LOCAL: 2}
@@ -414,6 +419,7 @@ class Trace:
         self._races: dict = {}
         self._uninit: dict = {}
         self._events: list = []
+        self._vector_calls: dict = {}  # (tid, aid, kind) -> the vector intrinsic's frame of that thread's last access
         self._warp_lanes: dict = {}
         self.seconds = 0.0
 
@@ -455,13 +461,37 @@ class Trace:
             if pc is None:
                 pc = self._new_pc(f)
             t = launch.cur
-            append((t.tid, arr.aid, elem, kind, t.barriers, t.wsyncs, pc))
+            if pc < 0:  # inside a vector intrinsic: the calling line's pc, and whether it continues the call's access
+                pc, part = self._vector_pc(f, t.tid, arr.aid, kind)
+                append((t.tid, arr.aid, elem, kind, t.barriers, t.wsyncs, pc, part))
+                return
+            append((t.tid, arr.aid, elem, kind, t.barriers, t.wsyncs, pc, 0))
 
         return hook
+
+    def _vector_pc(self, frame, tid, aid, kind):
+        """An element access inside one of gpukernels._intrinsics' instructions (``load4``, ``store4``,
+        ``copy_async16``: Python in the simulator, one 16-byte instruction on the GPU): its line is the kernel's
+        line that called the instruction, and the elements one call moves of one array are one access. Returns
+        (pc, 1 if this element continues the call's access else 0)."""
+        caller = user_frame(frame.f_back)
+        while _is_intrinsic(caller.f_code.co_filename):
+            caller = user_frame(caller.f_back)
+        by_offset = self._pcs_by_code.get(caller.f_code)
+        pc = by_offset.get(caller.f_lasti) if by_offset is not None else None
+        if pc is None:
+            pc = self._new_pc(caller)
+        key = (tid, aid, kind)
+        part = self._vector_calls.get(key) is frame  # the same call (frame) as this thread's last such access
+        self._vector_calls[key] = frame
+        return pc, int(part)
 
     def _new_pc(self, frame):
         # One id per source line. (Keyed by bytecode offset first because that is cheap to read, but one
         # access can report two offsets: CPython 3.11 specialises instructions after a few runs.)
+        if _is_intrinsic(frame.f_code.co_filename):  # never a line of its own: see _vector_pc
+            self._pcs_by_code.setdefault(frame.f_code, {})[frame.f_lasti] = -1
+            return -1
         line = (frame.f_code.co_filename, frame.f_lineno)
         pc = self._lines.get(line)
         if pc is None:
@@ -474,12 +504,14 @@ class Trace:
         if self._ev:
             raw = np.array(self._ev, dtype=np.int64)
             e = np.empty((len(raw), 9), np.int64)
-            e[:, :7] = raw
-            # OCC: the n-th access of a thread to an array, of a kind, at a line; ORDER: the n-th of the thread
-            e[:, OCC] = _rank_within(_mix(e[:, TID], e[:, PC], e[:, AID], e[:, KIND]))
+            e[:, :7] = raw[:, :7]
+            # OCC: the n-th access of a thread to an array, of a kind, at a line (the elements of one vector
+            # instruction are one access: they share its OCC); ORDER: the n-th of the thread
+            e[:, OCC] = _rank_within(_mix(e[:, TID], e[:, PC], e[:, AID], e[:, KIND]), raw[:, 7] == 0)
             e[:, ORDER] = _rank_within(e[:, TID])
             self._analyse_block(launch, e)
         self._ev.clear()
+        self._vector_calls.clear()
 
     def end(self, launch):
         self._sync[len(self.launches) - 1] = launch.sync_counts()
@@ -904,16 +936,29 @@ def _mix(*cols: np.ndarray) -> np.ndarray:
     return key
 
 
-def _rank_within(key: np.ndarray) -> np.ndarray:
-    """For each row, how many earlier rows have the same key."""
+def _rank_within(key: np.ndarray, new: np.ndarray | None = None) -> np.ndarray:
+    """For each row, how many earlier rows have the same key. With ``new`` (bool per row), only rows marked new
+    count, and an unmarked row gets the rank of the last new row of its key before it (a vector's elements)."""
     order = np.argsort(key, kind="stable")
     k = key[order]
     starts = np.r_[True, k[1:] != k[:-1]]
     idx = np.arange(len(k))
     first = np.maximum.accumulate(np.where(starts, idx, 0))
     out = np.empty(len(k), np.int64)
-    out[order] = idx - first
+    if new is None:
+        out[order] = idx - first
+    else:
+        upto = np.cumsum(new[order].astype(np.int64))  # new rows up to and including this one, in key order
+        out[order] = np.maximum(upto - (upto[first] - new[order][first]) - 1, 0)
     return out
+
+
+_INTRINSICS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_intrinsics.py")
+
+
+def _is_intrinsic(filename: str) -> bool:
+    """Code of gpukernels._intrinsics: each call is one instruction (a 16-byte load or store) on the GPU."""
+    return filename == _INTRINSICS or os.path.abspath(filename) == _INTRINSICS
 
 
 # -------------------------------------------------------------------------------------------------------------

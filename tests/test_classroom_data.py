@@ -99,3 +99,40 @@ def test_on_a_gpu_machine_the_page_is_traced_in_a_simulator_child(monkeypatch):
     assert [v["name"] for v in d["versions"]] == ["naive", "tiled"] and d["broken"]["races"]
     with pytest.raises(data.TooLarge, match="would record millions of accesses"):  # one line, not a traceback
         classroom.page_data_anywhere("matmul", None, (4096, 4096, 4096))
+
+
+@sim_only
+def test_a_16_byte_access_is_one_request_at_the_kernels_line():
+    """softmax's short rows take vector_rows: each lane loads 16 bytes with load4. The GPU issues that as one
+    request per warp -- 32 lanes x 16 bytes, 16 sectors, all needed -- and so do the tracer and the page, at the
+    kernel's line that called load4 (not a line of gpukernels/_intrinsics.py)."""
+    mod = gpukernels.softmax
+    t, _ = data.record(mod.optimized, mod.make_inputs((32, 64), 0))
+    lines = t.coalescing().lines
+    assert {x.location.rsplit(":", 1)[0] for x in lines} == {"gpukernels/softmax/k06_vector_rows.py"}
+    load = next(x for x in lines if x.kind == "read")
+    assert "load4(" in load.source and load.efficiency == 1.0
+    assert load.requests * 16 == load.sectors == 32 * 64 * 4 // 32  # a request per warp and run: 16 sectors
+    d = data.version_data(t, "optimized", "")
+    line = next(x for x in d["lines"] if x["kind"] == "read")
+    assert line["width"] == 4 and line["location"] == load.location
+    accesses = [w for w in data.Events(t).warp_accesses() if w["kind"] == "read"]
+    assert len(accesses) == load.requests
+    assert all(w["sectors"] == w["min_sectors"] == 16 for w in accesses)  # 4 rows x 8 lanes x 16 contiguous bytes
+
+
+@sim_only
+def test_a_shared_cell_the_block_computes_is_not_a_copy():
+    """registers' block reduction stores partial maxima in shared memory: cells the block computed (-2), not
+    values of x copied there (the global element a thread loaded last is not what it stores)."""
+    mod = gpukernels.softmax
+    t, _ = data.record(mod.optimized, mod.make_inputs((4, 1024), 0))
+    d = data.version_data(t, "optimized", "")
+    tile = d["shared"][0]
+    cells = [c for k, v in tile["cells"].items() for c in v[1::2]]
+    assert tile["source"] is None and cells and set(cells) == {-2}
+    # tiled matmul's tiles are copies of a and b
+    t, _ = data.record(gpukernels.matmul.tiled, gpukernels.matmul.make_inputs((16, 16, 16), 0))
+    d = data.version_data(t, "tiled", "")
+    assert {x["source"] for x in d["shared"]} == {"a", "b"}
+    assert all(c >= 0 for x in d["shared"] for v in x["cells"].values() for c in v[1::2])

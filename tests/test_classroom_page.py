@@ -1,6 +1,8 @@
 """Each lesson's classroom page in headless Chromium, opened from file:// as from a USB stick: moving the step
 slider and clicking a block change what is shown, the counts shown are the tracer's, and nothing is logged to
-the console as an error. Also the notebook object and `demo --classroom --no-wait`."""
+the console as an error; on the screens a class meets (1280 x 720 to 3840 x 2160, presenter mode or not) nothing
+scrolls sideways, the two columns keep apart and every text is legible. Also the notebook object and
+`demo --classroom --no-wait`."""
 
 import os
 import re
@@ -15,10 +17,9 @@ from gpukernels.trace import trace
 
 from .browser import console_errors
 
-# (lesson, versions, shape): small, so each page is traced in seconds -- cbr's in ~30 s and ~2 GB, the event log of
-# fused_direct's register arrays (gpukernels.classroom.PAGES says why its filter is 1x1)
-PAGES = [("matmul", ("naive", "tiled"), (32, 32, 32)), ("softmax", ("naive", "optimized"), (32, 64)),
-         ("cbr", ("naive", "fused_direct"), (1, 8, 8, 8, 4, 1, 1))]
+# (lesson, versions, shape): every page `make classroom` builds, at its default size -- traced in seconds, cbr's in
+# ~30 s and ~2 GB (gpukernels.classroom.PAGES says why)
+PAGES = [(lesson, versions, shape) for lesson, (versions, shape, _) in classroom.PAGES.items()]
 
 
 @pytest.fixture(scope="module", params=PAGES, ids=[p[0] for p in PAGES])
@@ -88,6 +89,12 @@ def test_page_in_a_browser(page, browser):
     assert browser.find_element("id", "mode-thread").get_attribute("class") == "on"
     # one warp access at a time, with the tracer's numbers for its line
     assert browser.find_elements("id", "s0-line")
+    if lesson == "cbr":  # a 3x3 filter, padding 1: the staged input tile has a halo, zeros outside the image
+        assert shape[-2:] == (3, 3)
+        tile = next(t for t in v["shared"] if t["source"] == "x")
+        cells = tile["cells"]["0:0"]
+        assert -1 in cells[1::2] and any(c >= 0 for c in cells[1::2])
+        assert "zeros" in _text(browser, f"s1-{tile['name']}-held")
     # presenter mode shows one view, scaled to fit the screen
     browser.find_element("tag name", "body").send_keys("p")
     shown = [s for s in browser.find_elements("css selector", ".section") if s.is_displayed()]
@@ -107,6 +114,125 @@ def test_matmul_race_view_names_the_lines(page, browser):
     races[0].click()
     assert "on" in browser.find_elements("css selector", ".race")[0].get_attribute("class")
     assert console_errors(browser) == []
+
+
+# ---- on every screen a class meets -------------------------------------------------------------------------
+
+#: (width, height, presenter mode): a laptop on a 720p projector, a 1400 x 900 laptop, a 1080p projector and a 4K
+#: screen, and presenter mode on the smallest, on 1080p and on 4K
+SCREENS = [(1280, 720, False), (1400, 900, False), (1920, 1080, False), (3840, 2160, False), (1280, 720, True),
+           (1920, 1080, True), (3840, 2160, True)]
+
+#: What a student cannot read or reach, as one line per problem: the document scrolls sideways, an element reaches
+#: past the window or out of its column, the two columns overlap, a visible text is smaller than `least` px (as
+#: drawn: its font size times the drawing's scale and any CSS zoom), an image does not load or a link leads nowhere.
+PROBLEMS = """
+const least = arguments[0], out = [], W = window.innerWidth, de = document.documentElement;
+const name = (e) => `${e.tagName.toLowerCase()}${e.id ? "#" + e.id : ""}` +
+  `${e.className && e.className.baseVal === undefined ? "." + String(e.className).split(" ")[0] : ""}` +
+  ` "${(e.textContent || "").trim().slice(0, 30)}"`;
+const shown = (e) => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0
+  && getComputedStyle(e).visibility !== "hidden"; };
+if (de.scrollWidth > W) out.push(`the page scrolls sideways: ${de.scrollWidth} px wide in a window of ${W}`);
+for (const e of document.querySelectorAll("body *")) {
+  if (!shown(e)) continue;
+  const r = e.getBoundingClientRect();
+  if (r.right > W + 0.5 || r.left < -0.5) out.push(`${name(e)} reaches past the window: ${r.left}-${r.right} of ${W}`);
+  const text = [...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+  if (!text) continue;
+  // drawn size: an SVG's text times the drawing's scale (its CTM, CSS zoom included); HTML text times its zoom
+  const svg = e.closest("svg");
+  let scale = svg ? svg.getScreenCTM().a : 1;
+  for (let p = e; p && !svg; p = p.parentElement) scale *= parseFloat(getComputedStyle(p).zoom) || 1;
+  const size = parseFloat(getComputedStyle(e).fontSize) * scale;
+  if (size < least - 0.01) out.push(`${name(e)}: text of ${size.toFixed(1)} px (at least ${least})`);
+}
+for (const sides of document.querySelectorAll(".sides")) {
+  if (!shown(sides)) continue;
+  const cols = [...sides.children].filter(shown), boxes = cols.map((c) => c.getBoundingClientRect());
+  for (let i = 0; i < cols.length; i++) {
+    for (let j = i + 1; j < cols.length; j++) {
+      const a = boxes[i], b = boxes[j];
+      if (a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5)
+        out.push(`columns ${name(cols[i])} and ${name(cols[j])} overlap`);
+    }
+    for (const e of cols[i].querySelectorAll("*")) {  // nothing drawn outside its column: lanes into the next one
+      if (!shown(e)) continue;
+      const r = e.getBoundingClientRect();
+      if (r.right > boxes[i].right + 0.5 || r.left < boxes[i].left - 0.5)
+        out.push(`${name(e)} leaves its column ${name(cols[i])}: ${r.left}-${r.right} outside ` +
+                 `${boxes[i].left}-${boxes[i].right}`);
+    }
+  }
+}
+for (const img of document.images) if (!img.complete || !img.naturalWidth) out.push(`image ${img.src} does not load`);
+for (const a of document.querySelectorAll("a[href]")) {
+  const href = a.getAttribute("href");
+  if (href.startsWith("#") ? !document.getElementById(href.slice(1)) : !href.startsWith("data:"))
+    out.push(`link ${href} leads nowhere a page on a USB stick can reach`);
+}
+return [...new Set(out)].slice(0, 20);
+"""
+
+
+@pytest.fixture(scope="module")
+def screen():
+    """One Chromium for the module, its viewport set exactly (CDP) by `show`."""
+    from .browser import chromium
+
+    with chromium() as driver:
+        yield driver
+
+
+def show(driver, path, width, height):
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+    driver.get(path.as_uri())
+    assert driver.execute_script("return [innerWidth, innerHeight]") == [width, height]
+
+
+@pytest.mark.needs_browser
+@pytest.mark.parametrize("width, height, presenter", SCREENS, ids=[f"{w}x{h}{'-presenter' if p else ''}"
+                                                                   for w, h, p in SCREENS])
+def test_page_fits_the_screen_and_reads_from_the_back(page, screen, width, height, presenter):
+    lesson, _, shape, data, path = page
+    show(screen, path, width, height)
+    body = screen.find_element("tag name", "body")
+    steps = int(screen.find_element("id", "step").get_attribute("max")) + 1
+    assert steps >= 2, f"{lesson} at {shape}: the slider has {steps} step, nothing to walk through"
+    views = 3 if data["broken"] else 2
+    if presenter:
+        body.send_keys("p")  # one view at a time; space shows the next
+    for view in range(views if presenter else 1):
+        shown = [s.get_attribute("id") for s in screen.find_elements("css selector", ".section") if s.is_displayed()]
+        for step in (0, steps - 1):  # the first and the last step (the last draws the most)
+            screen.execute_script("const s = document.getElementById('step'); s.value = arguments[0];"
+                                  "s.dispatchEvent(new Event('input'))", step)
+            problems = screen.execute_script(PROBLEMS, 14 if presenter else 10)
+            where = f"{lesson} at {width}x{height}, {', '.join(shown)}, step {step + 1}"
+            assert problems == [], f"{where}:\n" + "\n".join(problems)
+        if presenter:
+            body.send_keys(" ")
+    assert console_errors(screen) == []
+
+
+@pytest.mark.needs_browser
+def test_a_page_of_one_step_says_so_and_counts_16_byte_accesses_whole(screen, tmp_path):
+    """softmax's short rows take vector_rows: no barrier, so one step (the page says so, nothing to slide), and
+    load4's 16-byte accesses are one request per warp -- 16 sectors at 100% -- at the kernel's own line."""
+    from gpukernels.classroom.page import render
+
+    path = tmp_path / "softmax.html"
+    path.write_text(render(classroom.page_data("softmax", ("naive", "optimized"), (32, 64))), encoding="utf-8")
+    show(screen, path, 1920, 1080)
+    assert not screen.find_element("id", "step").is_displayed()
+    label = screen.find_element("id", "steplabel").text
+    assert label.startswith("one step at this size") and "slider" not in screen.find_element("tag name", "body").text
+    assert _text(screen, "s1-sectors") == "16" and _text(screen, "s1-eff") == "100%"
+    source = screen.find_element("css selector", "#sec-warp #side1 .source").text
+    assert source.startswith("gpukernels/softmax/k06_vector_rows.py:") and "load4(" in source
+    assert "_intrinsics" not in screen.find_element("id", "sec-warp").text
+    assert screen.execute_script(PROBLEMS, 10) == []
 
 
 def _self_contained_and_embeddable(path):

@@ -16,7 +16,7 @@ variant with a barrier removed, its racing elements drawn on the tile beside the
 Why plain SVG and a page of hand-written JavaScript, not plotly, bokeh or matplotlib's animation
 -------------------------------------------------------------------------------------------------------------
 * Weight and offline use: the page must open from a USB stick with no network, so any library is inlined into
-  every page -- plotly.js is ~3.5 MB, bokeh's inline resources ~1 MB. The script here is ~20 KB; a matmul page
+  every page -- plotly.js is ~3.5 MB, bokeh's inline resources ~1 MB. The script here is ~30 KB; a matmul page
   is a few hundred KB, nearly all of it the traced data.
 * The views are linked: one slider, one selection and one keyboard drive two versions and the race view. In
   plotly or bokeh that linking is itself JavaScript (CustomJS callbacks), so we would write the same code and
@@ -31,15 +31,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-#: lesson -> (default pair of versions, page size, the word for one phase). Sizes keep the event log small:
-#: the tracer's event log holds every access, local arrays included (see data.MAX_EVENTS).
+#: lesson -> (default pair of versions, page size, the word for one phase). Sizes keep the event log small (the
+#: tracer's event log holds every access: see data.MAX_EVENTS) and give the slider several steps to walk: a kernel
+#: without barriers is one step, so each default has a version with several barrier phases.
 PAGES = {
-    "matmul": (("naive", "tiled"), (32, 32, 32), "K phase"),
-    "softmax": (("naive", "optimized"), (32, 64), "phase"),
-    # a 1x1 filter by default: fused_direct's 256 threads walk PX x KB accumulators in local arrays (~60 accesses
-    # per filter tap and thread); the page's log leaves them out (trace(local=False)), but the simulator still
-    # runs them: a 3x3 filter took 31 s at --size 1,4,6,6,4,3,3 on 2 busy cores, against 11 s for this one
-    "cbr": (("naive", "fused_direct"), (1, 8, 8, 8, 4, 1, 1), "channel chunk"),
+    # K = 64: four K phases of tiled's 16 x 16 tiles (at K = 16 the page has a single step)
+    "matmul": (("naive", "tiled"), (32, 32, 64), "K phase"),
+    # rows of 1024: optimized is then `registers`, a block per row whose max and sum are block reductions through
+    # shared memory (two phases). Rows of up to 128 take vector_rows (16-byte loads, no barrier): one step;
+    # --size 32,64 shows its float4 accesses
+    "softmax": (("naive", "optimized"), (8, 1024), "phase"),
+    # a 3x3 filter with padding 1, so that the staged input tile has its halo; C = 8 is two chunks of fused_direct's
+    # CB = 4 channels. ~30 s and ~1.7 GB on 2 busy cores: fused_direct's 256 threads walk PX x KB accumulators in
+    # local arrays (~60 accesses per filter tap and thread), which the page's log leaves out (trace(local=False))
+    # but the simulator still runs
+    "cbr": (("naive", "fused_direct"), (1, 8, 6, 6, 4, 3, 3), "channel chunk"),
     # one warp's mma.sync fragments straight from global memory beside the swizzled shared tiles read by ldmatrix;
     # K = 96: three k tiles of 32 through the shared tiles
     "tensor_core": (("mma_global", "swizzled"), (32, 32, 96), "k tile"),

@@ -12,11 +12,14 @@ the event log for the page:
 * per step, block and thread, the elements each thread reads and writes, as arithmetic runs
   ``(start, stride, count)`` (a naive matmul thread's row of A is one run);
 * per step and block, what each shared tile holds: the global element a thread loaded just before it stored
-  that shared cell, or -1 for a cell it filled with a constant (the zero padding);
-* per step, block and warp, the first warp access of each line: element per lane, and its 32-byte sectors
-  (global) or bank conflict degree (shared) by the tracer's own definitions (``gpukernels.trace`` docstring):
-  summed over *all* warp accesses they equal the tracer's ``coalescing()`` and ``bank_conflicts()`` numbers,
-  which the page shows beside them per line;
+  that shared cell in the same statement, -1 for a cell such a statement filled with a constant (the zero
+  padding), or -2 for a value the block computed (a statement that never copies: a reduction's partial results);
+* per step, block and warp, the first warp access of each line: element per lane (its first: a 16-byte vector
+  access of ``load4`` or ``store4`` moves 4, the line's ``width``), and its 32-byte sectors (global) or bank
+  conflict degree (shared) by the tracer's own definitions (``gpukernels.trace`` docstring): warp accesses are
+  the tracer's (its ``occurrence``; a vector access is one, at the kernel's line that called the intrinsic), so
+  summed over *all* of them these equal the tracer's ``coalescing()`` and ``bank_conflicts()`` numbers, which
+  the page shows beside them per line;
 * for a broken variant, the tracer's ``hazards()`` races with their source lines, and the elements of each
   racing pair of lines (program order, as the tracer pairs them: the counts are the tracer's ``elements``).
 """
@@ -167,16 +170,9 @@ class Events:
                 end = starts[p + 1] - 1 if p + 1 < len(starts) else last
                 self.steps.append((launch, p, int(s), int(end)))
             self.step[mine] = base + phase
-        order, st = _groups(li, self.blk, self.tid, self.aid, self.lid, self.kind, ev["order"].astype(np.int64))
-        occ = np.zeros(len(ev), np.int64)
-        if len(ev):
-            # rank within (launch, block, thread, array, line, kind) by program order
-            key_change = np.r_[True, np.any(np.stack([c[order][1:] != c[order][:-1] for c in
-                                                      (li, self.blk, self.tid, self.aid, self.lid, self.kind)]), 0)]
-            idx = np.arange(len(order))
-            first = np.maximum.accumulate(np.where(key_change, idx, 0))
-            occ[order] = idx - first
-        self.occ = occ
+        # the tracer's occurrence (the n-th time a thread made this access: what makes a warp access; the four
+        # floats of a 16-byte load4 share one), row for row the same log as events()
+        self.occ = t.accesses()["occurrence"].astype(np.int64) if len(ev) else np.zeros(0, np.int64)
 
     def itemsize(self, launch: int, array: str) -> int:
         return self.info[(launch, array)].itemsize
@@ -199,14 +195,16 @@ class Events:
                 if key in seen:
                     continue
                 seen.add(key)
-            lanes = [-1] * 32
-            for r in rows.tolist():
-                lanes[int(self.tid[r]) & 31] = int(self.ev["element"][r])
+            lanes, per_lane = [-1] * 32, [0] * 32
+            for r in rows.tolist():  # a lane's first element (a 16-byte vector access: 4 consecutive ones)
+                lane, e = int(self.tid[r]) & 31, int(self.ev["element"][r])
+                lanes[lane] = e if lanes[lane] < 0 else min(lanes[lane], e)
+                per_lane[lane] += 1
             elems = [int(self.ev["element"][r]) for r in rows.tolist()]
             isz = self.itemsize(launch, array)
             item = {"step": key[0], "block": key[1], "warp": key[2], "array": array, "location": key[4],
                     "kind": ("read", "write", "atomic")[key[5]], "space": str(self.space[r0]), "lanes": lanes,
-                    "itemsize": isz, "order": int(self.ev["order"][rows].min())}
+                    "width": max(per_lane), "itemsize": isz, "order": int(self.ev["order"][rows].min())}
             if item["space"] == "global":
                 item["sectors"], item["min_sectors"] = sectors(elems, isz)
             else:
@@ -296,21 +294,28 @@ def version_data(t, name: str, idea: str, step_word: str = "phase", races: bool 
             flat = access.setdefault(f"{E.arrays[E.aid[r0]]}:{kind}", [])
             for run in runs(ev["element"][rr].tolist()):
                 flat += [int(E.step[r0]), int(E.blk[r0]), int(E.tid[r0]), *run]
-    # shared tiles: the global element loaded just before each shared store (same thread, same interval)
-    tiles = {}
+    # shared tiles: the global element loaded just before each shared store by the same statement (same thread,
+    # interval and line: ``a_tile[ty, tx] = a[row, k0 + tx]``, a copy_async); a statement that stages values this way
+    # fills its other cells with a constant (-1: the zero padding), and the cells of a statement that never copies
+    # hold values the block computed (-2: softmax's partial maxima and sums)
+    tiles, stores, copying = {}, [], set()
     order = np.lexsort((ev["order"], E.tid, E.blk, E.li)) if len(ev) else np.zeros(0, np.int64)
     prev = np.r_[-1, order[:-1]]
     for pos in np.flatnonzero((E.space[order] == "shared") & E.write[order]).tolist():
         r, p = int(order[pos]), int(prev[pos])
-        src, src_array = -1, None
-        if (p >= 0 and E.li[p] == E.li[r] and E.blk[p] == E.blk[r] and E.tid[p] == E.tid[r]
+        src, src_array = None, None
+        if (p >= 0 and E.li[p] == E.li[r] and E.blk[p] == E.blk[r] and E.tid[p] == E.tid[r] and E.lid[p] == E.lid[r]
                 and E.interval[p] == E.interval[r] and E.space[p] == "global" and E.kind[p] == 0):
             src, src_array = int(ev["element"][p]), E.arrays[E.aid[p]]
+            copying.add((int(E.li[r]), int(E.lid[r])))
         key = f"{int(E.li[r])}:{E.arrays[E.aid[r]]}"
         tile = tiles.setdefault(key, {"sources": defaultdict(int), "cells": {}})
         if src_array:
             tile["sources"][src_array] += 1
-        tile["cells"].setdefault(f"{int(E.step[r])}:{int(E.blk[r])}", {})[int(ev["element"][r])] = src
+        where, line = f"{int(E.step[r])}:{int(E.blk[r])}", (int(E.li[r]), int(E.lid[r]))
+        stores.append((tile, where, int(ev["element"][r]), src, line))
+    for tile, where, element, src, line in stores:
+        tile["cells"].setdefault(where, {})[element] = src if src is not None else -1 if line in copying else -2
     for key, tile in tiles.items():
         sarrays[key]["source"] = max(tile["sources"], key=tile["sources"].get) if tile["sources"] else None
         sarrays[key]["cells"] = {k: [x for e, s in sorted(v.items()) for x in (e, s)] for k, v in tile["cells"].items()}
@@ -323,7 +328,7 @@ def version_data(t, name: str, idea: str, step_word: str = "phase", races: bool 
         if key not in line_ids:
             line_ids[key] = len(lines)
             line = {"location": w["location"], "array": w["array"], "kind": w["kind"], "space": w["space"],
-                    "itemsize": w["itemsize"], "source": source_of(w["location"])}
+                    "itemsize": w["itemsize"], "width": w["width"], "source": source_of(w["location"])}
             if key in coal:
                 c = coal[key]
                 line.update(requests=c.requests, sectors=c.sectors, min_sectors=c.min_sectors, efficiency=c.efficiency)
@@ -332,6 +337,7 @@ def version_data(t, name: str, idea: str, step_word: str = "phase", races: bool 
                 line.update(requests=b.requests, wavefronts=b.wavefronts, max_degree=b.max_degree,
                             mean_degree=b.mean_degree)
             lines.append(line)
+        lines[line_ids[key]]["width"] = max(lines[line_ids[key]]["width"], w["width"])
         # [line, lanes x 32, sectors, min sectors] (global) or [line, lanes x 32, degree] (shared)
         measure = [w["sectors"], w["min_sectors"]] if w["space"] == "global" else [w["degree"]]
         warps[f"{w['step']}:{w['block']}:{w['warp']}"].append((w["order"], [line_ids[key], *w["lanes"], *measure]))

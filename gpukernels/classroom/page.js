@@ -7,9 +7,18 @@ const SVGNS = "http://www.w3.org/2000/svg";
 // Okabe-Ito (colour-blind safe), chosen for distinct lightness so that greyscale keeps them apart
 // "read earlier" is a hatch (id "earlier", defined in the page) so that it differs from the count shading in greyscale
 const COL = {sel: "#B33C00", earlier: "url(#earlier)", out: "#009E73", held: "#0072B2", zero: "#BBBBBB",
-             race: "#D55E00", grid: "#333333"};
-const SRC_COL = ["#0072B2", "#E69F00", "#CC79A7", "#56B4E9"];
+             computed: "#CC79A7", race: "#D55E00", grid: "#333333"};
+const SRC_COL = ["#0072B2", "#E69F00", "#56B4E9", "#666666"];  // the global array a tile stages (#CC79A7: computed)
 const fmt = (n) => Number(n).toLocaleString("en-US");
+
+// ---- sizes: every drawing is sized from its column's measured width, in px of a 1920 x 1080 design scaled by
+// U (the page's CSS does the same with --u), and text never drops below MIN px (14 in presenter mode, 10 else)
+// -- so that the page fits any projector from 1280 x 720 to 3840 x 2160 without scrolling sideways.
+const U = () => Math.min(window.innerWidth / 1920, window.innerHeight / 1080);
+const MIN = () => (state.presenter ? 14 : 10);
+const px = (design) => Math.max(MIN(), Math.round(design * U()));  // a font size in px
+const textWidth = (text, size) => String(text).length * size * 0.64;  // DejaVu Sans digits and letters, roughly
+const widthOf = (box) => Math.max(120, Math.floor(box.getBoundingClientRect().width));
 
 const state = {step: 0, mode: "block", sel: [], access: 0, race: -1, section: 0, presenter: false};
 
@@ -17,6 +26,7 @@ function el(tag, attrs, parent, text) {
   const e = tag === "div" || tag === "span" || tag === "p" || tag === "h2" || tag === "h3" || tag === "button"
     ? document.createElement(tag) : document.createElementNS(SVGNS, tag);
   for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  if (tag === "svg" && attrs && attrs.width) e.setAttribute("viewBox", `0 0 ${attrs.width} ${attrs.height}`);
   if (text !== undefined) e.textContent = text;
   if (parent) parent.appendChild(e);
   return e;
@@ -77,41 +87,59 @@ function touched(v, side, array, kind) {
 }
 
 // ---- drawing helpers ---------------------------------------------------------------------------------------
-function panels(shape) {  // an array as panels of 2-D planes: [count, rows, cols]
+// an array as panels of 2-D planes: [count, rows, cols, elements per panel]. A row longer than FOLD values
+// (softmax's rows of 1024) is a panel of its own, folded into lines of 32: a warp's 32 consecutive values are a line
+const FOLD = 128;
+function panels(shape) {
   shape = shape.slice();
   while (shape.length > 1 && shape[shape.length - 1] === 1) shape.pop();  // w (K, C, 1, 1) is a K x C plane
-  if (shape.length === 0) return [1, 1, 1];
-  if (shape.length === 1) return [1, 1, shape[0]];
-  const rows = shape[shape.length - 2], cols = shape[shape.length - 1];
-  return [shape.slice(0, -2).reduce((a, b) => a * b, 1), rows, cols];
+  if (shape.length === 0) return [1, 1, 1, 1];
+  if (shape.length === 1) shape = [1, shape[0]];
+  const rows = shape[shape.length - 2], cols = shape[shape.length - 1], n = shape.slice(0, -2).reduce((a, b) => a * b, 1);
+  if (cols > FOLD) return [n * rows, Math.ceil(cols / 32), 32, cols];
+  return [n, rows, cols, rows * cols];
 }
+
+function folded(shape) { const s = shape.filter((d, i) => d > 1 || i === 0); return s[s.length - 1] > FOLD; }
 
 function heat(count, max) {  // white -> mid blue, by lightness (reads in greyscale), never as dark as a selection
   const t = Math.min(1, count / max), l = 97 - 37 * t;
   return `hsl(212, 60%, ${l}%)`;
 }
 
-// draws an array; fill(e) gives each element's colour; returns the svg
+// draws an array into at most opts.width x opts.height px (panels laid out for the largest cells); fill(e) gives
+// each element's colour; returns the svg
 function drawArray(parent, shape, fill, opts) {
-  const [np, rows, cols] = panels(shape);
-  const pc = Math.ceil(Math.sqrt(np * rows / Math.max(1, cols))), pcols = Math.max(1, Math.min(np, pc));
-  const prows = Math.ceil(np / pcols);
-  const W = pcols * cols + (pcols - 1), H = prows * rows + (prows - 1);
-  const cell = Math.max(2, Math.min(opts.maxCell || 22, Math.floor(opts.width / W), Math.floor(opts.height / H)));
+  const [np, rows, cols, plen] = panels(shape);
+  let best = null;
+  for (let pcols = 1; pcols <= np; pcols++) {
+    const prows = Math.ceil(np / pcols), W = pcols * cols + (pcols - 1), H = prows * rows + (prows - 1);
+    const cell = Math.min(opts.maxCell || 22, (opts.width - 2) / W, opts.height / H);
+    if (!best || cell > best.cell + 1e-9) best = {pcols, W, H, cell};
+  }
+  const {pcols, W, H} = best;
+  const cell = Math.max(1, Math.floor(best.cell));
   const svg = el("svg", {width: W * cell + 2, height: H * cell + 2, class: "array"}, parent);
   for (let p = 0; p < np; p++) {
     const ox = (p % pcols) * (cols + 1), oy = Math.floor(p / pcols) * (rows + 1);
     for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) {
-      const e = (p * rows + r) * cols + c, f = fill(e);
+      if (r * cols + c >= plen) continue;  // the last line of a folded row
+      const e = p * plen + r * cols + c, f = fill(e);
       const rect = el("rect", {x: 1 + (ox + c) * cell, y: 1 + (oy + r) * cell, width: cell, height: cell,
         fill: f.fill, "data-e": e}, svg);
       if (f.stroke) { rect.setAttribute("stroke", f.stroke); rect.setAttribute("stroke-width", Math.max(1, cell / 6)); }
       if (f.title) el("title", {}, rect, f.title);
     }
     el("rect", {x: 1 + ox * cell, y: 1 + oy * cell, width: cols * cell, height: rows * cell, fill: "none",
-      stroke: COL.grid, "stroke-width": 1.5}, svg);
+      stroke: COL.grid, "stroke-width": 1.5, "pointer-events": "none"}, svg);
   }
   return svg;
+}
+
+// n panes side by side in a box `width` px wide, none narrower than `least` px: [panes per line, pane width]
+function paneWidth(width, n, least) {
+  const gap = Math.round(18 * U()), k = Math.max(1, Math.min(n, Math.floor((width + gap) / (least + gap))));
+  return [k, Math.floor((width - (k - 1) * gap) / k) - 1];
 }
 
 function unravel(e, shape) {
@@ -122,33 +150,42 @@ function unravel(e, shape) {
 
 // ---- section 1: blocks, threads, global arrays, shared tiles ----------------------------------------------
 function drawGrid(v, side, box) {
-  const li = launchOf(v), g = v.launches[li].grid, n = nblocks(v, li), s = state.sel[side];
-  const gx = g[0], gy = (g[1] || 1) * (g[2] || 1), cell = Math.max(28, Math.min(64, Math.floor(380 / Math.max(gx, gy))));
+  const li = launchOf(v), g = v.launches[li].grid, n = nblocks(v, li), s = state.sel[side], W = widthOf(box);
+  const gx = g[0], gy = (g[1] || 1) * (g[2] || 1), font = px(20);
+  const cell = Math.max(8, Math.min(Math.round(64 * U()), Math.floor(Math.min(W, 400 * U()) / gx),
+                                    Math.floor(Math.max(300 * U(), 4 * font) / gy)));
   const wrap = el("div", {class: "panel"}, box);
   el("h3", {}, wrap, `${v.launches[li].kernel}: grid ${g.join(" x ")} blocks`);
   const svg = el("svg", {width: gx * cell + 2, height: gy * cell + 2, class: "grid"}, wrap);
   for (let b = 0; b < n; b++) {
     const x = b % gx, y = Math.floor(b / gx), on = b === Math.min(s.block, n - 1);
-    const r = el("rect", {x: 1 + x * cell, y: 1 + y * cell, width: cell - 2, height: cell - 2, rx: 4,
-      fill: on ? "#222" : "#e8e8e8", stroke: "#222", "stroke-width": 2, class: "block", "data-block": b,
+    const r = el("rect", {x: 1 + x * cell, y: 1 + y * cell, width: cell - 2, height: cell - 2, rx: Math.min(4, cell / 6),
+      fill: on ? "#222" : "#e8e8e8", stroke: "#222", "stroke-width": cell > 12 ? 2 : 1, class: "block", "data-block": b,
       "data-side": side}, svg);
     r.addEventListener("click", () => { state.sel[side].block = b; render(); });
-    const t = el("text", {x: 1 + x * cell + cell / 2 - 1, y: 1 + y * cell + cell / 2 + 7, "text-anchor": "middle",
-      fill: on ? "#fff" : "#222", class: "blocklabel"}, svg, String(b));
+    if (cell - 4 < Math.max(font, textWidth(b, font))) continue;  // too small to be labelled: the title says which
+    const t = el("text", {x: 1 + x * cell + cell / 2 - 1, y: 1 + y * cell + cell / 2 + font * 0.35, "text-anchor": "middle",
+      fill: on ? "#fff" : "#222", class: "blocklabel", "font-size": font}, svg, String(b));
     t.addEventListener("click", () => { state.sel[side].block = b; render(); });
   }
-  // the block's threads, one row per warp
-  const nt = nthreads(v, li), nw = Math.ceil(nt / 32), tc = Math.max(6, Math.min(14, Math.floor(300 / nw)));
+  // the block's threads, one row per warp (labelled every `every` warps when the rows are lower than the text)
+  const nt = nthreads(v, li), nw = Math.ceil(nt / 32), lab = px(14), labW = textWidth(`w${nw - 1}`, lab) + 6;
+  const tc = Math.max(3, Math.min(Math.round(16 * U()), Math.floor((W - labW - 4) / 32),
+                                  Math.floor(Math.max(300 * U(), 8 * lab) / nw)));
+  const every = Math.ceil((lab + 1) / tc);
   const wrap2 = el("div", {class: "panel"}, box);
   el("h3", {}, wrap2, `block ${Math.min(s.block, n - 1)}: ${nt} threads, ${nw} warps`);
-  const svg2 = el("svg", {width: 32 * tc + 40, height: nw * tc + 2, class: "threads"}, wrap2);
+  const svg2 = el("svg", {width: 32 * tc + labW + 2, height: nw * tc + 2 + (every > 1 ? lab : 0), class: "threads"}, wrap2);
   for (let w = 0; w < nw; w++) {
-    const lab = el("text", {x: 0, y: (w + 1) * tc - 1, class: "warplabel", "font-size": Math.min(tc, 14)}, svg2, `w${w}`);
-    lab.addEventListener("click", () => { Object.assign(state.sel[side], {warp: w, thread: w * 32}); state.mode = "warp"; render(); });
+    const pick = () => { Object.assign(state.sel[side], {warp: w, thread: w * 32}); state.mode = "warp"; render(); };
+    if (w % every === 0) {
+      const t = el("text", {x: 0, y: w * tc + Math.max(tc, lab) - 1, class: "warplabel", "font-size": lab}, svg2, `w${w}`);
+      t.addEventListener("click", pick);
+    }
     for (let l = 0; l < 32 && w * 32 + l < nt; l++) {
       const t = w * 32 + l;
       const on = state.mode === "block" || (state.mode === "warp" && w === s.warp) || (state.mode === "thread" && t === s.thread);
-      const r = el("rect", {x: 38 + l * tc, y: 1 + w * tc, width: tc - 1, height: tc - 1,
+      const r = el("rect", {x: labW + l * tc, y: 1 + w * tc, width: Math.max(1, tc - 1), height: Math.max(1, tc - 1),
         fill: on ? COL.sel : "#e8e8e8", class: "thread", "data-thread": t, "data-side": side}, svg2);
       r.addEventListener("click", () => {
         Object.assign(state.sel[side], {thread: t, warp: w});
@@ -169,11 +206,13 @@ function selectionName(v, side) {
 function drawArrays(v, side, box) {
   const step = stepOf(v), cum = v.cum[step], held = heldElements(v, side);
   const wrap = el("div", {class: "arrays"}, box);
-  const width = Math.floor(900 / Math.max(1, v.global.length)) - 20;
+  const [, width] = paneWidth(widthOf(box), v.global.length, Math.max(150, 200 * U()));
+  const height = state.presenter ? Math.max(120, (window.innerHeight - headerHeight()) * 0.3) : 300 * U();
   for (const g of v.global) {
     const pane = el("div", {class: "panel", "data-array": g.name, style: `width: ${width}px`}, wrap);
     const reads = touched(v, side, g.name, "read"), writes = g.written ? touched(v, side, g.name, "write") : null;
-    el("h3", {}, pane, `${g.name} ${g.shape.join("x")}${g.written ? " (output: click an element)" : ""}`);
+    el("h3", {}, pane, `${g.name} ${g.shape.join("x")}${folded(g.shape) ? " (a row per square)" : ""}` +
+      `${g.written ? " (output: click an element)" : ""}`);
     const svg = drawArray(pane, g.shape, (e) => {
       const c = cum[g.name][e];
       let fill = heat(c, v.max[g.name]), stroke = null;
@@ -182,7 +221,7 @@ function drawArrays(v, side, box) {
       if (reads.now.has(e)) { fill = COL.sel; stroke = "#000"; }
       if (held.has(`${g.name}:${e}`)) stroke = "#000";
       return {fill, stroke, title: `${g.name}[${unravel(e, g.shape).join(", ")}]: ${c} loads so far`};
-    }, {width, height: 300});
+    }, {width, height});
     if (g.written) svg.addEventListener("click", (ev) => {  // an output element: who computes it, on both sides
       const e = ev.target.getAttribute("data-e");
       if (e !== null) { selectOwner(g.name, Number(e)); render(); }
@@ -236,37 +275,42 @@ function heldElements(v, side) {
 
 function describeHeld(v, tile, cells) {
   const src = v.global.find((g) => g.name === tile.source);
-  if (!src) return "constants only";
-  let lo = null, hi = null, zeros = 0, n = 0;
+  let lo = null, hi = null, zeros = 0, computed = 0, n = 0;
   for (let i = 0; i < cells.length; i += 2) {
-    if (cells[i + 1] < 0) { zeros++; continue; }
+    if (cells[i + 1] === -1) { zeros++; continue; }
+    if (cells[i + 1] < 0 || !src) { computed++; continue; }
     n++;
     const idx = unravel(cells[i + 1], src.shape);
     lo = lo ? lo.map((x, k) => Math.min(x, idx[k])) : idx.slice();
     hi = hi ? hi.map((x, k) => Math.max(x, idx[k])) : idx.slice();
   }
-  if (!lo) return `${zeros} zeros (padding)`;
-  const range = lo.map((x, k) => (x === hi[k] ? `${x}` : `${x}:${hi[k] + 1}`)).join(", ");
-  return `${n} values of ${tile.source}[${range}]` + (zeros ? `, ${zeros} zeros` : "");
+  const parts = [];
+  if (lo) parts.push(`${n} values of ${tile.source}[${lo.map((x, k) => (x === hi[k] ? `${x}` : `${x}:${hi[k] + 1}`)).join(", ")}]`);
+  if (zeros) parts.push(`${zeros} zeros${lo ? "" : " (padding)"}`);
+  if (computed) parts.push(`${computed} value${computed === 1 ? "" : "s"} the block computed (partial results)`);
+  return parts.join(", ");
 }
 
 function drawTiles(v, side, box, raceCells) {
   const mine = v.shared.filter((t) => t.launch === launchOf(v));
   const wrap = el("div", {class: "tiles"}, box);
   if (!mine.length) { el("p", {class: "note"}, wrap, "no shared memory: every load goes to global memory"); return; }
+  const [, width] = paneWidth(widthOf(box), mine.length, Math.max(150, 220 * U()));
+  const height = state.presenter ? Math.max(100, (window.innerHeight - headerHeight()) * 0.22) : 260 * U();
   for (const tile of mine) {
     const cells = tileCells(v, tile, side), src = new Map();
     for (let i = 0; i < cells.length; i += 2) src.set(cells[i], cells[i + 1]);
-    const pane = el("div", {class: "panel", "data-tile": tile.name}, wrap);
+    const pane = el("div", {class: "panel", "data-tile": tile.name, style: `max-width: ${width}px`}, wrap);
     el("h3", {}, pane, `${tile.name} ${tile.shape.join("x")} (shared)`);
     const ci = Math.max(0, v.global.findIndex((g) => g.name === tile.source));
     const racing = raceCells ? raceCells(tile.name) : null;
     drawArray(pane, tile.shape, (e) => {
-      let fill = !src.has(e) ? "#f4f4f4" : src.get(e) < 0 ? COL.zero : SRC_COL[ci % SRC_COL.length];
+      let fill = !src.has(e) ? "#f4f4f4" : src.get(e) === -1 ? COL.zero : src.get(e) < 0 ? COL.computed
+        : SRC_COL[ci % SRC_COL.length];
       let stroke = null;
       if (racing && racing.has(e)) { fill = COL.race; stroke = "#000"; }
       return {fill, stroke};
-    }, {width: 420, height: 260, maxCell: 16});
+    }, {width, height, maxCell: Math.max(4, Math.round(16 * U()))});
     el("p", {class: "counts held", id: `s${side}-${tile.name}-held`}, pane,
       cells.length ? `holds ${describeHeld(v, tile, cells)}` : "not written in this step");
   }
@@ -279,57 +323,87 @@ function warpAccesses(v, side) {
   return {list: v.warps[`${stepOf(v)}:${b}:${w}`] || [], b, w};
 }
 
+// numbers under a row of n slots `pitch` px apart, every `every`-th one so that they never touch
+function labelEvery(n, pitch, size, widest) {
+  let every = 1;
+  while (every < n && pitch * every < textWidth(widest, size) + size * 0.4) every *= 2;
+  return every;
+}
+
 function drawWarp(v, side, box) {
   const {list, b, w} = warpAccesses(v, side);
   const pane = el("div", {class: "panel warp"}, box);
   if (!list.length) { el("p", {class: "note"}, pane, `block ${b}, warp ${w}: no access in this step`); return; }
-  const a = list[state.access % list.length], line = v.lines[a[0]], lanes = a.slice(1, 33);
+  const a = list[state.access % list.length], line = v.lines[a[0]], lanes = a.slice(1, 33), width = line.width || 1;
   el("h3", {}, pane, `block ${b}, warp ${w}, access ${state.access % list.length + 1} of ${list.length}: ` +
-    `${line.kind} of ${line.array} (${line.space})`);
+    `${line.kind} of ${line.array} (${line.space})` + (width > 1 ? `, ${width * line.itemsize} bytes per lane` : ""));
   el("p", {class: "source"}, pane, `${line.location}: ${line.source}`);
-  const lw = 26, svg = el("svg", {width: 32 * lw + 20, height: 300, class: "lanes"}, pane);
+  // geometry: 32 lanes across the column, their numbers above, sectors or banks below
+  const W = widthOf(pane), font = px(14), pad = 4, lw = Math.max(4, Math.floor((W - 2 * pad) / 32));
+  const laneY = font + 6, laneH = Math.round(Math.max(16, 30 * U())), lowY = laneY + laneH + Math.round(Math.max(60, 150 * U()));
+  const lowH = Math.round(Math.max(40, 60 * U())), H = lowY + lowH + font + 8, xs = (i, pitch) => pad + i * pitch;
+  const svg = el("svg", {width: 32 * lw + 2 * pad, height: H, class: "lanes"}, pane);
+  const every = labelEvery(32, lw, font, "31");
   for (let l = 0; l < 32; l++) {
-    el("rect", {x: 10 + l * lw, y: 20, width: lw - 3, height: 30, fill: lanes[l] < 0 ? "#eee" : "#222"}, svg);
-    el("text", {x: 10 + l * lw + lw / 2 - 1, y: 16, "text-anchor": "middle", class: "small"}, svg, String(l));
+    el("rect", {x: xs(l, lw), y: laneY, width: lw - Math.min(3, lw / 4), height: laneH, fill: lanes[l] < 0 ? "#eee" : "#222"}, svg);
+    if (l % every === 0) el("text", {x: xs(l, lw) + lw / 2, y: font, "text-anchor": "middle", "font-size": font}, svg, String(l));
   }
+  const laneX = (l) => xs(l, lw) + lw / 2;
   const caption = el("p", {class: "counts"}, pane);
   if (line.space === "global") {
-    const secs = [...new Set(lanes.filter((e) => e >= 0).map((e) => (e * line.itemsize) >> 5))].sort((x, y) => x - y);
-    const sw = Math.min(120, Math.floor((32 * lw) / Math.max(1, secs.length)));
+    // lane l moves bytes [e * itemsize, (e + width) * itemsize): one 32-byte sector, or two when it straddles
+    const sectorsOf = (e) => { const lo = (e * line.itemsize) >> 5, hi = ((e + width) * line.itemsize - 1) >> 5;
+      return Array.from({length: hi - lo + 1}, (_, i) => lo + i); };
+    const secs = [...new Set(lanes.filter((e) => e >= 0).flatMap(sectorsOf))].sort((x, y) => x - y);
+    const sw = Math.min(Math.round(120 * U()) + 10, Math.floor((32 * lw) / Math.max(1, secs.length)));
+    const long = textWidth(`sector ${secs[secs.length - 1]}`, font) + 6 <= sw;
+    const severy = long ? 1 : labelEvery(secs.length, sw, font, String(secs[secs.length - 1]));
     secs.forEach((sct, i) => {
-      el("rect", {x: 10 + i * sw, y: 220, width: sw - 4, height: 50, fill: SRC_COL[0]}, svg);
-      const every = Math.ceil(40 / sw);  // crowded: label every n-th sector
-      if (i % every === 0) el("text", {x: 10 + i * sw + sw / 2, y: 290, "text-anchor": "middle", class: "small"}, svg,
-        sw >= 40 ? `sector ${sct}` : String(sct));
+      el("rect", {x: xs(i, sw), y: lowY, width: Math.max(1, sw - Math.min(4, sw / 4)), height: lowH, fill: SRC_COL[0]}, svg);
+      if (i % severy === 0) el("text", {x: xs(i, sw) + sw / 2, y: lowY + lowH + font + 2, "text-anchor": "middle",
+        "font-size": font}, svg, long ? `sector ${sct}` : String(sct));
     });
     lanes.forEach((e, l) => {
       if (e < 0) return;
-      const i = secs.indexOf((e * line.itemsize) >> 5);
-      el("line", {x1: 10 + l * lw + lw / 2, y1: 50, x2: 10 + i * sw + sw / 2, y2: 220, stroke: "#444", "stroke-width": 1.5}, svg);
+      for (const sct of sectorsOf(e)) el("line", {x1: laneX(l), y1: laneY + laneH, x2: xs(secs.indexOf(sct), sw) + sw / 2,
+        y2: lowY, stroke: "#444", "stroke-width": 1.5}, svg);
     });
     const eff = a[34] / a[33];
     el("span", {class: "label"}, caption, "this access: ");
     el("span", {class: "sectors", id: `s${side}-sectors`}, caption, String(a[33]));
     el("span", {class: "label"}, caption, ` sectors of 32 bytes, minimum ${a[34]}: efficiency `);
     el("span", {class: "eff", id: `s${side}-eff`}, caption, `${(100 * eff).toFixed(0)}%`);
+    if (width > 1) el("span", {class: "label"}, caption, ` (one ${width * line.itemsize}-byte access per lane: ` +
+      `${fmt(32 * width * line.itemsize)} bytes for the warp when every lane takes part)`);
     el("p", {class: "counts tracer", id: `s${side}-line`}, pane, `this line over the whole run (tracer): ` +
       `${fmt(line.requests)} warp accesses, ${fmt(line.sectors)} sectors, minimum ${fmt(line.min_sectors)}, ` +
       `efficiency ${(100 * line.efficiency).toFixed(1)}%`);
   } else {
-    const bw = 32 * lw / 32, words = {};
-    lanes.forEach((e) => { if (e >= 0) { const wd = (e * line.itemsize) >> 2; (words[wd & 31] ||= new Set()).add(wd); } });
+    // the 4-byte words each lane uses (a 16-byte access: 4 of them), stacked per bank in the order needed
+    const wordsOf = (e) => { const lo = (e * line.itemsize) >> 2, hi = ((e + width) * line.itemsize - 1) >> 2;
+      return Array.from({length: hi - lo + 1}, (_, i) => lo + i); };
+    const words = {};
+    lanes.forEach((e) => { if (e >= 0) for (const wd of wordsOf(e)) (words[wd & 31] ||= new Set()).add(wd); });
     const levels = {};
     for (const [bank, set] of Object.entries(words)) levels[bank] = [...set].sort((x, y) => x - y);
+    const deepest = Math.max(1, ...Object.values(levels).map((l) => l.length));
+    const bankTop = laneY + laneH + Math.round(Math.max(40, 100 * U())), bankH = lowY + lowH - bankTop;
+    const lh = Math.min(Math.round(22 * U()) + 2, (bankH - 4) / deepest);
+    const bevery = labelEvery(32, lw, font, "31");
     for (let k = 0; k < 32; k++) {
-      el("rect", {x: 10 + k * bw, y: 150, width: bw - 3, height: 120, fill: "#f4f4f4", stroke: "#999"}, svg);
-      el("text", {x: 10 + k * bw + bw / 2 - 1, y: 290, "text-anchor": "middle", class: "small"}, svg, String(k));
-      (levels[k] || []).forEach((wd, i) => el("rect", {x: 12 + k * bw, y: 268 - (i + 1) * 22, width: bw - 7, height: 20,
-        fill: i === 0 ? SRC_COL[0] : COL.race}, svg));
+      el("rect", {x: xs(k, lw), y: bankTop, width: lw - Math.min(3, lw / 4), height: bankH, fill: "#f4f4f4", stroke: "#999"}, svg);
+      if (k % bevery === 0) el("text", {x: xs(k, lw) + lw / 2, y: lowY + lowH + font + 2, "text-anchor": "middle",
+        "font-size": font}, svg, String(k));
+      (levels[k] || []).forEach((wd, i) => el("rect", {x: xs(k, lw) + 2, y: bankTop + bankH - 2 - (i + 1) * lh,
+        width: Math.max(1, lw - Math.min(3, lw / 4) - 4), height: Math.max(1, lh - 2), fill: i === 0 ? SRC_COL[0] : COL.race}, svg));
     }
     lanes.forEach((e, l) => {
       if (e < 0) return;
-      const wd = (e * line.itemsize) >> 2, k = wd & 31, i = levels[k].indexOf(wd);
-      el("line", {x1: 10 + l * lw + lw / 2, y1: 50, x2: 10 + k * bw + bw / 2, y2: 268 - i * 22 - 12, stroke: "#444", "stroke-width": 1.5}, svg);
+      for (const wd of wordsOf(e)) {
+        const k = wd & 31, i = levels[k].indexOf(wd);
+        el("line", {x1: laneX(l), y1: laneY + laneH, x2: xs(k, lw) + lw / 2, y2: bankTop + bankH - 2 - i * lh - lh / 2,
+          stroke: "#444", "stroke-width": 1.5}, svg);
+      }
     });
     el("span", {class: "label"}, caption, "this access: conflict degree ");
     el("span", {class: "degree", id: `s${side}-degree`}, caption, String(a[33]));
@@ -375,8 +449,12 @@ function render() {
   const slider = document.getElementById("step");
   slider.max = maxSteps - 1;
   slider.value = state.step;
-  document.getElementById("steplabel").textContent =
-    `step ${state.step + 1} of ${maxSteps}: ` + DATA.versions.map((v) => `${v.name}: ${v.steps[stepOf(v)].label}`).join(" | ");
+  // a page of one step (no version has barrier phases at this size) has nothing to slide: say so, not "step 1 of 1"
+  slider.disabled = maxSteps < 2;
+  document.body.classList.toggle("onestep", maxSteps < 2);
+  const labels = DATA.versions.map((v) => `${v.name}: ${v.steps[stepOf(v)].label}`).join(" | ");
+  document.getElementById("steplabel").textContent = maxSteps < 2
+    ? `one step at this size (no barrier phases to walk through): ${labels}` : `step ${state.step + 1} of ${maxSteps}: ${labels}`;
   for (const m of ["block", "warp", "thread"]) document.getElementById(`mode-${m}`).classList.toggle("on", state.mode === m);
   document.body.classList.toggle("presenter", state.presenter);
   document.getElementById("presenter").classList.toggle("on", state.presenter);
@@ -389,8 +467,10 @@ function render() {
     el("h2", {class: "sectitle"}, sec, title);
     const body = el("div", {class: "sides"}, sec);
     if (id === "race") { drawRace(body); return; }
+    // both columns first: each drawing is sized from its column's width, which the other column halves
+    const cols = DATA.versions.map((v, side) => el("div", {class: "side", id: `side${side}`}, body));
     DATA.versions.forEach((v, side) => {
-      const col = el("div", {class: "side", id: `side${side}`}, body);
+      const col = cols[side];
       el("h2", {}, col, `${v.name}: ${v.idea}`);
       if (id === "blocks") {
         drawGrid(v, side, el("div", {class: "row"}, col));
@@ -399,17 +479,10 @@ function render() {
       } else drawWarp(v, side, col);
     });
   });
-  if (state.presenter) fitSection();
 }
 
-// presenter mode: the one view shown is scaled to fit the screen below the header, so nothing needs scrolling
-function fitSection() {
-  const sec = [...document.querySelectorAll(".section")].find((x) => x.style.display !== "none");
-  if (!sec) return;
-  const avail = window.innerHeight - document.querySelector("header").offsetHeight - 10;
-  const scale = Math.min(1, avail / sec.scrollHeight);
-  sec.style.zoom = scale < 1 ? String(Math.max(0.5, scale)) : "";
-}
+// presenter mode shows one view, its drawings sized to the screen below the header (text is never scaled down)
+function headerHeight() { return document.querySelector("header").getBoundingClientRect().height; }
 
 function go(delta) {
   const maxSteps = Number(document.getElementById("step").max) + 1;
@@ -426,7 +499,8 @@ function init() {
   for (const m of ["block", "warp", "thread"])
     document.getElementById(`mode-${m}`).addEventListener("click", () => { state.mode = m; render(); });
   document.getElementById("presenter").addEventListener("click", () => { state.presenter = !state.presenter; render(); });
-  window.addEventListener("resize", () => { if (state.presenter) render(); });
+  let pending = 0;  // every drawing is sized from the window: draw again once a resize settles
+  window.addEventListener("resize", () => { clearTimeout(pending); pending = setTimeout(render, 60); });
   document.addEventListener("keydown", (e) => {
     if (e.target.tagName === "INPUT" && (e.key === "ArrowLeft" || e.key === "ArrowRight")) { e.preventDefault(); }
     const sections = DATA.broken ? 3 : 2;

@@ -26,7 +26,8 @@ _TEMPLATE = """<!DOCTYPE html>
 earlier steps</span>
 <span><i style="background:#009E73"></i>written by it</span>
 <span><i style="background:hsl(212,60%,60%)"></i>loads so far, all blocks (darker = more)</span>
-<span><i style="background:#BBBBBB"></i>shared cell set to zero</span></div>
+<span><i style="background:#BBBBBB"></i>shared cell set to zero</span>
+<span><i style="background:#CC79A7"></i>shared cell computed by the block</span></div>
 </header>
 <svg width="0" height="0" style="position:absolute"><defs><pattern id="earlier" width="6" height="6"
 patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#fff"/>
