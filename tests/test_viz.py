@@ -270,3 +270,118 @@ def test_suite_heatmap_from_the_committed_suite_run():
     i, j = data["shapes"].index("1x8192x8192"), data["steps"].index("optimized")
     assert 0.5 < data["of_peer"][i, j] < 2  # the matrix-vector kernel at copy bandwidth, near cuBLAS
     assert viz.load_bench() is None or not viz.load_bench().get("suite")  # the gallery's bench report stays put
+
+
+# -- legibility: every figure as a student sees it -------------------------------------------------------------
+
+#: How the figures are shown (gpukernels.viz._common): a notebook's PNG at gpukernels.notebook.DPI, cropped to its
+#: contents; the gallery's at 90 dpi; each scaled down to DISPLAY_PX when wider.
+SHOWN = [("notebook", viz._common.SHOWN_DPI[0], True), ("gallery", viz._common.SHOWN_DPI[1], False)]
+
+
+def _drawn_texts(fig, dpi):
+    """(renderer, the Text artists a draw at ``dpi`` really draws): visible, not empty, not a tick outside the
+    view (those exist but are skipped), annotations whose point is shown."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    fig.set_dpi(dpi)
+    canvas = FigureCanvasAgg(fig)
+    drawn, draw = {}, Text.draw
+
+    def record(self, renderer):
+        if self.get_visible() and self.get_text().strip():
+            drawn[id(self)] = self
+        return draw(self, renderer)
+
+    Text.draw = record
+    try:
+        canvas.draw()
+    finally:
+        Text.draw = draw
+    return canvas.get_renderer(), list(drawn.values())
+
+
+def legibility_problems(fig) -> list[str]:
+    """What a reader cannot read in ``fig`` however it is shown: a text smaller than LEAST_PX as displayed
+    (points x dpi / 72 x displayed width / saved width), two texts on top of each other (their boxes, as the
+    renderer lays them out, share more than a pixel each way), a text cut off by the figure's edge."""
+    from matplotlib.text import Text
+
+    from gpukernels.viz._common import DISPLAY_PX, LEAST_PX
+
+    out = []
+    for where, dpi, cropped in SHOWN:
+        renderer, texts = _drawn_texts(fig, dpi)
+        saved = (fig.get_tightbbox(renderer).width + 0.2) * dpi if cropped else fig.get_figwidth() * dpi
+        shown = min(saved, DISPLAY_PX)
+        for t in texts:
+            px = t.get_fontsize() * dpi / 72 * shown / saved
+            if px < LEAST_PX - 1e-6:
+                out.append(f"{where}: {t.get_text()[:40]!r} is {px:.1f} px tall")
+        boxes = [(t, Text.get_window_extent(t, renderer)) for t in texts]  # the text alone, not an annotation's arrow
+        for i, (a, ba) in enumerate(boxes):
+            for b, bb in boxes[i + 1:]:
+                if min(ba.x1, bb.x1) - max(ba.x0, bb.x0) > 1 and min(ba.y1, bb.y1) - max(ba.y0, bb.y0) > 1:
+                    out.append(f"{where}: {a.get_text()[:30]!r} overlaps {b.get_text()[:30]!r}")
+            if not cropped and (ba.x0 < -1 or ba.y0 < -1 or ba.x1 > fig.bbox.x1 + 1 or ba.y1 > fig.bbox.y1 + 1):
+                out.append(f"{where}: {a.get_text()[:30]!r} is cut off by the figure's edge")
+    return sorted(set(out))
+
+
+def _committed(name):
+    from pathlib import Path
+
+    return viz.load_bench(Path(__file__).resolve().parent.parent / "benchmarks" / "results" / name)
+
+
+#: Every figure family of gpukernels.viz (but fragments', the tensor-core lesson's own), at small shapes: name ->
+#: (needs the simulator's tracer, how to draw it). The committed H200 runs give the crowded cases (the roofline
+#: of every lesson's every version, the suite's 18 shapes).
+FIGURES = {
+    "grid_map": (True, lambda: viz.grid_map("matmul", ["naive", "coalesced", "tiled", "regblock_1d"], (32, 32, 32))),
+    "grid_map_cbr": (True, lambda: viz.grid_map("cbr", None, (1, 4, 8, 8, 4, 3, 3))),
+    "access_map": (True, lambda: viz.access_map("matmul", ["naive", "coalesced", "tiled"], shape=(32, 32, 32))),
+    "reuse_heatmap": (True, lambda: viz.reuse_heatmap("matmul", ["naive", "tiled"], (32, 32, 32))),
+    "tile_phases": (True, lambda: viz.tile_phases("matmul", "tiled", shape=(32, 32, 48))),
+    "warp_sectors": (True, lambda: viz.warp_sectors("softmax", ["naive", "optimized"], shape=(8, 64))),
+    "warp_banks": (True, lambda: viz.warp_banks("matmul", ["tiled"], array="b_tile", kind="read", shape=(16, 16, 16))),
+    "occupancy_bars": (False, lambda: viz.occupancy_bars("matmul", "sm_80")),
+    "occupancy_all": (False, lambda: viz.occupancy_bars(None, "sm_80")),
+    "occupancy_vs_block_size": (False, lambda: viz.occupancy_vs_block_size("matmul", "sm_80")),
+    "performance_bars": (False, lambda: viz.performance_bars("matmul", _committed("h200.json"))),
+    "performance_model": (True, lambda: viz.performance_bars("softmax", {"results": []})),
+    "roofline": (False, lambda: viz.roofline(_committed("h200.json"), "sm_90")),
+    "suite_heatmap": (False, lambda: viz.suite_heatmap("matmul", _committed("h200-suite.json"))),
+    "not_available": (False, lambda: viz._not_available("occupancy_bars", "the CUDA compiler (NVVM) is not "
+                                                        "installed here: pip install numba-cuda[cu13] " * 2)),
+}
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_figure_text_is_legible_where_it_is_shown(name, fake_compiles):
+    """Every text of every figure is at least 10 px tall as a notebook or the course site shows it (a figure wider
+    than 940 px is scaled down) and none sits on another."""
+    tracer, make = FIGURES[name]
+    if tracer and gpukernels.MODE != "sim":
+        pytest.skip("the tracer runs on the simulator")
+    fig = make()
+    assert not viz.unavailable(fig) or name == "not_available"
+    assert legibility_problems(fig) == []
+
+
+def test_the_legibility_check_sees_small_and_overlapping_text():
+    from gpukernels.viz._common import _figure
+
+    fig = _figure(6, 3)
+    ax = fig.add_subplot()
+    ax.text(0.1, 0.5, "seven points", fontsize=7)
+    ax.text(0.12, 0.5, "on top", fontsize=12)
+    ax.set_title("a title of ten points")
+    problems = legibility_problems(fig)
+    from gpukernels import notebook
+
+    assert notebook.DPI == viz._common.SHOWN_DPI[0]  # the check measures the notebooks' PNGs as they are made
+    assert any("'seven points' is 7.8 px tall" in p for p in problems)
+    assert any("overlaps" in p and "on top" in p for p in problems)
+    assert not any("title" in p for p in problems)

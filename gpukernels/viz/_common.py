@@ -3,6 +3,7 @@ the one-line "cannot be drawn here" figure, and saving small PNGs."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,23 @@ LIMIT_MARKERS = {"threads": "o", "blocks": "D", "registers": "s", "shared memory
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 RESULTS_DIR = ROOT / "benchmarks" / "results"
+
+# How a figure is shown: a notebook's PNG at gpukernels.notebook.DPI = 80 dots per inch (cropped to its contents),
+# the gallery's (``make plots``, `_save_png`) at 90, each at its own size up to DISPLAY_PX wide -- the course site's
+# column and a notebook's output area -- and scaled down to that beyond. Every text is sized with `text_pt` so that
+# it is at least LEAST_PX tall as displayed; tests/test_viz.py checks every figure's texts, and that none overlap.
+DISPLAY_PX = 940
+LEAST_PX = 10
+SHOWN_DPI = (80, 90)
+
+
+def text_pt(fig: Figure, pt: float = 0.0) -> float:
+    """A font size in points, at least ``pt``, that ``fig``'s PNG displays at LEAST_PX or more however it is shown
+    (9 pt for a figure up to 11.5 inches wide, more for a wider one, which is scaled down)."""
+    w = fig.get_figwidth() + 0.2  # a notebook's PNG is cropped to its contents, padded 0.1 inch a side
+    px_per_pt = min(min(dpi, DISPLAY_PX / w) for dpi in SHOWN_DPI) / 72
+    return max(pt, math.ceil(10 * LEAST_PX / px_per_pt) / 10)
+
 
 def _figure(w: float, h: float) -> Figure:
     fig = Figure(figsize=(w, h), dpi=100, layout="constrained")
@@ -47,7 +65,7 @@ def _not_available(title: str, why: str) -> Figure:
     import textwrap
 
     fig = _figure(9, 1.6)
-    fig.text(0.01, 0.5, textwrap.fill(f"{title}: {why}", 130), fontsize=8.5, va="center", family="monospace")
+    fig.text(0.01, 0.5, textwrap.fill(f"{title}: {why}", 100), fontsize=text_pt(fig), va="center", family="monospace")
     fig.gpukernels_data = {"unavailable": why}
     return fig
 
@@ -57,7 +75,8 @@ def _suptitle(fig: Figure, *lines: str, fontsize: float = 10) -> None:
     narrower than one of four): what it shows, then what to notice."""
     import textwrap
 
-    width = max(40, int(fig.get_figwidth() * 72 / (0.55 * fontsize)))
+    fontsize = text_pt(fig, fontsize)
+    width = max(40, int(fig.get_figwidth() * 72 / (0.6 * fontsize)))
     fig.suptitle("\n".join(textwrap.fill(line, width) for line in lines if line), fontsize=fontsize, x=0.01,
                  ha="left")
 

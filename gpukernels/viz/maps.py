@@ -9,7 +9,7 @@ import math
 import numpy as np
 from matplotlib.figure import Figure
 
-from ._common import CMAP, _figure, _naive_and_best, _suptitle, _trace_module
+from ._common import CMAP, _figure, _naive_and_best, _suptitle, _trace_module, text_pt
 from .traced import _GLOBAL, _READ, _SHARED, _WRITE, Traced, traced
 
 reuse = _trace_module().reuse  # the tracer's definition: loads / elements
@@ -32,7 +32,17 @@ def _montage(counts: np.ndarray) -> np.ndarray:
 def _montage_axes_label(shape: tuple, name: str) -> str:
     if len(shape) <= 2:
         return f"{name} {tuple(shape)}"
-    return f"{name} {tuple(shape)}: {math.prod(shape[:-2])} planes of {shape[-2]} x {shape[-1]}, side by side"
+    return f"{name} {tuple(shape)}:\n{math.prod(shape[:-2])} planes of {shape[-2]} x {shape[-1]}, side by side"
+
+
+def _wrap(ax, text: str, fontsize: float) -> str:
+    """``text`` with each line wrapped to the width of ``ax`` (its subplot's share of the figure): a panel's title
+    never runs into the next panel's."""
+    import textwrap
+
+    width_pt = ax.get_position().width * ax.figure.get_figwidth() * 72 * 1.1
+    chars = max(12, int(width_pt / (0.6 * fontsize)))
+    return "\n".join(textwrap.fill(line, chars) if line else line for line in text.split("\n"))
 
 
 def _image(ax, img, title, cmap=CMAP, norm=None, vmin=None, vmax=None):
@@ -40,8 +50,9 @@ def _image(ax, img, title, cmap=CMAP, norm=None, vmin=None, vmax=None):
 
     cm = matplotlib.colormaps[cmap].with_extremes(bad="0.85")  # NaN: gaps between planes, unread elements
     im = ax.imshow(img, cmap=cm, norm=norm, vmin=vmin, vmax=vmax, interpolation="nearest", aspect="auto")
-    ax.set_title(title, fontsize=8.5, loc="left")
-    ax.tick_params(labelsize=7)
+    ax.set_title(_wrap(ax, title, text_pt(ax.figure, 9.5)), fontsize=text_pt(ax.figure, 9.5), loc="left")
+    ax.tick_params(labelsize=text_pt(ax.figure))
+    ax.locator_params(nbins=4)  # tick labels of 9 points or more need room: a few of them
     if img.shape[0] <= 3:
         ax.set_yticks([])
     return im
@@ -77,7 +88,7 @@ def _plane(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def grid_map(lesson: str = "matmul", versions=None, shape=None, zoom=(8, 16)) -> Figure:
+def grid_map(lesson: str = "matmul", versions=None, shape=None, zoom=(8, 8)) -> Figure:
     """Which block and which thread computes which output element, per version.
 
     Teaches: the launch configuration is a *mapping* from (block, thread) to output elements. Top row: every
@@ -88,8 +99,10 @@ def grid_map(lesson: str = "matmul", versions=None, shape=None, zoom=(8, 16)) ->
     """
     versions = list(versions or _naive_and_best(lesson))
     n = len(versions)
-    fig = _figure(3.3 * n + 0.6, 7.2)
+    fig = _figure(min(2.7 * n + 0.6, 11.2), 7.6)
     axes = fig.subplots(2, n, squeeze=False, height_ratios=[1.25, 1])
+    fs = text_pt(fig)
+    panel_pt = (fig.get_figwidth() - 0.6) / n * 72 * 0.78  # an axes' width in points, roughly (less its labels)
     data = {}
     for col, version in enumerate(versions):
         tr = traced(lesson, version, shape)
@@ -103,20 +116,28 @@ def grid_map(lesson: str = "matmul", versions=None, shape=None, zoom=(8, 16)) ->
         img = np.where(bplane >= 0, shade[np.maximum(bplane, 0)], np.nan)
         ax = axes[0, col]
         _image(ax, img, f"{version}: {tr.launches[li][0]}\ngrid {gdims}, block {bdims}", cmap=CMAP, vmin=0, vmax=1)
+        cell_pt = panel_pt / bplane.shape[1]  # one element's width (and, at most, its height) in points
         for b in np.unique(bplane[bplane >= 0]):
             ys, xs = np.nonzero(bplane == b)
-            if len(ys) >= 0.004 * bplane.size:
-                bx, by, bz = b % gdims[0], (b // gdims[0]) % gdims[1], b // (gdims[0] * gdims[1])
-                label = f"{bx},{by}" if gdims[1] > 1 or gdims[2] > 1 else f"{bx}"
-                ax.text(xs.mean(), ys.mean(), label, ha="center", va="center", fontsize=6.5,
+            bx, by, bz = b % gdims[0], (b // gdims[0]) % gdims[1], b // (gdims[0] * gdims[1])
+            label = f"{bx},{by}" if gdims[1] > 1 or gdims[2] > 1 else f"{bx}"
+            # labelled where the label fits inside the block's region (else the title's grid says it)
+            if (np.ptp(xs) + 1) * cell_pt >= 0.65 * fs * len(label) + 2 and (np.ptp(ys) + 1) * cell_pt >= 1.3 * fs:
+                ax.text(xs.mean(), ys.mean(), label, ha="center", va="center", fontsize=fs,
                         color="white" if shade[b] < 0.55 else "black")
         if block.ndim > 2:
-            ax.set_xlabel(_montage_axes_label(block.shape, tr.out_name), fontsize=7)
+            ax.set_xlabel(_montage_axes_label(block.shape, tr.out_name), fontsize=fs)
         else:
-            ax.set_xlabel(f"{tr.out_name}: column (of {bplane.shape[1]})", fontsize=7.5)
-            ax.set_ylabel(f"row (of {bplane.shape[0]})", fontsize=7.5)
-        # zoom: thread ids, shaded by warp
+            ax.set_xlabel(f"{tr.out_name}: column (of {bplane.shape[1]})", fontsize=fs)
+            ax.set_ylabel(f"row (of {bplane.shape[0]})", fontsize=fs)
+        # zoom: thread ids, shaded by warp -- as many columns as their labels fit
+        def tlabel(t):
+            x, y = t % bdims[0], (t // bdims[0]) % bdims[1]
+            return f"{x},{y}" if bdims[1] > 1 else f"{x}"
+
         zr, zc = min(zoom[0], tplane.shape[0]), min(zoom[1], tplane.shape[1])
+        while zc > 2 and panel_pt / zc < 0.65 * fs * max(len(tlabel(int(t))) for t in tplane[:zr, :zc].ravel()) + 2:
+            zc -= 1
         zt = tplane[:zr, :zc]
         warp = np.where(zt >= 0, zt // 32, -1)
         zax = axes[1, col]
@@ -132,13 +153,11 @@ def grid_map(lesson: str = "matmul", versions=None, shape=None, zoom=(8, 16)) ->
                 t = int(zt[r, c])
                 if t < 0:
                     continue
-                x, y, z = t % bdims[0], (t // bdims[0]) % bdims[1], t // (bdims[0] * bdims[1])
-                txt = f"{x},{y}" if bdims[1] > 1 else f"{x}"
-                zax.text(c, r, txt, ha="center", va="center", fontsize=5 if len(txt) > 3 else 6,
+                zax.text(c, r, tlabel(t), ha="center", va="center", fontsize=fs,
                          color="white" if (warp[r, c] % 8) < 5 else "black")
         zax.set_xticks(range(zc))
         zax.set_yticks(range(zr))
-        zax.tick_params(labelsize=6)
+        zax.tick_params(labelsize=fs)
         data[version] = {"launch": li, "block": block, "thread": tid, "grid": gdims, "block_dims": bdims,
                          "warp0_span": (int(np.ptp(w0[:, 0]) + 1), int(np.ptp(w0[:, 1]) + 1)) if len(w0) else None}
     spans = ", ".join(f"{v} {d['warp0_span'][0]} x {d['warp0_span'][1]}" for v, d in data.items() if d["warp0_span"])
@@ -203,11 +222,11 @@ def access_map(lesson: str = "matmul", versions=None, who: str = "warp", index: 
                         vmin=1, vmax=max(top, 2))
             if distinct and min(img.shape) >= 2:  # outline what was read: a one-element strip stays visible
                 ax.contour(np.nan_to_num(_montage(c > 0)), levels=[0.5], colors="black", linewidths=0.9)
-            ax.set_xlabel(_montage_axes_label(c.shape, name), fontsize=7)
+            ax.set_xlabel(_montage_axes_label(c.shape, name), fontsize=text_pt(fig))
             if top > 1:
                 cb = fig.colorbar(im, ax=ax, shrink=0.8, pad=0.01)
-                cb.ax.tick_params(labelsize=6)
-                cb.set_label("loads", fontsize=7)
+                cb.ax.tick_params(labelsize=text_pt(fig))
+                cb.set_label("loads", fontsize=text_pt(fig))
             data[version][name] = c
     footprint = ", ".join(f"{v} {sum(int((c > 0).sum()) for c in d.values())}" for v, d in data.items())
     _suptitle(fig, f"{lesson} {'x'.join(map(str, trs[0].shape))}: the global elements one {who} reads (outlined; "
@@ -254,10 +273,10 @@ def reuse_heatmap(lesson: str = "matmul", versions=None, shape=None) -> Figure:
             mean = reuse(c.sum(), c.size)
             im = _image(ax, img, f"{version}: {name} loaded {mean:.3g} times per element "
                                  f"(max {int(c.max())})", norm=norm)
-            ax.set_xlabel(_montage_axes_label(c.shape, name), fontsize=7)
+            ax.set_xlabel(_montage_axes_label(c.shape, name), fontsize=text_pt(fig))
             cb = fig.colorbar(im, ax=ax, shrink=0.8, pad=0.01)
-            cb.ax.tick_params(labelsize=6)
-            cb.set_label("loads per element", fontsize=7)
+            cb.ax.tick_params(labelsize=text_pt(fig))
+            cb.set_label("loads per element", fontsize=text_pt(fig))
     first, last = versions[0], versions[-1]
     n0 = names[0]
     r0 = reuse(counts[first][n0].sum(), counts[first][n0].size)
@@ -350,7 +369,7 @@ def tile_phases(lesson: str = "matmul", version: str = "tiled", block: int | Non
                     ax.add_patch(mpatches.Rectangle((xs.min() - 0.5, ys.min() - 0.5), xs.max() - xs.min() + 1,
                                                     ys.max() - ys.min() + 1, fill=False, hatch="///", lw=1.5,
                                                     edgecolor="black"))
-            ax.set_xlabel(_montage_axes_label(shape_, name), fontsize=6.5)
+            ax.set_xlabel(_montage_axes_label(shape_, name), fontsize=text_pt(fig))
         for name in names:
             seen[name] |= ph["sources"].get(name, set())
         data.append({"interval": ph["interval"], "sources": ph["sources"], "padding": ph["padding"],

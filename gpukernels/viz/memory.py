@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from ._common import ROOT, _figure, _naive_and_best, _rect, _suptitle, _trace_module
+from ._common import ROOT, _figure, _naive_and_best, _rect, _suptitle, _trace_module, text_pt
 from .traced import _GLOBAL, _READ, _SHARED, _WRITE, Traced, traced
 
 # The module gpukernels.trace (the package attribute of that name is its context manager): its definitions
@@ -78,7 +78,8 @@ def warp_sectors(lesson: str = "matmul", versions=None, array: str | None = None
     shown.
     """
     versions = list(versions or _naive_and_best(lesson))
-    fig = _figure(9.5, 2.3 * len(versions) + 0.7)
+    fig = _figure(9.5, 2.5 * len(versions) + 0.8)
+    fs = text_pt(fig)
     axes = fig.subplots(len(versions), 1, squeeze=False)[:, 0]
     kind_code = None if kind is None else {"read": _READ, "write": _WRITE}[kind]
     if array is None:
@@ -102,19 +103,26 @@ def warp_sectors(lesson: str = "matmul", versions=None, array: str | None = None
         for lane in range(32):
             active = lane in set(lanes.tolist())
             ax.add_patch(_rect(lane + 0.05, 1, 0.9, 0.3, "0.25" if active else "white"))
+        # each sector labelled with its first byte (every n-th when they are narrow: labels never touch)
+        slot_pt = 0.85 * fig.get_figwidth() * 72 / width
+        every = 1
+        while every < width and slot_pt * every < 0.62 * fs * len(f"byte {uniq[-1] * 32}") + 4:
+            every += 1
         for s, i in pos.items():
             ax.add_patch(_rect(i * 32 / width + 0.08, -0.25, 32 / width - 0.16, 0.37, "0.7", hatch="//"))
-            if width <= 16:
-                ax.text((i + 0.5) * 32 / width, -0.06, f"byte {s * 32}", ha="center", va="center", fontsize=6)
+            if i % every == 0:
+                ax.text((i + 0.5) * 32 / width, -0.06, f"byte {s * 32}", ha="center", va="center", fontsize=fs,
+                        bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5})
         used = isz * len(set(elems.tolist()))
         ax.set_xlim(0, 32)
         ax.set_ylim(-0.35, 1.45)
-        ax.set_yticks([1.15, -0.06], ["lanes", "sectors"], fontsize=8)
+        ax.set_yticks([1.15, -0.06], ["lanes", "sectors"], fontsize=fs)
         ax.set_xticks([])
         verdict = "the fewest" if moved == needed else f"{needed} would hold them"
-        ax.set_title(f"{version}, {loc} ({name} {'read' if k == _READ else 'write'}): {len(set(lanes.tolist()))} "
-                     f"lanes -> {moved} sector{'s' if moved > 1 else ''} ({moved * tracer.SECTOR_BYTES} bytes "
-                     f"moved, {used} used); {verdict}: efficiency {eff:.0%}", fontsize=8, loc="left")
+        ax.set_title(_wrapped(fig, f"{version}, {loc} ({name} {'read' if k == _READ else 'write'}): "
+                     f"{len(set(lanes.tolist()))} lanes -> {moved} sector{'s' if moved > 1 else ''} "
+                     f"({moved * tracer.SECTOR_BYTES} bytes moved, {used} used); {verdict}: efficiency {eff:.0%}",
+                     fs), fontsize=fs, loc="left")
         for sp in ax.spines.values():
             sp.set_visible(False)
         data[version] = {"array": name, "lanes": lanes, "elements": elems, "sectors": moved,
@@ -125,6 +133,13 @@ def warp_sectors(lesson: str = "matmul", versions=None, array: str | None = None
               f"{', '.join(effs)}")
     fig.gpukernels_data = data
     return fig
+
+
+def _wrapped(fig: Figure, text: str, fontsize: float) -> str:
+    """``text`` wrapped to the figure's width (a panel's title of one figure-wide axes)."""
+    import textwrap
+
+    return textwrap.fill(text, max(40, int(fig.get_figwidth() * 72 / (0.6 * fontsize))))
 
 
 def _itemsize(tr: Traced, rows: np.ndarray) -> int:
@@ -176,7 +191,8 @@ def warp_banks(lesson: str = "matmul", versions=("regblock_2d", "conflict_free")
     tile's rows and serves it in one pass.
     """
     versions = list(versions or _naive_and_best(lesson))
-    fig = _figure(9.5, 2.6 * len(versions) + 0.7)
+    fig = _figure(9.5, 2.8 * len(versions) + 0.8)
+    fs = text_pt(fig)
     axes = fig.subplots(len(versions), 1, squeeze=False)[:, 0]
     kind_code = None if kind is None else {"read": _READ, "write": _WRITE}[kind]
     data = {}
@@ -204,12 +220,12 @@ def warp_banks(lesson: str = "matmul", versions=("regblock_2d", "conflict_free")
                                    hatch="xx" if level else ""))
         ax.set_xlim(0, 32)
         ax.set_ylim(-0.1, top + 0.4)
-        ax.set_yticks([top + 0.15, 0.15], ["lanes", "banks"], fontsize=8)
-        ax.set_xticks([b + 0.5 for b in range(0, 32, 4)], [str(b) for b in range(0, 32, 4)], fontsize=7)
-        ax.set_title(f"{version}, {loc} ({name} {'read' if k == _READ else 'write'}): "
-                     + ("conflict-free (one pass)" if degree <= 1 else f"{degree}-way bank conflict "
-                                                                        f"({degree} passes)"),
-                     fontsize=9, loc="left")
+        ax.set_yticks([top + 0.15, 0.15], ["lanes", "banks"], fontsize=fs)
+        ax.set_xticks([b + 0.5 for b in range(0, 32, 4)], [str(b) for b in range(0, 32, 4)], fontsize=fs)
+        ax.set_title(_wrapped(fig, f"{version}, {loc} ({name} {'read' if k == _READ else 'write'}): "
+                              + ("conflict-free (one pass)" if degree <= 1 else f"{degree}-way bank conflict "
+                                                                                 f"({degree} passes)"), fs),
+                     fontsize=fs, loc="left")
         for sp in ax.spines.values():
             sp.set_visible(False)
         data[version] = {"array": name, "lanes": lanes, "words": words, "banks": banks, "degree": degree,

@@ -7,7 +7,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .. import resources as _res
-from ._common import LIMIT_MARKERS, MARKERS, _figure, _not_available, _pct, _shades
+from ._common import LIMIT_MARKERS, MARKERS, _figure, _not_available, _pct, _shades, _suptitle, text_pt
 
 # ----------------------------------------------------------------------------------------------------------
 # 5. Occupancy (from the compiler: gpukernels.resources)
@@ -51,6 +51,7 @@ def occupancy_bars(lesson: str | None = None, arch: str = "sm_90", shape_key: st
     labels = [(f"{r.lesson}." if lesson is None else "") + _row_label(r) for r in rows]
     n = len(rows)
     fig = _figure(10, 0.42 * n + 1.6)
+    fs = text_pt(fig)
     ax = fig.add_subplot()
     cap = a.max_warps_per_sm
     ys = np.arange(n)[::-1]
@@ -66,26 +67,27 @@ def occupancy_bars(lesson: str | None = None, arch: str = "sm_90", shape_key: st
                     markeredgecolor="black", markersize=7.5, zorder=3, clip_on=False)
         ax.text(cap * 1.03, y, f"{_pct(occ.occupancy):>5}  {', '.join(occ.binding)}: {r.resources.registers} regs, "
                 f"{r.resources.shared_bytes + r.dynamic_shared} B smem, {r.threads_per_block} threads",
-                va="center", fontsize=8, family="monospace")
+                va="center", fontsize=fs, family="monospace")
         data.append({"lesson": r.lesson, "version": r.version, "kernel": r.kernel,
                      "warps_per_sm": occ.warps_per_sm, "blocks_per_sm": occ.blocks_per_sm,
                      "limits_warps": {k: v * occ.warps_per_block for k, v in occ.limits.items()},
                      "binding": list(occ.binding), "occupancy": occ.occupancy})
-    ax.set_yticks(ys, labels, fontsize=9)
+    ax.set_yticks(ys, labels, fontsize=fs)
     ax.set_xlim(0, cap)
     ax.set_ylim(-0.6, n - 0.4)
     ax.set_xticks(list(range(0, cap + 1, 8)))
-    ax.set_xlabel(f"resident warps per SM (at most {cap} on {a.name})", fontsize=9)
+    ax.tick_params(labelsize=fs)
+    ax.set_xlabel(f"resident warps per SM (at most {cap} on {a.name})", fontsize=fs)
     handles = [ax.plot([], [], m, color="white", markeredgecolor="black", markersize=7.5, ls="")[0]
                for m in LIMIT_MARKERS.values()]
     handles.append(ax.plot([], [], "s", color="black", markersize=7.5, ls="")[0])
-    fig.legend(handles, [f"{k} allow" for k in LIMIT_MARKERS] + ["filled: binds"], fontsize=8, loc="outside lower center",
-               ncol=6, frameon=False)
+    fig.legend(handles, [f"{k} allow" for k in LIMIT_MARKERS] + ["filled: binds"], fontsize=fs,
+               loc="outside lower center", ncol=6, frameon=False)
     worst = min(rows, key=lambda r: r.occupancy.occupancy)
     where = f"{worst.lesson}.{worst.version}" if lesson is None else worst.version
-    fig.suptitle(f"{'All lessons' if lesson is None else lesson} on {a.name} ({a.gpu}): {where} keeps only "
-                 f"{worst.occupancy.warps_per_sm} of {cap} warps resident -- limited by "
-                 f"{' and '.join(worst.occupancy.binding)}", fontsize=10, x=0.01, ha="left")
+    _suptitle(fig, f"{'All lessons' if lesson is None else lesson} on {a.name} ({a.gpu}): {where} keeps only "
+                   f"{worst.occupancy.warps_per_sm} of {cap} warps resident -- limited by "
+                   f"{' and '.join(worst.occupancy.binding)}")
     fig.gpukernels_data = {"arch": a.name, "rows": data}
     return fig
 
@@ -110,16 +112,22 @@ def occupancy_vs_block_size(lesson: str | None = None, arch: str = "sm_90", shap
     for r in rows:
         key = (r.resources.registers, r.resources.shared_bytes + r.dynamic_shared, r.resources.barriers)
         groups.setdefault(key, []).append(r)
-    fig = _figure(9, 4.8)
+    import textwrap
+
+    fig = _figure(9, 4.8 + 0.16 * len(groups))
+    fs = text_pt(fig)
+    legend_chars = int((fig.get_figwidth() / 2 - 0.6) * 72 / (0.6 * fs))
     ax = fig.add_subplot()
     data = []
     colours = _shades(len(groups))
+    too_big: dict[int, list[int]] = {}  # block size from which a curve's block does not fit -> their registers
     for i, ((regs, smem, bars), rs) in enumerate(groups.items()):
         sweep = _res.occupancy_sweep(a, regs, smem, bars, sizes)
         ys = [100 * o.occupancy for o in sweep]
         names = ", ".join((f"{r.lesson}." if lesson is None else "") + _row_label(r) for r in rs)
+        label = textwrap.fill(f"{names} ({regs} regs, {smem} B smem)", legend_chars)  # two columns of the width
         ax.plot(sizes, ys, marker=MARKERS[i % len(MARKERS)], markersize=4.5, lw=1.4, ls=["-", "--", ":", "-."][i % 4],
-                color=colours[i], label=f"{names} ({regs} regs, {smem} B smem)")
+                color=colours[i], label=label)
         for r in rs:
             ax.plot([r.threads_per_block], [100 * r.occupancy.occupancy], "o", markersize=14,
                     markerfacecolor="none", markeredgecolor="black", markeredgewidth=1.6, zorder=4)
@@ -127,16 +135,24 @@ def occupancy_vs_block_size(lesson: str | None = None, arch: str = "sm_90", shap
                          "block_sizes": sizes, "occupancy": ys, "launched": r.threads_per_block})
         zero = next((s for s, o in zip(sizes, sweep) if o.blocks_per_sm == 0), None)
         if zero is not None:
-            ax.annotate(f"{regs} regs x {zero} threads > {a.regs_per_block // 1024}K registers:\nthe block does not fit",
-                        (zero, 0), xytext=(zero + 20, 12), fontsize=7.5, arrowprops={"arrowstyle": "->", "lw": 0.8})
-    ax.set_xlabel("threads per block (rings: the launcher's choice)")
-    ax.set_ylabel("occupancy (% of the SM's warp slots)")
+            too_big.setdefault(zero, []).append(regs)
+    # where a block stops fitting: a mark on the axis, and one sentence for all of them under the title (notes
+    # beside the curves landed on each other: several curves stop at the same block size)
+    for zero in too_big:
+        ax.plot([zero], [0], "X", color="black", markersize=9, zorder=5, clip_on=False)
+    fits = "; ".join(f"from {zero} threads at {', '.join(map(str, sorted(set(regs))))} registers per thread"
+                     for zero, regs in sorted(too_big.items()))
+    ax.set_xlabel("threads per block (rings: the launcher's choice)", fontsize=fs)
+    ax.set_ylabel("occupancy (% of the SM's warp slots)", fontsize=fs)
+    ax.tick_params(labelsize=fs)
     ax.set_xticks([32, 128, 256, 384, 512, 640, 768, 896, 1024])
     ax.set_ylim(-3, 105)
     ax.grid(True, color="0.9")
-    fig.legend(fontsize=7.5, loc="outside lower center", ncol=2, frameon=False)
-    ax.set_title(f"{lesson or 'All lessons'} on {a.name}: occupancy vs block size is a staircase; many registers "
-                 f"cap it at any size", fontsize=10, loc="left")
+    fig.legend(fontsize=fs, loc="outside lower center", ncol=2, frameon=False)
+    _suptitle(fig, f"{lesson or 'All lessons'} on {a.name}: occupancy vs block size is a staircase; many registers "
+                   "cap it at any size",
+              f"X: the block no longer fits ({a.regs_per_block // 1024}K registers per block) -- {fits}"
+              if fits else "")
     fig.gpukernels_data = {"arch": a.name, "rows": data}
     return fig
 

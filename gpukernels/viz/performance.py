@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .. import resources as _res
-from ._common import GREYS, MARKERS, ROOT, _figure, _lessons, _shades, _versions
+from ._common import GREYS, MARKERS, ROOT, _figure, _lessons, _shades, _versions, text_pt
 from .traced import traffic
 
 RESULTS_DIR = ROOT / "benchmarks" / "results"
@@ -72,11 +72,13 @@ def suite_heatmap(lesson: str = "matmul", report: dict | None = None) -> Figure:
 
     report = load_bench(suite=True) if report is None else report
     rows = [r for r in bench.rows(report or {"results": []}) if r["lesson"] == lesson and r["kind"] == "kernel"]
-    fig = _figure(8.5, 0.9 + 0.32 * max(1, len({r["shape"] for r in rows})))
+    steps_run = {r["version"] for r in rows}
+    fig = _figure(min(11.2, 5.0 + 0.34 * len(steps_run)), 2.2 + 0.32 * max(1, len({r["shape"] for r in rows})))
+    fs = text_pt(fig)
     ax = fig.add_subplot()
     if not rows:
         ax.text(0.5, 0.5, f"no suite measurement of {lesson} (run gpukernels bench --suite --json FILE)",
-                ha="center", va="center")
+                ha="center", va="center", fontsize=fs)
         ax.set_axis_off()
         return fig
     regime = {"x".join(map(str, r["shape"])): r.get("extra", {}).get("regime", "") for r in report["results"]
@@ -88,22 +90,23 @@ def suite_heatmap(lesson: str = "matmul", report: dict | None = None) -> Figure:
     for r in rows:
         if r["of_peer"]:
             grid[shapes.index(r["shape"]), steps.index(r["version"])] = r["of_peer"]
-    cmap = LinearSegmentedColormap.from_list("peer", ["#b2182b", "#f7f7f7", "#1a9850"])
-    cmap.set_bad("#dddddd")
+    cmap = LinearSegmentedColormap.from_list("peer", ["#b2182b", "#f7f7f7", "#1a9850"]).with_extremes(bad="#dddddd")
     im = ax.imshow(grid, cmap=cmap, norm=LogNorm(vmin=0.1, vmax=10), aspect="auto")
     for (i, j), v in np.ndenumerate(grid):
         if v == v:
-            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
-    ax.set_xticks(range(len(steps)), steps, rotation=30, ha="right", fontsize=8)
-    ax.set_yticks(range(len(shapes)), [f"{regime.get(s, '')}  {s}" for s in shapes], fontsize=8)
-    fig.colorbar(im, ax=ax, label="library time / step time")
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=fs)
+    ax.set_xticks(range(len(steps)), steps, rotation=90, fontsize=fs)
+    ax.set_yticks(range(len(shapes)), [f"{regime.get(s, '')}  {s}" for s in shapes], fontsize=fs)
+    cb = fig.colorbar(im, ax=ax)
+    cb.set_label("library time / step time", fontsize=fs)
+    cb.ax.tick_params(labelsize=fs)
     env = report.get("environment", {})
     winners = {steps[int(np.nanargmax(r))] for r in grid if np.isfinite(r).any()}
     notice = (f"Notice: {len(winners)} different steps are fastest, depending on the shape" if len(winners) > 1
               else f"Notice: {next(iter(winners))} is fastest at every shape" if winners else "")
     ax.set_title(f"{lesson} suite on {env.get('device', 'GPU')} ({env.get('date', '')[:10]}"
                  f"{'' if report.get('complete', True) else ', PARTIAL run'}): fraction of the library's speed\n"
-                 f"{notice}", fontsize=10, loc="left")
+                 f"{notice}", fontsize=text_pt(fig, 10), loc="left")
     fig.gpukernels_data = {"shapes": shapes, "steps": steps, "of_peer": grid}
     return fig
 
@@ -124,8 +127,10 @@ def performance_bars(lesson: str, report: dict | None = None, shape=None, arch: 
     """
     report = load_bench() if report is None else report
     memory = _memory_bound(lesson)
-    fig = _figure(8.5, 3.9)
+    n_bars = len(bench_results(report, lesson, shape)[1]) if report is not None else 0
+    fig = _figure(8.5, max(3.9, 1.6 + 0.3 * (n_bars or len(_versions(lesson)))))
     ax = fig.add_subplot()
+    ax.tick_params(labelsize=text_pt(fig))
     if report is None or not bench_results(report, lesson, shape)[1]:
         return _performance_model(fig, ax, lesson, arch)
     shape, rs = bench_results(report, lesson, shape)
@@ -145,10 +150,10 @@ def performance_bars(lesson: str, report: dict | None = None, shape=None, arch: 
         peer = r["kind"] == "peer"
         ax.barh(y, v, color="white" if peer else shades[i], hatch="///" if peer else "",
                 edgecolor="black", height=0.65)
-        ax.text(v, y, "  " + labels[i], va="center", fontsize=8)
-    ax.set_yticks(ys, names, fontsize=9)
+        ax.text(v, y, "  " + labels[i], va="center", fontsize=text_pt(fig))
+    ax.set_yticks(ys, names, fontsize=text_pt(fig, 9))
     unit = "GB/s (minimum DRAM bytes / median time)" if memory else "TFLOP/s (FP32, median time)"
-    ax.set_xlabel(unit)
+    ax.set_xlabel(unit, fontsize=text_pt(fig, 10))
     ax.set_xlim(0, max(values) * 1.45 if values and max(values) > 0 else 1)
     env = report.get("environment", {})
     best = max((v, n) for v, n, r in zip(values, names, rs) if r["kind"] == "kernel")
@@ -171,8 +176,8 @@ def _performance_model(fig, ax, lesson, arch):
     for i, (y, m) in enumerate(zip(ys, model)):
         ax.barh(y, m["attainable_tflops"], color=GREYS[min(i, 3)], edgecolor="black", height=0.65, hatch="..")
         ax.text(m["attainable_tflops"], y, f"  AI {m['intensity']:.2f} FLOP/B -> {m['bound']}-bound",
-                va="center", fontsize=8)
-    ax.set_yticks(ys, names, fontsize=9)
+                va="center", fontsize=text_pt(fig))
+    ax.set_yticks(ys, names, fontsize=text_pt(fig, 9))
     ax.set_xlabel(f"MODEL: attainable TFLOP/s = min({a.peak_fp32_tflops} TFLOP/s, intensity x "
                   f"{a.peak_bw_gbs / 1000:g} TB/s), {a.gpu} spec sheet")
     ax.set_xlim(0, max(values) * 1.6 if values else 1)
@@ -214,9 +219,27 @@ def roofline(report: dict | None = None, arch: str = "sm_90", lessons=None) -> F
     a = _res.get_arch(arch)
     report = load_bench() if report is None else report
     lessons = list(lessons or _lessons())
-    fig = _figure(8.5, 5.2)
-    ax = fig.add_subplot()
     measured = report is not None and any(bench_results(report, l)[1] for l in lessons)
+    points = []  # (lesson, name, intensity, TFLOP/s, peer, index in the lesson, label on the plot)
+    for lesson in lessons:
+        steps = _versions(lesson)
+        rows = ([(r["name"], r["flops"] / r["bytes"], r["flops"] / (r["median_ms"] * 1e-3) / 1e12, r["kind"] == "peer")
+                 for r in bench_results(report, lesson)[1] if r.get("ok", True) and r["median_ms"] == r["median_ms"]]
+                if measured else [(m["version"], m["intensity"], m["attainable_tflops"], False)
+                                  for m in roofline_model(lesson, arch=a.name)])
+        peers = 0
+        for vi, (name, x, y, peer) in enumerate(rows):
+            peers += peer
+            label = ("P" + (str(peers) if sum(p for *_, p in rows) > 1 else "")) if peer else \
+                str(steps.index(name) + 1 if name in steps else vi + 1)
+            points.append((lesson, name, x, y, peer, vi, label))
+    # The plot above, a key below: each point carries its step number (the lesson's VERSIONS order, as in the
+    # README; P: the library), placed where it touches no other label, marker or the legend -- a lesson's twenty
+    # versions at one intensity cannot all be named beside their points
+    key = _roofline_key(lessons, points)
+    fig = _figure(9.5, 7.0 + 0.2 * len(key))
+    fs = text_pt(fig)
+    ax, kax = fig.subplots(2, 1, height_ratios=[6.8, 0.2 * len(key) + 0.2])
     peak, bw = a.peak_fp32_tflops, a.peak_bw_gbs
     xs = np.logspace(-2, 3.5, 200)
     ax.plot(xs, np.minimum(peak, xs * bw / 1000), "--", color="0.4", lw=1.2,
@@ -226,67 +249,104 @@ def roofline(report: dict | None = None, arch: str = "sm_90", lessons=None) -> F
         mp, mb = ceilings["sgemm_TFLOPs"], ceilings["copy_GBps"]
         ax.plot(xs, np.minimum(mp, xs * mb / 1000), "-", color="black", lw=1.6,
                 label=f"measured: peer SGEMM {mp:.1f} TFLOP/s, copy {mb / 1000:.2f} TB/s")
-    points = []
-    for li, lesson in enumerate(lessons):
-        mod = _lessons()[lesson]
-        if measured:
-            shape, rs = bench_results(report, lesson)
-            for vi, r in enumerate(rs):
-                if not r.get("ok", True) or not r["median_ms"] == r["median_ms"]:
-                    continue
-                x = r["flops"] / r["bytes"]
-                y = r["flops"] / (r["median_ms"] * 1e-3) / 1e12
-                points.append((lesson, r["name"], x, y, r["kind"] == "peer", vi))
-        else:
-            for vi, m in enumerate(roofline_model(lesson, arch=a.name)):
-                points.append((lesson, m["version"], m["intensity"], m["attainable_tflops"], False, vi))
-    label_y = _spread([(x, y) for _, _, x, y, _, _ in points], min_gap=0.15)
-    # A lesson's labels go to the left of its column when another lesson's column is close on the right.
-    column = {l: min(x for ll, _, x, _, _, _ in points if ll == l) for l in {p[0] for p in points}}
-    left = {l: any(0 < math.log10(column[o] / column[l]) < 1.3 for o in column) for l in column}
-    for (lesson, name, x, y, peer, vi), ly in zip(points, label_y):
+    for li, lesson in enumerate(lessons):  # one legend entry per lesson's marker
+        ax.plot([], [], MARKERS[li % len(MARKERS)], color="0.6", markeredgecolor="black", markersize=8, label=lesson)
+    for lesson, name, x, y, peer, vi, _ in points:
         li = lessons.index(lesson)
         n_versions = len(_versions(lesson))
         ax.plot(x, y, MARKERS[li % len(MARKERS)], markersize=8 if not peer else 10, zorder=3,
                 markerfacecolor="white" if peer else _shades(n_versions)[min(vi, n_versions - 1)],
                 markeredgecolor="black")
-        ax.annotate(f"{lesson}.{name}" if not peer else f"{lesson}: {name}", (x, y),
-                    xytext=(x / 1.25 if left[lesson] else x * 1.25, ly), ha="right" if left[lesson] else "left",
-                    textcoords="data", fontsize=7, va="center",
-                    arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.5"} if abs(ly / y - 1) > 0.05 else None)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(xs[0], xs[-1])
     ymin = min([p[3] for p in points] + [peak]) / 3
-    ax.set_ylim(max(ymin, 1e-4), peak * 3)
+    ax.set_ylim(max(ymin, 1e-4), max([p[3] for p in points] + [peak]) * 3)  # tensor cores pass the FP32 roof
     ax.grid(True, which="major", color="0.9")
+    ax.tick_params(labelsize=fs)
     ax.set_xlabel("arithmetic intensity (FLOP per byte)  " +
-                  ("[FLOPs / minimum DRAM bytes]" if measured else "[MODEL: FLOPs / traced global bytes, no caches]"))
-    ax.set_ylabel("TFLOP/s" + ("" if measured else " (MODEL: on the roof)"))
+                  ("[FLOPs / minimum DRAM bytes]" if measured else "[MODEL: FLOPs / traced global bytes, no caches]"),
+                  fontsize=fs)
+    ax.set_ylabel("TFLOP/s" + ("" if measured else " (MODEL: on the roof)"), fontsize=fs)
     ax.axvline(a.ridge, color="0.6", lw=0.8, ls=":")
-    ax.text(a.ridge, peak * 1.4, f" ridge {a.ridge:.0f} FLOP/B", fontsize=7.5, color="0.3")
-    ax.legend(fontsize=7.5, loc="lower right")
+    ax.text(a.ridge, peak * 1.4, f" ridge {a.ridge:.0f} FLOP/B", fontsize=fs, color="0.3")
+    ax.legend(fontsize=fs, loc="upper left")  # nothing can lie above the bandwidth roof: that corner is empty
     device = (report or {}).get("environment", {}).get("device", "GPU")
     title = (f"Roofline, measured on {device}: left of the ridge, bandwidth caps the speed; right of it, FP32 peak"
              if measured else "Roofline MODEL, not a measurement: data reuse moves a version right, towards the "
                               "compute roof")
-    ax.set_title(title, fontsize=10, loc="left")
+    import textwrap
+
+    ax.set_title(textwrap.fill(title, int(fig.get_figwidth() * 72 / (0.6 * text_pt(fig, 10)))),
+                 fontsize=text_pt(fig, 10), loc="left")
+    kax.set_axis_off()
+    kax.text(0, 1, "\n".join(key), va="top", ha="left", fontsize=fs, transform=kax.transAxes)
+    # a lesson's labels go left of its column when another lesson's column is close on its right
+    column = {l: min(x for ll, _, x, *_ in points if ll == l) for l in {p[0] for p in points}}
+    left = {l: any(0 < math.log10(column[o] / column[l]) < 1.3 for o in column) for l in column}
+    _place_labels(fig, ax, [(x, y) for _, _, x, y, *_ in points], [p[6] for p in points], fs,
+                  [math.pi if left[p[0]] else 0.0 for p in points])
     fig.gpukernels_data = {"measured": measured, "points": [
-        {"lesson": l, "version": n, "intensity": x, "tflops": y, "peer": p} for l, n, x, y, p, _ in points]}
+        {"lesson": l, "version": n, "intensity": x, "tflops": y, "peer": p, "label": lab}
+        for l, n, x, y, p, _, lab in points]}
     return fig
 
 
-def _spread(points: list[tuple[float, float]], min_gap: float) -> list[float]:
-    """Label heights for points on a log-y axis: points in the same column (same x within 20 %) get labels at
-    least ``min_gap`` decades apart, as close to their points as possible."""
-    out = [y for _, y in points]
-    order = sorted(range(len(points)), key=lambda i: (round(math.log10(points[i][0]) * 5), points[i][1]))
-    prev_i = None
-    for i in order:
-        if prev_i is not None and abs(math.log10(points[i][0] / points[prev_i][0])) < 0.08:
-            lo = math.log10(out[prev_i]) + min_gap
-            if math.log10(out[i]) < lo:
-                out[i] = 10 ** lo
-        prev_i = i
-    return out
+def _roofline_key(lessons: list[str], points: list[tuple]) -> list[str]:
+    """The key under the roofline: per lesson, each label and the version (or library) it stands for, wrapped."""
+    import textwrap
 
+    lines = []
+    for lesson in lessons:
+        mine = [(lab, name) for l, name, *_, lab in points if l == lesson]
+        if mine:
+            lines += textwrap.wrap(f"{lesson}: " + ",  ".join(f"{lab} {name}" for lab, name in mine), 118,
+                                   subsequent_indent="    ")
+    return lines
+
+
+def _place_labels(fig: Figure, ax, xy: list[tuple[float, float]], labels: list[str], fontsize: float,
+                  first_angle: list[float] | None = None) -> list:
+    """Each label near its point where it overlaps no other label, no marker, the legend or the texts already in
+    the axes, and stays inside them: the first free spot on rings of growing radius around the point (a leader
+    line when it is not beside it). Works in points (1/72 inch) after the layout, so any dpi draws the same."""
+    fig.draw_without_rendering()  # the constrained layout: where the axes and their points end up
+    renderer = fig._get_renderer()
+    scale = 72 / fig.dpi
+    box = ax.get_window_extent(renderer)
+    frame = (box.x0 * scale, box.y0 * scale, box.x1 * scale, box.y1 * scale)
+    pts = [tuple(p * scale for p in ax.transData.transform(p)) for p in xy]
+    taken = [(x - 5, y - 5, x + 5, y + 5) for x, y in pts]  # the markers
+    for artist in [ax.get_legend(), *ax.texts]:
+        if artist is not None:
+            b = artist.get_window_extent(renderer)
+            taken.append((b.x0 * scale - 2, b.y0 * scale - 2, b.x1 * scale + 2, b.y1 * scale + 2))
+
+    def free(r):
+        return (r[0] >= frame[0] and r[1] >= frame[1] and r[2] <= frame[2] and r[3] <= frame[3]
+                and not any(r[0] < t[2] and t[0] < r[2] and r[1] < t[3] and t[1] < r[3] for t in taken))
+
+    out = []
+    for i, ((x, y), text) in enumerate(zip(pts, labels)):
+        start = first_angle[i] if first_angle else 0.0  # the direction tried first (0: right, pi: left)
+        w, h = 0.64 * fontsize * len(text) + 5, 1.4 * fontsize  # with a margin: no two labels touch
+        spot = None
+        for radius in (9, 13, 18, 24, 31, 39, 48, 58, 70, 84, 100, 120, 145, 170):
+            for k in range(24):  # alternating either side of the preferred direction
+                t = start + math.pi * ((k + 1) // 2) / 12 * (1 if k % 2 else -1)
+                cx, cy = x + radius * math.cos(t) * (1 + w / 30), y + radius * math.sin(t)
+                r = (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2)
+                if free(r):
+                    spot = (cx, cy, radius, r)
+                    break
+            if spot:
+                break
+        if spot is None:  # nowhere free: beside the point, as before
+            spot = (x + 9 + w / 2, y, 9, (x + 9, y - h / 2, x + 9 + w, y + h / 2))
+        cx, cy, radius, r = spot
+        taken.append(r)
+        out.append(ax.annotate(text, xy[len(out)], xytext=(cx - x, cy - y), textcoords="offset points",
+                               ha="center", va="center", fontsize=fontsize, zorder=4,
+                               arrowprops={"arrowstyle": "-", "lw": 0.6, "color": "0.45", "shrinkA": 0,
+                                           "shrinkB": 4} if radius > 13 else None, in_layout=False))
+    return out
