@@ -27,10 +27,7 @@ NAME = re.compile(r"^[a-z][a-z0-9_]*$")  # how a version's name looks; peers and
 NOT_RUN = "Not in this benchmark run"
 
 #: Notebooks whose committed outputs are older than the registry and wait for a GPU re-run (not regenerated here).
-STALE = {
-    "01_matmul": "its versions table and 'Measured now on NVIDIA H200' table were made before stream_k and "
-                 "async_copy joined matmul.VERSIONS (19 of 21 rows); re-run the notebook on the GPU",
-}
+STALE: dict = {}  # name -> why, e.g. "its versions table has 19 of 21 rows; re-run the notebook on the GPU"
 
 
 def markdown_tables(text: str):
