@@ -59,6 +59,8 @@ def test_max_stores_per_element():
     assert S.MaxStoresPerElement("y").evaluate(info(stores=10, loads=50), ())[0]  # loads unlimited by default
     assert S.MaxStoresPerElement("y").evaluate(info(stores=11, loads=0), ())[1].endswith("stored at most 1 time(s))")
     assert c.evaluate({"arrays": {}}, ()) == (False, "the tracer saw no stores to 'y'")
+    # stores counted on an array of no elements: refused as unseen, not divided by zero
+    assert c.evaluate({"arrays": {"y": {"size": 0, "stores": 5}}}, ()) == (False, "the tracer saw no stores to 'y'")
     assert c.describe() == "y written once per element"
 
 
@@ -71,7 +73,8 @@ def test_coalesced():
     ok, text = c.evaluate(worse, ())
     assert not ok and "(need 75%)" in text and "consecutive threadIdx.x" in text
     ok, text = c.evaluate({"arrays": {"a": {"load_efficiency": 1.0}}}, ())
-    assert not ok and "the tracer saw no load/store of out" in text
+    assert not ok and text == ("coalescing: the tracer saw no load/store of out -- read and write the arrays "
+                               "themselves, element by element")
     only_loads = S.Coalesced(("a",), min_efficiency=0.5, kinds=("load",))
     assert only_loads.evaluate({"arrays": {"a": {"load_efficiency": 0.5, "store_efficiency": 0.0}}}, ())[0]
     assert c.describe() == "coalesced accesses to a, out"
@@ -85,7 +88,8 @@ def test_shared_memory_checks():
     assert S.NoBankConflicts(max_ways=2).evaluate({"shared": {"accesses": 5, "max_ways": 2}}, ())[0]
     assert not nb.evaluate({"shared": {"accesses": 0}}, ())[0] and not nb.evaluate({}, ())[0]
     assert S.UsesShared().evaluate({"shared": {"accesses": 3}}, ()) == (True, "3 shared-memory accesses")
-    assert not S.UsesShared().evaluate({"shared": {"accesses": 0}}, ())[0]
+    assert S.UsesShared().evaluate({"shared": {"accesses": 0}}, ()) == (
+        False, "no shared-memory accesses: this exercise is about cuda.shared.array")
     assert not S.UsesShared().evaluate({}, ())[0]
     ns = S.NoSharedMemory()
     clean = {"shared": {"accesses": 0, "arrays": []}, "sync": {"syncthreads": 0}}
@@ -160,6 +164,8 @@ def test_drawn_shapes():
     assert _exercise().draw_shapes(1) == [(5,)]  # no ranges: the listed shapes only
     ex = _exercise(ranges=[(8, 8)])
     assert ex.draw_shapes(0)[1:] == [(8,), (8,)]  # 8 is not > 8: kept (and nothing else is in range)
+    ex = _exercise(ranges=[(16, 17)], extra_shapes=3)  # 16, a multiple of 8, moves up to 17 (not down, out of range)
+    assert {shape for s in range(10) for shape in ex.draw_shapes(s)[1:]} == {(17,)}
     ex = _exercise(ranges=[(15, 24)], extra_shapes=1)  # the first draw is from (22, 24); 24 moves down to 23
     assert {ex.draw_shapes(s)[1] for s in range(30)} == {(22,), (23,)}
 
