@@ -5,7 +5,8 @@
 
 The shapes take every path: (33, 17, 31) has rows that are not 16-byte aligned (the ring filled by loads and
 stores), odd edges in M, N and K; (256, 264, 72) has aligned rows (cp.async), several k tiles, whole and edge
-blocks of 128 x 128 and 64 x 64. tf32x3 gets float32 inputs. Outputs start as NaN. Exit status 1 on a wrong result.
+blocks of 128 x 128 and 64 x 64. tf32x3 gets float32 inputs. Then the dispatcher's split-K and padded paths
+(DISPATCH). Outputs start as NaN. Exit status 1 on a wrong result.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from gpukernels import tensor_core as tc  # noqa: E402
 from gpukernels.check import compare  # noqa: E402
 
 SHAPES = [(33, 17, 31), (256, 264, 72)]
+#: Shapes that take the dispatcher down its other paths on an H200: K split in slices added by atomics (after a
+#: zeroing launch), and rows padded to 16 bytes before wgmma (100 tiles of 128 x 256, K and N odd)
+DISPATCH = [(16, 64, 4096), (1280, 2555, 71)]
 
 
 def main() -> int:
@@ -34,6 +38,13 @@ def main() -> int:
             check = compare(out, tc.reference(a, b), 1e-3)
             bad += not check.ok
             print(f"{name:12s} {'x'.join(map(str, shape)):12s} {check}", flush=True)
+    for shape in DISPATCH:
+        a, b = tc.make_inputs(shape, seed=1)
+        out = np.full(shape[:2], np.nan, np.float32)
+        tc.optimized(a, b, out=out)
+        check = compare(out, tc.reference(a, b), 1e-3)
+        bad += not check.ok
+        print(f"optimized    {'x'.join(map(str, shape)):12s} {check}  [{tc.optimized.describe(a, b)[:60]}]", flush=True)
     return 1 if bad else 0
 
 

@@ -62,6 +62,9 @@ if _simulated():
     def async_commit():
         pass
 
+    def udivmod32(a, b):
+        return divmod(int(a), int(b))
+
     @cuda.jit(device=True, forceinline=True)
     def async_wait(n):
         pass
@@ -154,6 +157,21 @@ else:
 
     copy_async = _cp_async(4)
     copy_async16 = _cp_async(16)
+
+    @intrinsic
+    def udivmod32(typingctx, a, b):
+        # (a // b, a % b) of two non-negative integers below 2**31, in 32 bits: Numba widens integer arithmetic to
+        # 64 bits, and a 64-bit division is a subroutine call in SASS (wgmma kernels must not call anything).
+        if not (isinstance(a, types.Integer) and isinstance(b, types.Integer)):
+            return None
+        sig = types.UniTuple(types.int32, 2)(a, b)
+
+        def codegen(context, builder, sig, args):
+            x, y = (context.cast(builder, v, t, types.int32) for v, t in zip(args, sig.args))
+            q = builder.udiv(x, y)
+            return context.make_tuple(builder, sig.return_type, [q, builder.sub(x, builder.mul(q, y))])
+
+        return sig, codegen
 
     @intrinsic
     def async_commit(typingctx):

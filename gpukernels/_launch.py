@@ -45,6 +45,16 @@ def sm_count() -> int:
     return 132
 
 
+@functools.lru_cache(maxsize=None)
+def compute_capability() -> tuple[int, int]:
+    """The GPU's compute capability, or in the simulator an H200's (9, 0): the instructions a launcher may use."""
+    from ._device import MODE
+
+    if MODE == "gpu":
+        return tuple(cuda.get_current_device().compute_capability)
+    return (9, 0)
+
+
 def is_device_array(x: Any) -> bool:
     """A GPU array: a Numba device array (the simulator's FakeCUDAArray in simulator mode), CuPy, a PyTorch
     CUDA tensor, or anything else with ``__cuda_array_interface__``."""
@@ -104,6 +114,30 @@ def check_array(name: str, x: Any, ndim: int, axes: str) -> Any:
     return arr
 
 
+#: Shared memory a block may use without asking: more (up to 227 KB on an H200) needs the kernel's opt-in attribute.
+STATIC_SHARED_LIMIT = 48 * 1024
+_OPTED_IN: dict = {}
+
+
+def opt_in_shared(kernel: Any, args: tuple, nbytes: int) -> None:
+    """Let ``kernel`` launch with ``nbytes`` of dynamic shared memory: past 48 KB a kernel must opt in
+    (``cudaFuncAttributeMaxDynamicSharedMemorySize``), and Numba's launch does not, so this does -- for every
+    compiled signature of the kernel, compiling the one for ``args`` first; again only when a signature is added."""
+    done = _OPTED_IN.get(id(kernel))
+    if done is not None and done == (len(kernel.overloads), nbytes):
+        return
+    from numba.cuda.cudadrv import driver as drv
+
+    argtypes = tuple(kernel.typeof_pyval(x) for x in args)
+    if argtypes not in kernel.overloads:
+        kernel.compile(argtypes)
+    attr = drv.binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    for compiled in kernel.overloads.values():
+        func = compiled._codelibrary.get_cufunc()
+        drv.driver.cuKernelSetAttribute(attr, nbytes, func.handle, func.device.id)
+    _OPTED_IN[id(kernel)] = (len(kernel.overloads), nbytes)
+
+
 @dataclass(frozen=True)
 class Launch:
     """One kernel launch: ``kernel[grid, block, 0, shared_bytes](*args)``."""
@@ -124,6 +158,8 @@ class Launch:
 
     def __call__(self, stream=0):
         """Launch through Numba, on ``stream``: a Numba stream, or a torch/CuPy stream or int handle (converted)."""
+        if self.shared_bytes > STATIC_SHARED_LIMIT and MODE == "gpu":
+            opt_in_shared(self.kernel, self.args, self.shared_bytes)
         if stream and MODE == "gpu":
             stream = _fastlaunch.as_numba_stream(stream)
         if self.shared_bytes or stream:

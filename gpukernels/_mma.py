@@ -109,11 +109,41 @@ def ldmatrix_coords(lane: int, i: int, trans: bool = False) -> tuple[int, int]:
     return (col, row) if trans else (row, col)
 
 
+def wgmma_d_coords(thread: int, i: int) -> tuple[int, int]:
+    """wgmma m64nNk16, D (64 x N, float32) held by a warpgroup's 128 threads: (row, column) of accumulator ``i``
+    (0 .. N/2 - 1) of ``thread`` (0..127). Warp w = thread // 32 holds rows 16 w .. 16 w + 15, laid out as
+    mma.m16n8's C fragment (`c_frag_coords`) repeated for every 8 columns: i = 4 j + q is element q of block j."""
+    warp, lane = thread >> 5, thread & 31
+    r, c = c_frag_coords(lane, i & 3)
+    return 16 * warp + r, 8 * (i >> 2) + c
+
+
+def swizzle128(byte: int) -> int:
+    """The 128-byte swizzle of a shared-memory byte address: its 16-byte chunk (bits 4-6) XOR its 128-byte row
+    within each 1024-byte block (bits 7-9) -- chunk c of row r lands at chunk c ^ (r % 8)."""
+    return byte ^ (((byte >> 7) & 7) << 4)
+
+
+def k_major_byte(start: int, r: int, k: int, sbo: int = 1024) -> int:
+    """Where a wgmma descriptor with start address ``start``, 128-byte swizzle and stride byte offset ``sbo`` finds
+    element (r, k) of a *K-major* float16 operand (A: row r of M, k of K): rows of 128 bytes, 8-row groups ``sbo``
+    apart."""
+    return swizzle128(start + (r >> 3) * sbo + (r & 7) * 128 + 2 * k)
+
+
+def mn_major_byte(start: int, k: int, n: int, lbo: int, sbo: int = 1024) -> int:
+    """Where a descriptor (128-byte swizzle) finds element (k, n) of an *MN-major* float16 operand (B read with
+    ``trans-b``: k row k holds 64 consecutive n): 64-column atoms ``lbo`` bytes apart, 8-row groups of k ``sbo``."""
+    return swizzle128(start + (n >> 6) * lbo + (k >> 3) * sbo + (k & 7) * 128 + 2 * (n & 63))
+
+
 def _index(coords, count: int) -> tuple[np.ndarray, np.ndarray]:
     """The table as two (32, count) arrays of rows and columns, for NumPy's fancy indexing."""
     rc = np.array([[coords(lane, i) for i in range(count)] for lane in range(32)])
     return rc[..., 0], rc[..., 1]
 
+
+_SWIZZLE_128B = 1  # the descriptor's swizzle mode field (bits 62-63): 1 = 128-byte swizzle
 
 _A, _B, _C = _index(a_frag_coords, 8), _index(b_frag_coords, 4), _index(c_frag_coords, 4)
 _A32, _B32 = _index(a_tf32_coords, 4), _index(b_tf32_coords, 2)
@@ -286,8 +316,195 @@ def _sim_copy_async16_f16(dst, d, src, s, nbytes):
         fd[d + q] = fs[s + q] if 2 * q < nbytes else np.float16(0)
 
 
+def _raw(x) -> np.ndarray:
+    return np.asarray(getattr(x, "_a", x)).reshape(-1)
+
+
+_SW_R, _SW_K = np.arange(16)[:, None], np.arange(16)[None, :]
+
+
+def _swizzle128_np(byte: np.ndarray) -> np.ndarray:
+    return byte ^ (((byte >> 7) & 7) << 4)
+
+
+def _wgmma_check(kind: str, sa, a_off, sb, b_off, b_lbo) -> None:
+    for name, x in (("sa", sa), ("sb", sb)):
+        if getattr(x, "space", "shared") != "shared":
+            raise TypeError(f"{kind}: {name} must be a shared-memory float16 array; {x!r} is in {x.space} memory")
+        if np.dtype(x.dtype) != np.float16:
+            raise TypeError(f"{kind}: {name} must hold float16; got {x.dtype}")
+    for name, off in (("a_off", a_off), ("b_off", b_off)):
+        if int(off) % 16:
+            raise ValueError(f"{kind}: {name} = {off} elements is not on a 32-byte boundary (a multiple of 16 "
+                             "halves): a k16 slice of a 128-byte swizzled row is 32 bytes")
+    if int(b_lbo) % 16 or not 0 < int(b_lbo) < 1 << 18:
+        raise ValueError(f"{kind}: b_lbo must be a positive multiple of 16 bytes below 256 KB; got {b_lbo}")
+
+
+def _wgmma_operands(kind: str, n: int, sa, a_off, sb, b_off, b_lbo) -> tuple[np.ndarray, np.ndarray]:
+    """The warpgroup's A (64 x 16) and B (16 x n) as the descriptors find them (`k_major_byte`, `mn_major_byte`,
+    vectorized), in float64."""
+    ra, rb = _raw(sa), _raw(sb)
+    r, k = np.arange(64)[:, None], np.arange(16)[None, :]
+    ia = _swizzle128_np(2 * int(a_off) + (r >> 3) * 1024 + (r & 7) * 128 + 2 * k) >> 1
+    kk, c = np.arange(16)[:, None], np.arange(n)[None, :]
+    ib = _swizzle128_np(2 * int(b_off) + (c >> 6) * int(b_lbo) + (kk >> 3) * 1024 + (kk & 7) * 128 + 2 * (c & 63)) >> 1
+    for name, idx, raw in (("A", ia, ra), ("B", ib, rb)):
+        if idx.max() >= raw.size:
+            raise IndexError(f"{kind}: the {name} tile reaches element {int(idx.max())} of a shared array of "
+                             f"{raw.size}: the descriptor points past its end")
+    return ra[ia].astype(np.float64), rb[ib].astype(np.float64)
+
+
+def _read_elements(n, sa, a_off, sb, b_off, b_lbo, w4) -> list:
+    """(array, flat element) of each shared element a warp's part of a wgmma reads: its 16 rows of A, all of B."""
+    r, k = np.arange(16 * w4, 16 * w4 + 16)[:, None], np.arange(16)[None, :]
+    ia = _swizzle128_np(2 * int(a_off) + (r >> 3) * 1024 + (r & 7) * 128 + 2 * k) >> 1
+    kk, c = np.arange(16)[:, None], np.arange(n)[None, :]
+    ib = _swizzle128_np(2 * int(b_off) + (c >> 6) * int(b_lbo) + (kk >> 3) * 1024 + (kk & 7) * 128 + 2 * (c & 63)) >> 1
+    out = []
+    for x, idx in ((sa, ia), (sb, ib)):
+        base = getattr(x, "offset", 0) // getattr(x, "isz", 2)
+        out += [(x, base + e) for e in idx.ravel().tolist()]
+    return out
+
+
+def _wgmma_all(n: int):
+    rows, cols = _index(c_frag_coords, 4)
+    blocks = n // 8
+    kind = f"wgmma_n{n}"
+
+    def collective(vals: dict) -> dict:
+        # vals[lane]: ((sa, a_off, sb, b_off, b_lbo), warp of the warpgroup, this lane's n / 2 accumulators); the
+        # operands are the warpgroup's, the same for every lane (the instruction is .aligned)
+        desc, w4 = vals[0][0], vals[0][1]
+        if any(vals[lane][0][1:] != desc[1:] or vals[lane][0][0] is not desc[0] or vals[lane][0][2] is not desc[2]
+               for lane in range(32)):
+            raise ValueError(f"{kind}: the lanes of a warp gave different operands (arrays or offsets); a wgmma's "
+                             "descriptors are the warpgroup's, the same in every thread")
+        a, b = _wgmma_operands(kind, n, *desc)
+        c = np.zeros((16, n))
+        accs = np.array([vals[lane][2] for lane in range(32)], dtype=np.float32).reshape(32, blocks, 4)
+        for j in range(blocks):
+            c[rows, cols + 8 * j] = accs[:, j, :]
+        d = _mma_product(a[16 * w4:16 * w4 + 16], b, c)
+        out = np.stack([d[rows, cols + 8 * j] for j in range(blocks)], axis=1)  # (32, blocks, 4)
+        return {lane: out[lane].reshape(-1) for lane in range(32)}
+
+    return collective
+
+
+class _WgmmaState:
+    """One thread's wgmma bookkeeping in the simulator: products issued but not yet waited for, per accumulator
+    array (the hardware writes them when it likes, at the latest by the wait), in commit groups."""
+
+    def __init__(self):
+        self.pending = {}  # id(acc) -> [acc, values, group]  (group None: not yet committed)
+        self.reads = []  # [group, [(array, element), ...]]: the shared reads of each traced wgmma
+        self.groups = 0
+
+    def chained(self, acc):
+        entry = self.pending.get(id(acc))
+        return entry[1] if entry is not None else None
+
+
+def _wgmma_state():
+    launch = _ctx.LAUNCH
+    per = launch.__dict__.setdefault("wgmma_state", {})
+    key = (tuple(launch.blockIdx), launch.cur.tid)
+    st = per.get(key)
+    if st is None:
+        st = per[key] = _WgmmaState()
+    return st
+
+
+def _sim_wgmma(n: int):
+    kind = f"wgmma_n{n}"
+    count = n // 2
+
+    def wgmma(acc, sa, a_off, sb, b_off, b_lbo):
+        launch = _ctx.LAUNCH
+        if launch is None:
+            raise RuntimeError(f"{kind} is a warpgroup instruction: it runs only inside a kernel on gpukernels' "
+                               "simulator")
+        if len(acc) < count:
+            raise ValueError(f"{kind}: acc must hold the thread's {count} float32 accumulators; it has {len(acc)}")
+        _wgmma_check(kind, sa, a_off, sb, b_off, b_lbo)
+        # Traced: the tensor cores' shared reads, as the warp's lane 0's, at the wgmma (what they read must be
+        # written by then) and again at the wgmma_wait that completes it (nothing may overwrite it before)
+        hook, reads = _sim_arrays.HOOK, None
+        if hook is not None and launch.cur.lane == 0:
+            reads = _read_elements(n, sa, a_off, sb, b_off, b_lbo, launch.cur.warp % 4)
+            for x, e in reads:
+                hook(x, e, 0)  # READ, from here: the hook's frame two up is the kernel line of the wgmma
+        st = _wgmma_state()
+        prior = st.chained(acc)
+        c = prior if prior is not None else np.array([acc[q] for q in range(count)], dtype=np.float32)
+        d = _collective(kind, ((sa, int(a_off), sb, int(b_off), int(b_lbo)), launch.cur.warp % 4, c))
+        st.pending[id(acc)] = [acc, d, None]
+        if reads:
+            st.reads.append([None, reads])
+
+    wgmma.__name__ = wgmma.__qualname__ = kind
+    return wgmma
+
+
+def _sim_wgmma_fence():
+    pass
+
+
+def _sim_wgmma_commit():
+    st = _wgmma_state()
+    for entry in st.pending.values():
+        if entry[2] is None:
+            entry[2] = st.groups
+    for entry in st.reads:
+        if entry[0] is None:
+            entry[0] = st.groups
+    st.groups += 1
+
+
+def _sim_wgmma_wait(n):
+    st = _wgmma_state()
+    hook = _sim_arrays.HOOK
+    done = st.groups - int(n)  # groups below this one are complete
+    for key, (acc, values, group) in list(st.pending.items()):
+        if group is not None and group < done:
+            for q, v in enumerate(values):
+                acc[q] = v
+            del st.pending[key]
+    if st.reads:
+        keep = []
+        for group, reads in st.reads:
+            if group is not None and group < done:
+                if hook is not None:
+                    for x, e in reads:
+                        hook(x, e, 0)  # the reads end here (the hook's frame two up is the kernel's wgmma_wait)
+            else:
+                keep.append([group, reads])
+        st.reads = keep
+
+
+def _sim_wgmma_zero(acc, n):
+    for q in range(int(n) // 2):
+        acc[q] = np.float32(0)
+
+
+def _sim_wgmma_store(c, acc, n, row, col):
+    st = _wgmma_state()
+    if st.chained(acc) is not None:
+        raise RuntimeError("wgmma_store reads accumulators whose wgmma has not been waited for (wgmma_commit, then "
+                           "wgmma_wait(0)): on a GPU they may not hold the products yet")
+    m_dim, n_dim = c.shape
+    for q in range(int(n) // 2):
+        r, k = row + 8 * ((q >> 1) & 1), col + 8 * (q >> 2) + (q & 1)
+        if r < m_dim and k < n_dim:
+            c[r, k] = acc[q]
+
+
 if _simulated():
     from .sim import _ctx
+    from .sim import arrays as _sim_arrays
     from .sim.api import COLLECTIVES
 
     COLLECTIVES.update({"mma_f16": _mma_f16_all, "mma_bf16": lambda vals: _mma_f16_all(vals, bf16=True),
@@ -305,6 +522,15 @@ if _simulated():
     ldmatrix_x1, ldmatrix_x2, ldmatrix_x4 = (_sim_ldmatrix(n, False) for n in (1, 2, 4))
     ldmatrix_x1_trans, ldmatrix_x2_trans, ldmatrix_x4_trans = (_sim_ldmatrix(n, True) for n in (1, 2, 4))
     copy_async16_f16 = _sim_copy_async16_f16
+    for _n in (64, 128, 256):
+        COLLECTIVES[f"wgmma_n{_n}"] = _wgmma_all(_n)
+    wgmma_n64, wgmma_n128, wgmma_n256 = (_sim_wgmma(n) for n in (64, 128, 256))
+    wgmma_fence = fence_proxy_async = _sim_wgmma_fence
+    wgmma_commit, wgmma_wait = _sim_wgmma_commit, _sim_wgmma_wait
+    wgmma_zero, wgmma_store = _sim_wgmma_zero, _sim_wgmma_store
+
+    def align1024(smem):
+        return 0  # the simulator's shared arrays start on a 1024-byte boundary (as the swizzle's rows count)
 
 else:
     from llvmlite import ir
@@ -459,3 +685,174 @@ else:
     # cp.async.cg (through L2 only) of 16 bytes (8 halves), of which the first nbytes are read and the rest
     # zero-filled: the matmul lesson's copy_async16, typed for float16 arrays
     copy_async16_f16 = _cp_async(16, types.float16, "copy_async16_f16")
+
+    # ------------------------------------------------------------------------------------------------------
+    # wgmma (sm_90a): a warpgroup's asynchronous product, both operands read from shared memory by descriptor
+    # ------------------------------------------------------------------------------------------------------
+    _I64 = ir.IntType(64)
+
+    def _descriptor(builder, addr, lbo: int, sbo: int):
+        # The 64-bit shared-memory matrix descriptor (`descriptor` below, in IR): the start address and the two
+        # byte offsets in units of 16 bytes, 128-byte swizzle. lbo may be an IR value (bytes) or an int.
+        start = builder.zext(builder.lshr(builder.and_(addr, ir.Constant(_I32, 0x3FFFF)), ir.Constant(_I32, 4)),
+                             _I64)
+        if isinstance(lbo, int):
+            lbo_field = ir.Constant(_I64, (lbo >> 4) << 16)
+        else:
+            lbo_field = builder.shl(builder.and_(builder.lshr(builder.zext(lbo, _I64), ir.Constant(_I64, 4)),
+                                                 ir.Constant(_I64, 0x3FFF)), ir.Constant(_I64, 16))
+        fixed = ir.Constant(_I64, ((sbo >> 4) << 32) | (_SWIZZLE_128B << 62))
+        return builder.or_(builder.or_(start, lbo_field), fixed)
+
+    def _wgmma(n: int):
+        count = n // 2  # float32 accumulators per thread: 64 x n over 128 threads
+        regs = ",".join(f"${q}" for q in range(count))
+        text = (f"{{ .reg .pred p; setp.ne.b32 p, ${count + 2}, 0; "
+                f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 {{{regs}}}, ${count}, ${count + 1}, "
+                "p, 1, 1, 0, 1; }")
+        constraints = ",".join(["=f"] * count + ["l", "l", "r"] + [str(q) for q in range(count)] + ["~{memory}"])
+
+        def typer(typingctx, acc, sa, a_off, sb, b_off, b_lbo):
+            if not (isinstance(acc, types.Array) and acc.dtype == types.float32 and acc.layout == "C"
+                    and all(isinstance(x, types.Array) and x.dtype == types.float16 and x.layout == "C"
+                            for x in (sa, sb))
+                    and all(isinstance(v, types.Integer) for v in (a_off, b_off, b_lbo))):
+                return None
+            sig = types.void(acc, sa, a_off, sb, b_off, b_lbo)
+
+            def codegen(context, builder, sig, args):
+                data = context.make_array(sig.args[0])(context, builder, value=args[0]).data
+                ptrs = [builder.gep(data, [ir.Constant(ir.IntType(64), q)]) for q in range(count)]
+                accs = [builder.load(p) for p in ptrs]
+                a_addr = _shared_address(context, builder, sig.args[1], args[1], args[2], sig.args[2])
+                b_addr = _shared_address(context, builder, sig.args[3], args[3], args[4], sig.args[4])
+                lbo = context.cast(builder, args[5], sig.args[5], types.int32)
+                da = _descriptor(builder, a_addr, 16, 1024)
+                db = _descriptor(builder, b_addr, lbo, 1024)
+                out = _call(builder, ir.LiteralStructType([_F32] * count), text, constraints,
+                            [da, db, ir.Constant(_I32, 1)] + accs, side_effect=True)
+                for q in range(count):
+                    builder.store(builder.extract_value(out, q), ptrs[q])
+                return context.get_dummy_value()
+
+            return sig, codegen
+
+        typer.__name__ = f"wgmma_n{n}"
+        return intrinsic(typer)
+
+    wgmma_n64, wgmma_n128, wgmma_n256 = (_wgmma(n) for n in (64, 128, 256))
+
+    def _acc_pointers(context, builder, acc_t, acc_v, count):
+        data = context.make_array(acc_t)(context, builder, value=acc_v).data
+        return [builder.gep(data, [ir.Constant(ir.IntType(64), q)]) for q in range(count)]
+
+    @intrinsic
+    def wgmma_zero(typingctx, acc, n):
+        # acc[0 : n / 2] = 0, each element by a constant index (so the array stays in registers)
+        if not (isinstance(acc, types.Array) and acc.dtype == types.float32 and isinstance(n, types.IntegerLiteral)):
+            return None
+        count = n.literal_value // 2
+
+        def codegen(context, builder, sig, args):
+            for p in _acc_pointers(context, builder, sig.args[0], args[0], count):
+                builder.store(ir.Constant(_F32, 0.0), p)
+            return context.get_dummy_value()
+
+        return types.void(acc, n), codegen
+
+    @intrinsic
+    def wgmma_store(typingctx, c, acc, n, row, col):
+        # c[row + 8 (i // 2), col + 8 j + i % 2] = acc[4 j + i] inside c: the D fragment of m64nNk16 (wgmma_d_coords)
+        if not (isinstance(c, types.Array) and c.ndim == 2 and c.dtype == types.float32 and c.layout == "C"
+                and isinstance(acc, types.Array) and acc.dtype == types.float32
+                and isinstance(n, types.IntegerLiteral) and isinstance(row, types.Integer)
+                and isinstance(col, types.Integer)):
+            return None
+        count = n.literal_value // 2
+
+        def codegen(context, builder, sig, args):
+            c_t = sig.args[0]
+            cary = context.make_array(c_t)(context, builder, value=args[0])
+            m_dim, n_dim = (builder.extract_value(cary.shape, q) for q in range(2))
+            r = context.cast(builder, args[3], sig.args[3], types.intp)
+            c0 = context.cast(builder, args[4], sig.args[4], types.intp)
+            i64 = ir.IntType(64)
+            ptrs = _acc_pointers(context, builder, sig.args[1], args[1], count)
+            vec = ir.VectorType(_F32, 2)
+            # The two columns a thread holds side by side (c0 + 8 j and + 1, c0 even) are one 8-byte store when
+            # C's rows are 8-byte aligned (N even, the data aligned) and both are inside C; else two guarded ones.
+            base = builder.ptrtoint(cary.data, i64)
+            pairs = builder.and_(builder.icmp_signed("==", builder.and_(n_dim, ir.Constant(i64, 1)),
+                                                     ir.Constant(i64, 0)),
+                                 builder.icmp_signed("==", builder.and_(base, ir.Constant(i64, 7)),
+                                                     ir.Constant(i64, 0)))
+            for half in range(2):
+                rr = builder.add(r, ir.Constant(i64, 8 * half))
+                row_in = builder.icmp_signed("<", rr, m_dim)
+                with builder.if_then(row_in):
+                    row_base = builder.mul(rr, n_dim)
+                    for j in range(count // 4):
+                        cc = builder.add(c0, ir.Constant(i64, 8 * j))
+                        lo, hi = (builder.load(ptrs[4 * j + 2 * half + odd]) for odd in range(2))
+                        both = builder.and_(pairs, builder.icmp_signed("<", builder.add(cc, ir.Constant(i64, 1)),
+                                                                       n_dim))
+                        with builder.if_else(both) as (wide, narrow):
+                            with wide:
+                                v = builder.insert_element(ir.Constant(vec, ir.Undefined), lo, ir.Constant(_I32, 0))
+                                v = builder.insert_element(v, hi, ir.Constant(_I32, 1))
+                                ptr = builder.gep(cary.data, [builder.add(row_base, cc)])
+                                builder.store(v, builder.bitcast(ptr, vec.as_pointer()), align=8)
+                            with narrow:
+                                for odd, val in ((0, lo), (1, hi)):
+                                    c_odd = builder.add(cc, ir.Constant(i64, odd))
+                                    with builder.if_then(builder.icmp_signed("<", c_odd, n_dim)):
+                                        ptr = builder.gep(cary.data, [builder.add(row_base, c_odd)])
+                                        builder.store(val, ptr)
+            return context.get_dummy_value()
+
+        return types.void(c, acc, n, row, col), codegen
+
+    @intrinsic
+    def align1024(typingctx, smem):
+        # elements from smem's start to its first 1024-byte boundary in the shared window (the 128-byte swizzle
+        # repeats every 8 rows of 128 bytes, and the tensor core takes it from the address bits)
+        if not (isinstance(smem, types.Array) and smem.layout == "C"):
+            return None
+        sig = types.int32(smem)
+
+        def codegen(context, builder, sig, args):
+            addr = _shared_address(context, builder, sig.args[0], args[0], ir.Constant(_I32, 0), types.int32)
+            pad = builder.and_(builder.neg(addr), ir.Constant(_I32, 1023))
+            size = context.get_abi_sizeof(context.get_data_type(sig.args[0].dtype))
+            return builder.udiv(pad, ir.Constant(_I32, size))
+
+        return sig, codegen
+
+    def _plain(name: str, text: str):
+        def typer(typingctx):
+            def codegen(context, builder, sig, args):
+                builder.call(ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), text, "~{memory}", side_effect=True),
+                             [], attrs=("convergent",))
+                return context.get_dummy_value()
+
+            return types.void(), codegen
+
+        typer.__name__ = name
+        return intrinsic(typer)
+
+    wgmma_fence = _plain("wgmma_fence", "wgmma.fence.sync.aligned;")
+    wgmma_commit = _plain("wgmma_commit", "wgmma.commit_group.sync.aligned;")
+    fence_proxy_async = _plain("fence_proxy_async", "fence.proxy.async.shared::cta;")
+
+    @intrinsic
+    def wgmma_wait(typingctx, n):
+        if not isinstance(n, types.IntegerLiteral):  # the count is part of the instruction
+            return None
+        count = n.literal_value
+
+        def codegen(context, builder, sig, args):
+            builder.call(ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), f"wgmma.wait_group.sync.aligned {count};",
+                                      "~{memory}", side_effect=True), [], attrs=("convergent",))
+            return context.get_dummy_value()
+
+        return types.void(n), codegen

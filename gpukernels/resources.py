@@ -183,7 +183,8 @@ def occupancy(arch: str | Arch, threads_per_block: int, registers: int, shared_b
     ``registers`` per thread and ``shared_bytes`` per block (static + dynamic, as the driver counts them) come
     from the compiler (see ``report``); ``barriers`` is the number of named barriers, which limits blocks only
     on sm_90. The shared-memory carveout is the driver's default (the largest); a block may use 48 KB unless
-    the kernel opted in to more (``optin``; Numba kernels don't). Checked against the driver's
+    the kernel opted in to more (``optin``: Numba's launch never does; `gpukernels._launch.Launch` does for a
+    launch that asks for more than 48 KB of dynamic shared memory). Checked against the driver's
     cuOccupancyMaxActiveBlocksPerMultiprocessor on an H200 for every lesson kernel, block sizes 32..1024 and
     dynamic shared memory 0..45000 bytes: 1792 configurations, no difference (and registers, static shared
     memory and local memory parsed from the log equal CU_FUNC_ATTRIBUTE_* for all 14 kernels).
@@ -497,8 +498,16 @@ def compile_launch(launch, arch: str = DEFAULT_ARCH) -> dict:
     from numba import cuda
 
     a = get_arch(arch)
-    ptx, _ = cuda.compile_ptx(launch.kernel.py_func, _signature(launch), cc=a.cc, **_jit_options(launch.kernel))
-    return {"log": _assemble(ptx, a.name), "ptx_lines": ptx.count("\n")}
+    target = getattr(launch.kernel, "target", None)  # "sm_90a": Hopper's architecture-specific instructions (wgmma)
+    if target and target != a.name + "a":
+        raise ArchUnsupported(f"{kernel_name(launch.kernel)} uses {target} instructions; it cannot run on {a.name}")
+    cc, name = (a.cc + ("a",), a.name + "a") if target else (a.cc, a.name)
+    ptx, _ = cuda.compile_ptx(launch.kernel.py_func, _signature(launch), cc=cc, **_jit_options(launch.kernel))
+    return {"log": _assemble(ptx, name), "ptx_lines": ptx.count("\n")}
+
+
+class ArchUnsupported(ValueError):
+    """A kernel built from instructions the architecture does not have."""
 
 
 def _compile_requests(requests: list[dict]) -> list[dict]:
@@ -645,6 +654,9 @@ def report(lessons=None, arch: str = DEFAULT_ARCH, shape_key: str = "demo_gpu",
         names = (versions or {}).get(lesson) or list(mod.VERSIONS)
         for vname in names:
             for i, launch in enumerate(plans[vname]):
+                target = getattr(launch.kernel, "target", None)
+                if target and target != a.name + "a":  # e.g. wgmma (sm_90a) in a report for sm_80: no such kernel
+                    continue
                 req = {"lesson": lesson, "version": vname, "shape": list(shape), "index": i, "arch": a.name}
                 key = cache_key(launch, a.name)
                 rows.append((req, launch, key))
@@ -666,7 +678,9 @@ def report(lessons=None, arch: str = DEFAULT_ARCH, shape_key: str = "demo_gpu",
         result = result or _cache_get(key)
         res = parse_log(result["log"], a.name)
         smem = res.shared_bytes + launch.shared_bytes
-        occ = occupancy(a, launch.threads_per_block, res.registers, smem, res.barriers)
+        # past 48 KB of dynamic shared memory a launch opts in (gpukernels._launch.opt_in_shared does)
+        occ = occupancy(a, launch.threads_per_block, res.registers, smem, res.barriers,
+                        optin=launch.shared_bytes > 48 * 1024)
         out.append(ResourceRow(lesson=req["lesson"], version=req["version"], kernel=kernel_name(launch.kernel),
                                index=req["index"], grid=tuple(launch.grid), block=tuple(launch.block),
                                dynamic_shared=launch.shared_bytes, arch=a.name, shape=tuple(req["shape"]),

@@ -55,13 +55,19 @@ PATHS = [
     # rows not 16-byte aligned (K, N odd): the ring filled by loads and stores instead of cp.async
     ("tensor_core", "pipelined", (9, 37, 70), {}, 3),
     ("tensor_core", "block_tiles", (9, 37, 70), {}, 3),
+    # wgmma: 6 k tiles of 64 through its 4-stage ring (tiles 4 and 5 reuse the buffers of 0 and 1, which the tensor
+    # cores read asynchronously), two column tiles of 256 (the second ragged); then the same unaligned (N, K odd)
+    ("tensor_core", "wgmma", (70, 264, 328), {}, 6),
+    ("tensor_core", "wgmma", (9, 261, 327), {}, 6),
 ]
 
 MIN_BARRIERS = 3  # per block, for a launch that has barriers at all: several phases, so reuse across them is seen
 #: Versions that slice a small image's channels as finely as the GPU's SMs ask (split_c, and the dispatcher that picks
 #: it): at a traceable shape every slice is one k tile, so a block passes 2 barriers -- the prologue's, which
 #: separates its shared stores from the tile's reads, and the tile's own. (Empty trailing slices pass 1.)
-MIN_BARRIERS_OF = {("cbr", "split_c"): 1, ("cbr", "optimized"): 1}
+MIN_BARRIERS_OF = {("cbr", "split_c"): 1, ("cbr", "optimized"): 1,
+                   # 64-deep k tiles: K = 72 is 2 of them (its ring's reuse is traced in PATHS, at K = 328)
+                   ("tensor_core", "wgmma"): 2}
 
 
 def _run_traced(launch_all):

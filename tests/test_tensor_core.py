@@ -450,7 +450,8 @@ def test_cp_async_where_rows_are_aligned_and_loads_elsewhere():
     aligned = tc.make_inputs((33, 40, 24), 0)  # K = 24 and N = 40 halves: rows of 48 and 80 bytes
     ragged = tc.make_inputs((33, 41, 24), 0)  # N = 41: B's rows are 82 bytes, not a multiple of 16
     for step, fast, slow in (("pipelined", tc.pipelined_kernel, tc.pipelined_sync_kernel),
-                             ("block_tiles", tc.block_tiles_kernel, tc.block_tiles_sync_kernel)):
+                             ("block_tiles", tc.block_tiles_kernel, tc.block_tiles_sync_kernel),
+                             ("wgmma", tc.wgmma_kernel, tc.wgmma_sync_kernel)):
         assert tc.VERSIONS[step].launches(*aligned)[0].kernel is fast and fast.async_copy
         assert tc.VERSIONS[step].launches(*ragged)[0].kernel is slow and not slow.async_copy
 
@@ -463,18 +464,31 @@ def test_launch_plans():
     assert launch.grid == (3, 2) and launch.threads_per_block == 128
     [launch] = tc.tf32x3.launches(a, b)
     assert launch.grid == (3, 2) and launch.threads_per_block == 256
+    [launch] = tc.wgmma.launches(a, b)  # 128 x 256 tiles, two warpgroups, a 4-stage ring of 48 KB + 1 KB to align
+    assert launch.grid == (2, 2) and launch.threads_per_block == 256 and launch.shared_bytes == 4 * 48 * 1024 + 1024
     for name in ("ldmatrix", "swizzled", "pipelined"):
         [launch] = tc.VERSIONS[name].launches(a, b)
         assert launch.grid == (5, 4) and launch.threads_per_block == 128
 
 
 def test_dispatcher_follows_readable_thresholds():
-    choose = tc.optimized.choose
+    def choose(*args, **kw):
+        return tc.optimized.choose(*args, hopper=False, **kw)
+
     assert choose(4096, 4096, 4096, sms=132).step == "block_tiles"  # 1024 tiles of 128 x 128
     assert choose(1024, 1024, 1024, sms=132).step == "pipelined"  # 64 tiles would idle 68 SMs: 256 of 64 x 64
     assert choose(1024, 1024, 1024, sms=48).step == "block_tiles"  # a smaller GPU is filled by them
     assert choose(1823, 781, 129, sms=132).step == "block_tiles"  # 105 tiles: 0.8 of the SMs (measured about even)
     assert choose(4096, 4096, 4096, fp32=True).step == "tf32x3"
+    # On Hopper: wgmma's 128 x 256 tiles wherever they fill 3/4 of the SMs and rows are 16-byte aligned
+    hopper = tc.optimized.choose
+    assert hopper(4096, 4096, 4096, sms=132, hopper=True).step == "wgmma"  # 512 tiles
+    assert hopper(2048, 2048, 2048, sms=132, hopper=True).step == "wgmma"  # 128 tiles: 0.97 waves
+    assert hopper(1024, 1024, 1024, sms=132, hopper=True).step == "pipelined"  # 32 tiles: a quarter of the GPU
+    unaligned = hopper(4096, 4096, 4096, aligned=False, sms=132, hopper=True)  # rows padded first, for cp.async
+    assert unaligned.step == "wgmma" and unaligned.config["padded"] and "padded to 16 bytes" in unaligned.why
+    assert hopper(4096, 4096, 4096, fp32=True, hopper=True).step == "tf32x3"
+    assert "128 x 256" in hopper(4096, 4096, 4096, sms=132, hopper=True).why
     why = choose(1536, 1408, 512, aligned=False, sms=132).why
     assert "132 tiles of 128 x 128" in why and "not 16-byte aligned" in why
     a, b = tc.make_inputs((33, 40, 24), 0, dtype=np.float32)
@@ -489,7 +503,7 @@ def _bank_groups(layout, elem_bytes, rows, col):
 
 
 def test_swizzle_puts_each_ldmatrix_phase_in_eight_bank_groups():
-    from gpukernels.tensor_core import k02_ldmatrix, k03_swizzled, k06_tf32x3
+    from gpukernels.tensor_core import k02_ldmatrix, k03_swizzled, k07_tf32x3
 
     for r0 in range(0, 64, 8):  # every phase: 8 consecutive rows at one 16-byte chunk
         for col in range(0, 32, 8):
@@ -499,7 +513,7 @@ def test_swizzle_puts_each_ldmatrix_phase_in_eight_bank_groups():
             assert len(set(_bank_groups(k03_swizzled.swizzled_b, 2, range(r0, r0 + 8), col))) == 8
             assert len(set(_bank_groups(k02_ldmatrix.b_at, 2, range(r0, r0 + 8), col))) == 1  # 8-way conflict
         for col in range(0, 16, 4):
-            assert len(set(_bank_groups(k06_tf32x3.at, 4, range(r0, r0 + 8), col))) == 8
+            assert len(set(_bank_groups(k07_tf32x3.at, 4, range(r0, r0 + 8), col))) == 8
     # a swizzle only permutes the chunks within a row: every element keeps one place
     for layout, rows, cols in ((k03_swizzled.swizzled_a, 64, 32), (k03_swizzled.swizzled_b, 32, 64)):
         f = getattr(layout, "py_func", None) or layout.fn
@@ -519,17 +533,20 @@ h, f = types.Array(types.float16, 2, "C"), types.Array(types.float32, 2, "C")
 kernels = {"mma_global": tc.mma_global_kernel, "ldmatrix": tc.ldmatrix_kernel, "swizzled": tc.swizzled_kernel,
            "pipelined": tc.pipelined_kernel, "pipelined_sync": tc.pipelined_sync_kernel,
            "block_tiles": tc.block_tiles_kernel, "block_tiles_sync": tc.block_tiles_sync_kernel,
-           "tf32x3": tc.tf32x3_kernel}
+           "tf32x3": tc.tf32x3_kernel, "wgmma": tc.wgmma_kernel, "wgmma_sync": tc.wgmma_sync_kernel}
 words = {"mma16": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma8": "mma.sync.aligned.m16n8k8.row.col.f32.tf32",
          "ldmatrix": "ldmatrix.sync.aligned", "cp.async": "cp.async.cg.shared.global", "local": "ld.local",
-         "cvt.rna": "cvt.rna.tf32.f32"}
+         "cvt.rna": "cvt.rna.tf32.f32", "wgmma": "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16",
+         "wgmma.wait": "wgmma.wait_group", "fence.proxy": "fence.proxy.async"}
 out = {}
 for name, k in kernels.items():
-    ptx, _ = cuda.compile_ptx(k.py_func, (f if name == "tf32x3" else h, f if name == "tf32x3" else h, f), cc=(9, 0))
-    log = _assemble(ptx, "sm_90")
+    arch = getattr(k, "target", "sm_90")  # wgmma: sm_90a
+    cc = (9, 0, "a") if arch == "sm_90a" else (9, 0)
+    ptx, _ = cuda.compile_ptx(k.py_func, (f if name == "tf32x3" else h, f if name == "tf32x3" else h, f), cc=cc)
+    log = _assemble(ptx, arch)
     res = re.search(r"used (\d+) registers.*?(\d+) bytes smem.*?(\d+) bytes lmem", log)
     out[name] = {w: ptx.count(s) for w, s in words.items()}
-    out[name].update(registers=int(res[1]), smem=int(res[2]), lmem=int(res[3]))
+    out[name].update(registers=int(res[1]), smem=int(res[2]), lmem=int(res[3]), serialized="serialized" in log)
 print(json.dumps(out))
 """
 
@@ -541,6 +558,12 @@ def test_kernels_compile_to_tensor_core_instructions():
     out = json.loads(run_with_real_cuda(_KERNELS_CHILD))
     for name, r in out.items():
         assert r["lmem"] == 0 and r["local"] == 0, f"{name} spills to local memory: {r}"
+        if name.startswith("wgmma"):
+            # 4 wgmmas per 64-deep k tile, the accumulators in registers throughout: ptxas would say the wgmmas are
+            # "serialized" if anything read them between a wgmma and its wait (a local array, a 64-bit division)
+            assert r["wgmma"] == 4 and r["wgmma.wait"] == 2 and r["fence.proxy"] == 1 and not r["serialized"], r
+            assert r["mma16"] == 0 and r["ldmatrix"] == 0 and (r["cp.async"] > 0) == (name == "wgmma"), r
+            continue
         if name == "tf32x3":
             assert r["mma8"] > 0 and r["cvt.rna"] > 0 and r["mma16"] == 0 and r["ldmatrix"] > 0
             continue
@@ -549,3 +572,125 @@ def test_kernels_compile_to_tensor_core_instructions():
         assert (r["cp.async"] > 0) == (name in ("pipelined", "block_tiles")), f"{name}: {r}"
     assert out["pipelined"]["smem"] <= 48 * 1024 + 1024  # the rings fit the static limit (+ the 1 KB ptxas counts)
     assert out["block_tiles"]["smem"] <= 48 * 1024 + 1024
+
+
+# ----------------------------------------------------------------------------------------------------------
+# wgmma: the descriptors' layouts, the simulated instruction, the step
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_wgmma_layouts_place_every_element_once():
+    # a K-major 64 x 64 tile (A) fills its 8 KB, an MN-major 64 x 256 tile (B: four 64-column atoms 8 KB apart) 32 KB
+    a = {_mma.k_major_byte(0, r, k) for r in range(64) for k in range(64)}
+    assert a == set(range(0, 8192, 2))
+    b = {_mma.mn_major_byte(0, k, n, lbo=8192) for k in range(64) for n in range(256)}
+    assert b == set(range(0, 32768, 2))
+    # the swizzle: chunk c of row r at chunk c ^ (r % 8); row 3's chunk 1 is at chunk 2 of its 128 bytes
+    assert _mma.swizzle128(3 * 128 + 16) == 3 * 128 + 32 and _mma.swizzle128(8 * 128 + 16) == 8 * 128 + 16
+    # the step's own tile layouts are the ones the descriptors describe
+    from gpukernels.tensor_core import k06_wgmma
+
+    b_at = k06_wgmma.make_b_at(256)
+    assert all(2 * k06_wgmma.a_at(r, k) == _mma.k_major_byte(0, r, k) for r in range(128) for k in range(64))
+    assert all(2 * b_at(k, n) == _mma.mn_major_byte(0, k, n, lbo=8192) for k in range(64) for n in range(256))
+    # D: each of the 64 x N accumulators held by exactly one of the warpgroup's 128 threads
+    seen = sorted(_mma.wgmma_d_coords(t, i) for t in range(128) for i in range(128))
+    assert seen == [(r, c) for r in range(64) for c in range(256)]
+    assert [_mma.wgmma_d_coords(37, i) for i in (0, 1, 2, 3, 4)] == [(17, 2), (17, 3), (25, 2), (25, 3), (17, 10)]
+
+
+def _wgmma_product_kernel(n, wait_early=False, store_early=False):
+    from gpukernels.tensor_core.k06_wgmma import a_at, make_b_at
+
+    b_at = make_b_at(n)
+    mma = {64: _mma.wgmma_n64, 128: _mma.wgmma_n128, 256: _mma.wgmma_n256}[n]
+
+    @cuda.jit
+    def kernel(a, b, c, early):
+        # one warpgroup: A (64 x 32) and B (32 x n) into swizzled shared tiles, two chained k16 wgmmas, D to c
+        sa = cuda.shared.array(64 * 64, np.float16)
+        sb = cuda.shared.array(64 * 64 * 4, np.float16)
+        acc = cuda.local.array(128, np.float32)
+        t = cuda.threadIdx.x
+        for e in range(t, 64 * 32, 128):
+            sa[a_at(e // 32, e % 32)] = a[e // 32, e % 32]
+        for e in range(t, 32 * n, 128):
+            sb[b_at(e // n, e % n)] = b[e // n, e % n]
+        _mma.wgmma_zero(acc, n)
+        cuda.syncthreads()
+        _mma.wgmma_fence()
+        for s in range(2):
+            mma(acc, sa, s * 16, sb, s * 16 * 64, 64 * 64 * 2)
+        _mma.wgmma_commit()
+        if wait_early:
+            early[t] = acc[0]  # before the wait: the products may not be there yet
+        if not store_early:
+            _mma.wgmma_wait(0)
+        _mma.wgmma_store(c, acc, n, 16 * (t // 32) + (t % 32) // 4, 2 * (t % 4))
+
+    return kernel
+
+
+@sim_only
+@pytest.mark.parametrize("n", [64, 256])
+def test_wgmma_is_the_matrix_product(n, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((64, 32)).astype(np.float16)
+    b = rng.standard_normal((32, n)).astype(np.float16)
+    c = np.full((64, n), np.nan, np.float32)
+    early = np.full(128, np.nan, np.float32)
+    _wgmma_product_kernel(n, wait_early=True)[1, 128](a, b, c, early)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    d = _rz(a64[:, :16] @ b64[:16])  # two chained products, each summed exactly and truncated once
+    d = _rz(a64[:, 16:] @ b64[16:] + d)
+    assert np.array_equal(c, d)
+    assert np.all(early == 0)  # read before wgmma_wait: the simulator hands back what was there (the zeros)
+
+
+@sim_only
+def test_wgmma_misuse_says_why():
+    a, b = np.zeros((64, 32), np.float16), np.zeros((32, 64), np.float16)
+    c, early = np.zeros((64, 64), np.float32), np.zeros(128, np.float32)
+    with pytest.raises(RuntimeError, match="not been waited for"):
+        _wgmma_product_kernel(64, store_early=True)[1, 128](a, b, c, early)
+    with pytest.raises(WarpMaskError, match="the block has 100 threads"):
+        _wgmma_product_kernel(64)[1, 100](a, b, c, early)
+
+
+def test_wgmma_needs_hopper(monkeypatch):
+    from gpukernels.tensor_core import k06_wgmma
+
+    monkeypatch.setattr(k06_wgmma, "compute_capability", lambda: (8, 0))
+    a, b = tc.make_inputs((64, 64, 64), 0)
+    with pytest.raises(LaunchError, match=r"needs a Hopper GPU .*this one is 8\.0.*tensor_core\.optimized"):
+        tc.wgmma(a, b)
+
+
+def test_dispatcher_pads_unaligned_rows_and_splits_k(monkeypatch, seed):
+    # The two paths the suite's shapes take on an H200 (4095 x 4097 x 4093: rows padded, then wgmma; 16 x 8192 x
+    # 8192: split-K), taken here at small odd shapes by lending the dispatcher a 1-SM GPU / a shallow split
+    from gpukernels.tensor_core import k08_optimized as opt
+
+    choose = opt.choose
+    assert choose(4095, 4097, 4093, aligned=False, sms=132, hopper=True).config == {"tile": "128x256", "padded": True}
+    assert choose(16, 8192, 8192, sms=132, hopper=True).config == {"tile": "64x64", "split_k": 5}
+    assert choose(8192, 64, 4096, sms=132, hopper=True).config["split_k"] == 4
+    assert "split_k" not in choose(1024, 1024, 1024, sms=132, hopper=True).config  # one slice of 1024: no split
+    monkeypatch.setattr(opt, "sm_count", lambda: 1)
+    for shape in ((70, 261, 75), (5, 300, 129)):  # K, N odd: padded to 80 and 264 / 136 and 304
+        a, b = tc.make_inputs(shape, seed)
+        launches = tc.optimized.launches(a, b)
+        assert [x.kernel for x in launches] == [opt.pad_kernel, opt.pad_kernel, tc.wgmma_kernel]
+        out = np.full(shape[:2], np.nan, np.float32)
+        tc.optimized(a, b, out=out)
+        assert compare(out, tc.reference(a, b), FP16_TOLERANCE).ok
+    monkeypatch.setattr(opt, "sm_count", lambda: 132)
+    monkeypatch.setattr(opt, "SPLIT_MIN_K", 32)
+    for shape in ((16, 64, 200), (130, 8, 96)):  # 7 k tiles in 6 slices (the last ones empty); 3 in 3
+        a, b = tc.make_inputs(shape, seed)
+        launches = tc.optimized.launches(a, b)
+        assert launches[0].kernel is opt.zero_kernel and launches[1].kernel is opt.pipelined_split_kernel
+        assert launches[1].grid[2] >= 3
+        out = np.full(shape[:2], np.nan, np.float32)
+        tc.optimized(a, b, out=out)
+        assert compare(out, tc.reference(a, b), FP16_TOLERANCE).ok

@@ -21,18 +21,24 @@ check every lane takes part. The ladder, one idea per step:
                    shapes fill the ring by loads and stores).
 5. ``block_tiles`` 128 x 128 block tiles, 64 x 64 per warp: 32 mmas per 8 ldmatrix per 16 of K (step 4: 8 per 4),
                    sized to what an SM holds (2 blocks of ~240 registers per thread; a 2-stage ring of 32 KB).
-6. ``tf32x3``      float32 inputs at float32 accuracy: each input split into two TF32 parts (big = tf32(x), small =
+6. ``wgmma``       Hopper's warpgroup MMA: two warpgroups of 4 warps, a 128 x 256 tile of C; each ``wgmma.mma_async``
+                   multiplies 64 x 16 of A by 16 x 256 of B read by the tensor cores straight from shared memory
+                   (through descriptors of 128-byte-swizzled tiles), asynchronously, while the threads issue the next
+                   ``cp.async`` copies into a 4-stage ring (196 KB of dynamic shared memory). sm_90 only.
+7. ``tf32x3``      float32 inputs at float32 accuracy: each input split into two TF32 parts (big = tf32(x), small =
                    tf32(x - big)), three ``mma.m16n8k8`` TF32 products per multiply (3xTF32).
-7. ``optimized``   the dispatcher: ``optimized.choose(M, N, K)`` picks 128 x 128 tiles, 64 x 64 when those would leave
-                   SMs idle, or tf32x3 for float32 inputs, and says why.
+8. ``optimized``   the dispatcher: ``optimized.choose(M, N, K)`` picks wgmma on Hopper when its 128 x 256 tiles fill
+                   the GPU, else 128 x 128 tiles, 64 x 64 when those would leave SMs idle, or tf32x3 for float32
+                   inputs, and says why.
 
 Each step lives in its own file, numbered as here (``k03_swizzled.py`` holds the swizzle and ``swizzled``); steps 2-3
 share a kernel factory that takes the tile layout, steps 4-5 one that takes the tile sizes. ``VERSIONS`` lists them
 in order; ``optimized`` is the last. Every kernel handles any M, N, K: loads past the edges read zeros (a zero adds
 nothing to a product), stores past them are skipped.
 
-On an H200 at 4096^3 (2026-12-04, benchmarks/tensor_core_check.py; CUDA-event medians) the ladder goes 11.4 -> 8.0
--> 7.7 -> 0.62 -> 0.50 ms (~275 TFLOP/s), against cuBLAS's 0.22 ms (torch.mm in float16, with Hopper's wgmma). Steps
+On an H200 at 4096^3 (2026-12-04, ``gpukernels bench tensor_core``: CUDA-graph replay, inputs past L2) the ladder
+goes 11.5 -> 8.3 -> 7.8 -> 0.66 -> 0.49 -> 0.29 ms (wgmma: 474 TFLOP/s), against cuBLAS's 0.216 ms (FP16 in, FP32
+C: 0.74x; at 8192^3 0.72x). Steps
 2 and 3 are bound by their two-byte global loads, which hides what the swizzle saves until step 4 makes the copies
 cheap: step 4's ring on step 2's row-major tiles takes 2.0 ms instead of 0.81, step 5's 1.1 instead of 0.56
 (benchmarks/tensor_core_variants.py). tf32x3 on float32: 6.3 ms at relative error 4.2e-7; cuBLAS SGEMM 2.7 ms at
@@ -40,7 +46,8 @@ cheap: step 4's ring on step 2's row-major tiles takes 2.0 ms instead of 0.81, s
 
 Count the work: 2*M*N*K FLOPs and at least 2*(M*K + K*N) + 4*M*N bytes -- at 4096^3, 137 GFLOP against 134 MB, ~1000
 FLOP/byte, far above what an H200 needs to be compute-bound on its FP16 tensor cores (~990 TFLOP/s dense with wgmma,
-less with mma.sync, which this lesson uses; ``wgmma`` is a later step). Accuracy: float16 inputs are exact in the
+less with mma.sync). What limits the tiled steps is nearer: the L2 -> SM traffic of their tiles (step 6 reads 48 KB
+of A and B per 4.2 MFLOP, ~5 TB/s at 470 TFLOP/s; benchmarks/NOTES.md). Accuracy: float16 inputs are exact in the
 products, which are summed in float32, so the result is checked against float64 of the *float16* inputs.
 """
 
@@ -108,8 +115,10 @@ from .k02_ldmatrix import ldmatrix, ldmatrix_kernel  # noqa: E402,F401
 from .k03_swizzled import swizzled, swizzled_kernel  # noqa: E402,F401
 from .k04_pipelined import pipelined, pipelined_kernel, pipelined_sync_kernel  # noqa: E402,F401
 from .k05_block_tiles import block_tiles, block_tiles_kernel, block_tiles_sync_kernel  # noqa: E402,F401
-from .k06_tf32x3 import tf32x3, tf32x3_kernel  # noqa: E402,F401
-from .k07_optimized import choose, optimized  # noqa: E402,F401
+from .k06_wgmma import wgmma, wgmma_kernel, wgmma_sync_kernel  # noqa: E402,F401
+from .k07_tf32x3 import tf32x3, tf32x3_kernel  # noqa: E402,F401
+from .k08_optimized import choose, optimized  # noqa: E402,F401
 
 #: Every version, mma_global first and the dispatcher last. Tests, benchmarks, plots and docs iterate over this.
-VERSIONS = {v.name: v for v in (mma_global, ldmatrix, swizzled, pipelined, block_tiles, tf32x3, optimized)}
+VERSIONS = {v.name: v for v in (mma_global, ldmatrix, swizzled, pipelined, block_tiles, wgmma, tf32x3,
+                                      optimized)}

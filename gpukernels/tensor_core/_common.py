@@ -93,6 +93,27 @@ def store(c, i, j, v):
         c[i, j] = v
 
 
+@cuda.jit(device=True, forceinline=True)
+def add_to(c, i, j, v):
+    # c[i, j] += v inside C, by an atomic: the blocks of a split-K product add their parts into the same C
+    if i < c.shape[0] and j < c.shape[1]:
+        cuda.atomic.add(c, (i, j), v)
+
+
+@cuda.jit
+def zero_kernel(c):
+    # C = 0 before the blocks of a split-K product add into it
+    for i in range(cuda.blockIdx.y, c.shape[0], cuda.gridDim.y):
+        for j in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, c.shape[1],
+                       cuda.gridDim.x * cuda.blockDim.x):
+            c[i, j] = 0.0
+
+
+def zero_launch(c) -> Launch:
+    m, n = c.shape
+    return Launch(zero_kernel, (min(ceil_div(n, 256), 64), min(m, 65535)), (256,), (c,))
+
+
 def tiled_launch(kernel, a, b, c, threads: int) -> list[Launch]:
     """One block of ``threads`` per ``kernel.tile`` (rows x columns) of C."""
     m, n = c.shape

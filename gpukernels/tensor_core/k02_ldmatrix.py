@@ -19,7 +19,7 @@ from numba import cuda, float32, types, uint32
 
 from .._mma import ldmatrix_x4, ldmatrix_x4_trans, mma_f16
 from .._launch import version
-from ._common import check, half_at, store, tiled_launch
+from ._common import add_to, check, half_at, store, tiled_launch
 
 BM, BN, BK = 64, 64, 32  # the block's tile of C, and the depth of K staged at a time
 WARPS_M, WARPS_N = 2, 2  # 4 warps, each computing a (BM / 2) x (BN / 2) = 32 x 32 tile of C
@@ -77,8 +77,10 @@ def make_warp_product(mi: int, nj: int, a_at, b_at):
     return warp_product
 
 
-def make_epilogue(mi: int, nj: int):
-    """Zeroing a warp's accumulators, and storing them into C (rows and columns past C are not written)."""
+def make_epilogue(mi: int, nj: int, atomic: bool = False):
+    """Zeroing a warp's accumulators, and storing them into C (rows and columns past C are not written); with
+    ``atomic``, adding them into C by atomics instead (split-K: several blocks add into one tile of C)."""
+    put = add_to if atomic else store
 
     @cuda.jit(device=True, forceinline=True)
     def zero(acc):
@@ -94,10 +96,10 @@ def make_epilogue(mi: int, nj: int):
         for i in range(mi):
             for jn in range(nj):
                 row, col = row0 + 16 * i + g, col0 + 8 * jn + 2 * t
-                store(c, row, col, acc[i, jn, 0])
-                store(c, row, col + 1, acc[i, jn, 1])
-                store(c, row + 8, col, acc[i, jn, 2])
-                store(c, row + 8, col + 1, acc[i, jn, 3])
+                put(c, row, col, acc[i, jn, 0])
+                put(c, row, col + 1, acc[i, jn, 1])
+                put(c, row + 8, col, acc[i, jn, 2])
+                put(c, row + 8, col + 1, acc[i, jn, 3])
 
     return zero, store_tile
 

@@ -33,10 +33,11 @@ STAGES = 3  # shared buffers in the ring: 3 x (A + B tiles) = 24 KB at 64 x 64 (
 
 
 def make_pipelined_kernel(bm: int, bn: int, warps_m: int, warps_n: int, stages: int = STAGES,
-                          async_copy: bool = True, swizzle: bool = True):
+                          async_copy: bool = True, swizzle: bool = True, split: bool = False):
     """A bm x bn tile per block of warps_m x warps_n warps, BK-deep k tiles in a ring of ``stages`` swizzled shared
     buffers, copied by cp.async (``async_copy``; rows of A and B 16-byte aligned) or by loads and stores.
-    ``swizzle=False`` keeps step 2's row-major tiles (to measure what the swizzle saves)."""
+    ``swizzle=False`` keeps step 2's row-major tiles (to measure what the swizzle saves). ``split``: split-K, the
+    k tiles shared out over the grid's z blocks, each adding its part into C by atomics (C zeroed first)."""
     threads = 32 * warps_m * warps_n
     wm, wn = bm // warps_m, bn // warps_n  # the warp's tile of C
     mi, nj = wm // 16, wn // 8  # its mma tiles
@@ -48,7 +49,7 @@ def make_pipelined_kernel(bm: int, bn: int, warps_m: int, warps_n: int, stages: 
     assert a_copies * 8 * threads == a_stage and b_copies * 8 * threads == b_stage and stages >= 2
     a_at, b_at = (swizzled_a, make_swizzled_b(bn)) if swizzle else (row_major_a, make_row_major_b(bn))
     warp_product = make_warp_product(mi, nj, a_at, b_at)
-    zero, store_tile = make_epilogue(mi, nj)
+    zero, store_tile = make_epilogue(mi, nj, atomic=split)
 
     @cuda.jit(device=True, forceinline=True)
     def copy_tile(a, b, sa, sb, stage, k0, row0, col0, tid):
@@ -90,17 +91,22 @@ def make_pipelined_kernel(bm: int, bn: int, warps_m: int, warps_n: int, stages: 
         wr, wc = (warp // warps_n) * wm, (warp % warps_n) * wn
         row0, col0 = cuda.blockIdx.y * bm, cuda.blockIdx.x * bn
         k_tiles = (a.shape[1] + BK - 1) // BK
+        k_first = 0
+        if split:  # this block's share of the k tiles: slice blockIdx.z of gridDim.z
+            per = (k_tiles + cuda.gridDim.z - 1) // cuda.gridDim.z
+            k_first = cuda.blockIdx.z * per
+            k_tiles = min(k_tiles - k_first, per)
         zero(acc)
         for s in range(stages - 1):  # prologue: the first stages - 1 tiles in flight
             if s < k_tiles:
-                copy_tile(a, b, sa, sb, s, s * BK, row0, col0, tid)
+                copy_tile(a, b, sa, sb, s, (k_first + s) * BK, row0, col0, tid)
             async_commit()  # one group per tile, empty or not, so that the count in async_wait stays right
         for kt in range(k_tiles):
             async_wait(waits)  # this thread's copies of tile kt have landed
             cuda.syncthreads()  # ... and everyone's; and everyone is done with tile kt - 1
             ahead = kt + stages - 1
             if ahead < k_tiles:  # into the buffer of tile kt - 1
-                copy_tile(a, b, sa, sb, ahead % stages, ahead * BK, row0, col0, tid)
+                copy_tile(a, b, sa, sb, ahead % stages, (k_first + ahead) * BK, row0, col0, tid)
             async_commit()
             cur = kt % stages
             warp_product(sa, sb, cur * a_stage, cur * b_stage, wr, wc, lane, acc)
@@ -110,11 +116,13 @@ def make_pipelined_kernel(bm: int, bn: int, warps_m: int, warps_n: int, stages: 
     pipelined_kernel.threads = threads
     pipelined_kernel.stages = stages
     pipelined_kernel.async_copy = async_copy
+    pipelined_kernel.split = split
     return pipelined_kernel
 
 
 pipelined_kernel = make_pipelined_kernel(64, 64, 2, 2)
 pipelined_sync_kernel = make_pipelined_kernel(64, 64, 2, 2, async_copy=False)
+pipelined_split_kernel = make_pipelined_kernel(64, 64, 2, 2, split=True)  # split-K: the dispatcher's, for few tiles
 
 
 @version("tensor_core", check, kernels=[pipelined_kernel, pipelined_sync_kernel])

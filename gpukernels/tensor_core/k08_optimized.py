@@ -1,4 +1,4 @@
-"""Step 7 of the tensor-core ladder, ``optimized``: the step to run, chosen per shape by rules a student can read.
+"""Step 8 of the tensor-core ladder, ``optimized``: the step to run, chosen per shape by rules a student can read.
 
 ``tensor_core.optimized.choose(M, N, K)`` returns the step, its configuration and why:
 
@@ -19,26 +19,48 @@ steps 4 and 5 then fill the same ring by loads and stores, and the choice above 
 
 from __future__ import annotations
 
-from .._launch import Choice, ceil_div, count, sm_count, version
-from ._common import check_fp32, itemsize, rows_aligned16, tiled_launch
-from .k04_pipelined import pipelined_kernel, pipelined_sync_kernel
+from .._launch import Choice, Launch, ceil_div, compute_capability, count, sm_count, version
+from ._common import check_fp32, itemsize, rows_aligned16, tiled_launch, zero_kernel, zero_launch
+from .k04_pipelined import pipelined_kernel, pipelined_split_kernel, pipelined_sync_kernel
 from .k05_block_tiles import block_tiles_kernel, block_tiles_sync_kernel
-from .k06_tf32x3 import THREADS as TF32X3_THREADS
-from .k06_tf32x3 import tf32x3_kernel
+from .k07_tf32x3 import THREADS as TF32X3_THREADS
+from .k07_tf32x3 import tf32x3_kernel
+from ._pad import pad_kernel, pad_operands
+from .k06_wgmma import wgmma_kernel, wgmma_launch
 
 FILL = 0.75  # 128 x 128 tiles once there are at least this many per SM (a fraction of one wave)
+SPLIT_BELOW = 2  # split K when there are fewer 64 x 64 tiles than this many per SM ...
+SPLIT_MIN_K = 1024  # ... into slices at least this deep (32 k tiles: the prologue and the atomics amortized) ...
+SPLIT_BLOCKS = 4  # ... as many as make this many blocks per SM
 
 
-def choose(m: int, n: int, k: int, aligned: bool = True, fp32: bool = False, sms: int | None = None) -> Choice:
+def choose(m: int, n: int, k: int, aligned: bool = True, fp32: bool = False, sms: int | None = None,
+           hopper: bool | None = None) -> Choice:
     """The step for an (M, K) x (K, N) product: ``aligned``: rows of A and B 16-byte aligned (cp.async can copy
-    them); ``fp32``: float32 inputs; ``sms``: the GPU's SM count (default: this GPU's, or an H200's 132)."""
+    them); ``fp32``: float32 inputs; ``sms``: the GPU's SM count (default: this GPU's, or an H200's 132);
+    ``hopper``: the GPU has wgmma (default: this GPU's compute capability is 9.0; the simulator plays an H200)."""
     sms = sms or sm_count()
+    hopper = compute_capability() == (9, 0) if hopper is None else hopper
     copies = "cp.async" if aligned else "loads and stores (rows not 16-byte aligned)"
     if fp32:
         return Choice("tf32x3", {"tile": "128x128"},
                       "float32 inputs: each split into two TF32 parts, three tensor-core products per multiply keep "
                       "float32's accuracy")
+    wide = ceil_div(m, 128) * ceil_div(n, 256)
+    if hopper and wide >= FILL * sms:
+        how = ("copied by cp.async" if aligned else
+               "A and B first copied into arrays with rows padded to 16 bytes (K, N rounded up to 8), so that "
+               "cp.async can copy them")
+        return Choice("wgmma", {"tile": "128x256", "padded": not aligned},
+                      f"Hopper: {count(wide, 'tile')} of 128 x 256 = {wide / sms:.2f} waves of {sms} SMs, wgmma from "
+                      f"swizzled shared tiles, {how}")
     large, small = ceil_div(m, 128) * ceil_div(n, 128), ceil_div(m, 64) * ceil_div(n, 64)
+    slices = min(ceil_div(SPLIT_BLOCKS * sms, small), k // SPLIT_MIN_K)
+    if aligned and small < SPLIT_BELOW * sms and slices >= 2:
+        return Choice("pipelined", {"tile": "64x64", "split_k": slices},
+                      f"{count(small, 'tile')} of 64 x 64 for {sms} SMs, each {k} deep: K split in {slices} slices, "
+                      f"{small * slices} blocks adding into C by atomics, so that every SM has several blocks' copies "
+                      "in flight")
     if large < FILL * sms:
         return Choice("pipelined", {"tile": "64x64", "async_copy": aligned},
                       f"{count(large, 'tile')} of 128 x 128 would leave {max(sms - large, 0)} of {sms} SMs idle; "
@@ -51,14 +73,26 @@ def _is_fp32(*arrays) -> bool:
     return any(itemsize(x) == 4 for x in arrays)  # float32 (the check admits only float16 and float32)
 
 
-@version("tensor_core", check_fp32, kernels=[block_tiles_kernel, pipelined_kernel, tf32x3_kernel])
+@version("tensor_core", check_fp32,
+         kernels=[wgmma_kernel, block_tiles_kernel, pipelined_kernel, tf32x3_kernel, pad_kernel,
+                  pipelined_split_kernel, zero_kernel])
 def optimized(a, b, c):
-    """The dispatcher: per shape, 128 x 128 tiles (block_tiles) or 64 x 64 (pipelined); 3xTF32 for float32 inputs."""
+    """The dispatcher: per shape, wgmma's 128 x 256 tiles (Hopper), 128 x 128 (block_tiles) or 64 x 64 (pipelined);
+    3xTF32 for float32 inputs."""
     m, n = c.shape
     aligned = rows_aligned16(a, b)
     choice = choose(m, n, a.shape[1], aligned, _is_fp32(a, b))
     if choice.step == "tf32x3":
         return tiled_launch(tf32x3_kernel, a, b, c, TF32X3_THREADS)
+    if choice.step == "wgmma":
+        if choice.config["padded"]:
+            a8, b8, pads = pad_operands(a, b, c)
+            return pads + wgmma_launch(wgmma_kernel, a8, b8, c)
+        return wgmma_launch(wgmma_kernel, a, b, c)
+    if choice.config.get("split_k"):
+        bm, bn = pipelined_split_kernel.tile
+        grid = (ceil_div(n, bn), ceil_div(m, bm), choice.config["split_k"])
+        return [zero_launch(c), Launch(pipelined_split_kernel, grid, (pipelined_split_kernel.threads,), (a, b, c))]
     if choice.step == "pipelined":
         kernel = pipelined_kernel if aligned else pipelined_sync_kernel
     else:
@@ -67,6 +101,6 @@ def optimized(a, b, c):
 
 
 optimized.choose = choose
-optimized.steps = ("pipelined", "block_tiles", "tf32x3")
+optimized.steps = ("pipelined", "block_tiles", "wgmma", "tf32x3")
 optimized.describe = lambda a, b: str(choose(a.shape[0], b.shape[1], a.shape[1], rows_aligned16(a, b),
                                              _is_fp32(a, b)))
