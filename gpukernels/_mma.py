@@ -299,7 +299,10 @@ def _sim_ldmatrix(count: int, trans: bool):
                                  f"16-byte boundary (a multiple of {per_row} elements): each row of an 8 x 8 "
                                  "matrix of halves is one 16-byte load")
             flat = smem.reshape(smem.size)
-            row = np.array([flat[offset + q] for q in range(per_row)], dtype=smem.dtype).view(np.uint16)
+            row = np.empty(per_row, dtype=smem.dtype)
+            for q in range(per_row):  # (a loop, not a comprehension: the tracer reads this frame's name)
+                row[q] = flat[offset + q]
+            row = row.view(np.uint16)
         words = _collective(kind, row)
         if np.dtype(smem.dtype) == np.float32:  # a word is then one float32 of the row: hand it out as one
             return (np.uint32(words).view(np.float32) if count == 1
@@ -357,16 +360,24 @@ def _wgmma_operands(kind: str, n: int, sa, a_off, sb, b_off, b_lbo) -> tuple[np.
 
 
 def _read_elements(n, sa, a_off, sb, b_off, b_lbo, w4) -> list:
-    """(array, flat element) of each shared element a warp's part of a wgmma reads: its 16 rows of A, all of B."""
+    """(array, flat element) of each shared element a warp's part of a wgmma reads: its 16 rows of A, and all of B
+    for the warpgroup's first warp (B is read once for the 4 warps: one reader is enough for the race check)."""
     r, k = np.arange(16 * w4, 16 * w4 + 16)[:, None], np.arange(16)[None, :]
     ia = _swizzle128_np(2 * int(a_off) + (r >> 3) * 1024 + (r & 7) * 128 + 2 * k) >> 1
     kk, c = np.arange(16)[:, None], np.arange(n)[None, :]
     ib = _swizzle128_np(2 * int(b_off) + (c >> 6) * int(b_lbo) + (kk >> 3) * 1024 + (kk & 7) * 128 + 2 * (c & 63)) >> 1
     out = []
-    for x, idx in ((sa, ia), (sb, ib)):
+    for x, idx in ((sa, ia), (sb, ib)) if w4 == 0 else ((sa, ia),):
         base = getattr(x, "offset", 0) // getattr(x, "isz", 2)
         out += [(x, base + e) for e in idx.ravel().tolist()]
     return out
+
+
+def _hook_reads(hook, reads) -> None:
+    # Called by wgmma and wgmma_wait (this module's code, which the tracer treats as an instruction: the hook's
+    # frame two up is theirs, so the reads are one access at the kernel line that called them)
+    for x, e in reads:
+        hook(x, e, 0)  # READ
 
 
 def _wgmma_all(n: int):
@@ -435,8 +446,7 @@ def _sim_wgmma(n: int):
         hook, reads = _sim_arrays.HOOK, None
         if hook is not None and launch.cur.lane == 0:
             reads = _read_elements(n, sa, a_off, sb, b_off, b_lbo, launch.cur.warp % 4)
-            for x, e in reads:
-                hook(x, e, 0)  # READ, from here: the hook's frame two up is the kernel line of the wgmma
+            _hook_reads(hook, reads)
         st = _wgmma_state()
         prior = st.chained(acc)
         c = prior if prior is not None else np.array([acc[q] for q in range(count)], dtype=np.float32)
@@ -478,8 +488,7 @@ def _sim_wgmma_wait(n):
         for group, reads in st.reads:
             if group is not None and group < done:
                 if hook is not None:
-                    for x, e in reads:
-                        hook(x, e, 0)  # the reads end here (the hook's frame two up is the kernel's wgmma_wait)
+                    _hook_reads(hook, reads)  # the reads end here, at the kernel's wgmma_wait
             else:
                 keep.append([group, reads])
         st.reads = keep

@@ -463,6 +463,14 @@ class Trace:
             t = launch.cur
             if pc < 0:  # inside a vector intrinsic: the calling line's pc, and whether it continues the call's access
                 pc, part = self._vector_pc(f, t.tid, arr.aid, kind)
+                name = f.f_code.co_name
+                if name.startswith("ldmatrix"):  # served in phases of 8 lanes (bit 2 of `part`)
+                    part |= 2
+                elif name == "wgmma":  # wgmma's tiles, read by the tensor cores, not by lanes (bit 4)
+                    part |= 4
+                elif name == "_sim_wgmma_wait":  # ... and the same reads again where they end (bit 8: no traffic)
+                    part |= 12
+
                 append((t.tid, arr.aid, elem, kind, t.barriers, t.wsyncs, pc, part))
                 return
             append((t.tid, arr.aid, elem, kind, t.barriers, t.wsyncs, pc, 0))
@@ -507,9 +515,9 @@ class Trace:
             e[:, :7] = raw[:, :7]
             # OCC: the n-th access of a thread to an array, of a kind, at a line (the elements of one vector
             # instruction are one access: they share its OCC); ORDER: the n-th of the thread
-            e[:, OCC] = _rank_within(_mix(e[:, TID], e[:, PC], e[:, AID], e[:, KIND]), raw[:, 7] == 0)
+            e[:, OCC] = _rank_within(_mix(e[:, TID], e[:, PC], e[:, AID], e[:, KIND]), raw[:, 7] & 1 == 0)
             e[:, ORDER] = _rank_within(e[:, TID])
-            self._analyse_block(launch, e)
+            self._analyse_block(launch, e, raw[:, 7] & 2 != 0, raw[:, 7] & 4 != 0, raw[:, 7] & 8 != 0)
         self._ev.clear()
         self._vector_calls.clear()
 
@@ -545,19 +553,31 @@ class Trace:
                     self._seen[(x, loaded)] = seen = grown
                 seen[mine] = True
 
-    def _analyse_block(self, launch, e):
+    def _analyse_block(self, launch, e, phased, no_lanes, repeat):
+        """One block's accesses ``e``; ``phased``: an ldmatrix's (served 8 lanes at a time); ``no_lanes``: the tensor
+        cores' reads of a wgmma's tiles; ``repeat``: those reads again where the wgmma completes (for the race
+        check only, not traffic)."""
         self._grow()
         li = len(self.launches) - 1
         block = (launch.blockIdx.x, launch.blockIdx.y, launch.blockIdx.z)
         if self.keep_events:
-            self._events.append((li, block, e))
+            self._events.append((li, block, e[~repeat]))
         n_arrays = len(self._arrays)
-        self._traffic += np.bincount(e[:, AID] * 3 + e[:, KIND], minlength=n_arrays * 3).reshape(n_arrays, 3)
-        self._mark_seen(e[:, AID], e[:, ELEM], e[:, KIND])
+        once = e[~repeat]
+        self._traffic += np.bincount(once[:, AID] * 3 + once[:, KIND], minlength=n_arrays * 3).reshape(n_arrays, 3)
+        self._mark_seen(once[:, AID], once[:, ELEM], once[:, KIND])
         # Local arrays only count as traffic: they are private (no races) and not laid out by lane here.
-        e = e[self._space[e[:, AID]] != 2]
+        keep = self._space[e[:, AID]] != 2
+        e, phased, no_lanes = e[keep], phased[keep], no_lanes[keep]
         if not len(e):
             return
+        self._hazards(li, block, e, self._space[e[:, AID]])
+        # The tensor cores' reads of wgmma's tiles count as traffic and in the race check (above), but they are not
+        # lanes' accesses: no bank conflicts or divergence to show.
+        if no_lanes.any():
+            e, phased = e[~no_lanes], phased[~no_lanes]
+            if not len(e):
+                return
         aid, kind = e[:, AID], e[:, KIND]
         space = self._space[aid]
         isz = self._isz[aid]
@@ -581,12 +601,22 @@ class Trace:
                 c[1] += int(sectors[g])
                 c[2] += int(need[g])
 
-        # bank conflicts: shared
+        # bank conflicts: shared. An ldmatrix is served in phases of 8 lanes (8 rows of 16 bytes, one 128-byte
+        # wavefront if they fall in distinct banks): each phase is a request of its own here.
         sel = space == 1
         if sel.any():
-            degree = _group_conflict_degree(gid[sel], e[sel, ELEM], isz[sel], ngroups)
+            bgid, bn = gid, ngroups
+            if phased[sel].any():
+                phase = np.where(phased, (e[:, TID] & 31) >> 3, 0)
+                _, bgid = np.unique(_mix(gid, phase), return_inverse=True)
+                bgid = bgid.ravel()
+                bn = int(bgid.max()) + 1
+            degree = _group_conflict_degree(bgid[sel], e[sel, ELEM], isz[sel], bn)
+            bfirst = np.full(bn, len(e), np.int64)
+            np.minimum.at(bfirst, bgid, np.arange(len(e)))
             for gg in np.flatnonzero(degree):
-                c = self._banks[(int(g_aid[gg]), int(g_pc[gg]), int(g_kind[gg]))]
+                r = bfirst[gg]
+                c = self._banks[(int(aid[r]), int(e[r, PC]), int(kind[r]))]
                 c[0] += 1
                 c[1] += int(degree[gg])
                 c[2] = max(c[2], int(degree[gg]))
@@ -600,8 +630,6 @@ class Trace:
             d[2] = min(d[2], int(lanes[g]))
         for w in range(launch.nwarps):
             self._warp_lanes[(li, w)] = bin(launch._exist[w]).count("1")
-
-        self._hazards(li, block, e, space)
 
     def _hazards(self, li, block, e, space):
         sel = space != 2
@@ -953,12 +981,14 @@ def _rank_within(key: np.ndarray, new: np.ndarray | None = None) -> np.ndarray:
     return out
 
 
-_INTRINSICS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_intrinsics.py")
+_INTRINSICS = tuple(os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+                    for name in ("_intrinsics.py", "_mma.py"))
 
 
 def _is_intrinsic(filename: str) -> bool:
-    """Code of gpukernels._intrinsics: each call is one instruction (a 16-byte load or store) on the GPU."""
-    return filename == _INTRINSICS or os.path.abspath(filename) == _INTRINSICS
+    """Code of gpukernels._intrinsics and gpukernels._mma: each call is one instruction on the GPU (a 16-byte load
+    or store, a cp.async, an ldmatrix, a wgmma's reads of its tiles)."""
+    return filename in _INTRINSICS or os.path.abspath(filename) in _INTRINSICS
 
 
 # -------------------------------------------------------------------------------------------------------------

@@ -55,10 +55,10 @@ PATHS = [
     # rows not 16-byte aligned (K, N odd): the ring filled by loads and stores instead of cp.async
     ("tensor_core", "pipelined", (9, 37, 70), {}, 3),
     ("tensor_core", "block_tiles", (9, 37, 70), {}, 3),
-    # wgmma: 6 k tiles of 64 through its 4-stage ring (tiles 4 and 5 reuse the buffers of 0 and 1, which the tensor
-    # cores read asynchronously), two column tiles of 256 (the second ragged); then the same unaligned (N, K odd)
-    ("tensor_core", "wgmma", (70, 264, 328), {}, 6),
-    ("tensor_core", "wgmma", (9, 261, 327), {}, 6),
+    # wgmma: 5 k tiles of 64 through its 4-stage ring (tile 4 reuses the buffer of tile 0, which the tensor cores
+    # read asynchronously); then the same unaligned (N, K odd: loads and stores)
+    ("tensor_core", "wgmma", (70, 200, 300), {}, 5),
+    ("tensor_core", "wgmma", (9, 261, 299), {}, 5),
 ]
 
 MIN_BARRIERS = 3  # per block, for a launch that has barriers at all: several phases, so reuse across them is seen
@@ -241,14 +241,41 @@ def test_kernel_path_has_no_hazards(build, seed):
     assert check.ok, f"{names} seed={seed}: {check}"
 
 
+@pytest.mark.parametrize("path,shape", [("split_k", (16, 64, 200)), ("padded", (70, 261, 75))])
+def test_tensor_core_dispatch_paths_have_no_hazards(path, shape, seed, monkeypatch):
+    """The tensor-core dispatcher's paths for large problems, taken at a traceable shape by lending it a shallow
+    split (split-K: 7 k tiles in 6 slices added into C by atomics after a zeroing launch) or a 1-SM GPU (A and B
+    copied into arrays with 16-byte rows, then wgmma)."""
+    from gpukernels.tensor_core import k08_optimized as opt
+
+    if path == "split_k":
+        monkeypatch.setattr(opt, "SPLIT_MIN_K", 32)
+    else:
+        monkeypatch.setattr(opt, "sm_count", lambda: 1)
+    mod = LESSONS["tensor_core"]
+    a, b = mod.make_inputs(shape, seed)
+    kernels = [x.kernel for x in mod.optimized.launches(a, b)]
+    assert kernels == ([opt.zero_kernel, opt.pipelined_split_kernel] if path == "split_k"
+                       else [opt.pad_kernel, opt.pad_kernel, opt.wgmma_kernel])
+    out = np.full(shape[:2], np.nan, np.float32)
+    t = _run_traced(lambda: mod.optimized(a, b, out=out))
+    problems = hazard_report(t, 1)
+    assert not problems, f"tensor_core.optimized ({path}) at {shape}:\n" + "\n".join(problems)
+    check = compare(out, mod.reference(a, b), TOLERANCE["tensor_core"])
+    assert check.ok, f"tensor_core.optimized ({path}) at {shape} seed={seed}: {check}"
+
+
 def test_cases_reach_every_registered_kernel():
     """The cases above launch every kernel that any version names in its registry entry (``Version.kernels``):
     planned, not run, so this is quick. A version added to a registry is traced by the cases above at its
     lesson's shapes; a kernel it adds that those shapes miss fails here until a case reaches it."""
     from gpukernels.matmul import k19_stream_k, k20_async_copy
+    from gpukernels.tensor_core import k08_optimized as tc_opt
 
     reached = (_planned_kernels() | {id(k) for k in _tiled_kernels()}
-               | {id(k19_stream_k.stream_k_vec_kernel), id(k20_async_copy.async_vec_kernel)})
+               | {id(k19_stream_k.stream_k_vec_kernel), id(k20_async_copy.async_vec_kernel)}
+               # test_tensor_core_dispatch_paths_have_no_hazards
+               | {id(tc_opt.zero_kernel), id(tc_opt.pipelined_split_kernel), id(tc_opt.pad_kernel)})
     missing = [f"{lesson}.{name}: {getattr(k, '__name__', k)}" for lesson, mod in LESSONS.items()
                for name, version in mod.VERSIONS.items() for k in version.kernels if id(k) not in reached]
     assert not missing, "kernels no race-check case launches:\n" + "\n".join(missing)

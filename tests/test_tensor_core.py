@@ -694,3 +694,23 @@ def test_dispatcher_pads_unaligned_rows_and_splits_k(monkeypatch, seed):
         out = np.full(shape[:2], np.nan, np.float32)
         tc.optimized(a, b, out=out)
         assert compare(out, tc.reference(a, b), FP16_TOLERANCE).ok
+
+
+@sim_only
+def test_tracer_counts_ldmatrix_wavefronts_per_phase_of_8_lanes():
+    # An ldmatrix.x4 is served 8 lanes (8 rows of 16 bytes) at a time: the swizzled tiles are conflict-free (one
+    # wavefront per phase), step 2's row-major tiles are 4-way (A) and 8-way (B) conflicted, as the layouts say
+    # (test_swizzle_puts_each_ldmatrix_phase_in_eight_bank_groups). wgmma's tiles are read by the tensor cores, not
+    # by lanes: they are in the race check (test_race_check) but not in the bank-conflict table.
+    a, b = tc.make_inputs((64, 64, 64), 0)
+    degrees = {}
+    for name in ("ldmatrix", "swizzled", "wgmma"):
+        with gpukernels.trace() as t:
+            tc.VERSIONS[name](a, b)
+        degrees[name] = {(x.array, x.kind): (x.requests, x.wavefronts, x.max_degree) for x in t.bank_conflicts()}
+    # per array: 4 warps x 2 k tiles of 32 x 2 k16 slices x 2 ldmatrix.x4 = 32 instructions, 4 phases each
+    assert degrees["swizzled"][("sa", "read")] == (128, 128, 1)
+    assert degrees["swizzled"][("sb", "read")] == (128, 128, 1)
+    assert degrees["ldmatrix"][("sa", "read")] == (128, 512, 4)
+    assert degrees["ldmatrix"][("sb", "read")] == (128, 1024, 8)
+    assert all(kind == "write" for _, kind in degrees["wgmma"])
