@@ -1,0 +1,158 @@
+"""Lesson -- scaled dot-product attention in float32, the core of every transformer layer.
+
+    q: (B, H, Sq, D)   k: (B, H, Sk, D)   v: (B, H, Sk, D)   out: (B, H, Sq, D)
+    out[b, h] = softmax(q[b, h] @ k[b, h]^T * scale  [+ causal mask]) @ v[b, h]      (softmax over the keys)
+
+``attention.<version>(q, k, v, causal=False, scale=None, out=None)``: batch B, heads H, Sq queries and Sk keys per
+head (Sq and Sk may differ), head dimension D from 1 to 128; ``scale`` defaults to 1/sqrt(D).
+
+The causal mask is aligned **top-left**, as torch's ``scaled_dot_product_attention(..., is_causal=True)``: query i
+sees keys 0..i, key j is masked for j > i, whatever Sq and Sk are. Every query sees key 0, so no row is ever wholly
+masked and no softmax divides by an empty sum. (With Sq > Sk the last queries see every key; with Sq < Sk the keys
+after Sq - 1 are seen by none. Decoding with a cache of past keys wants the other alignment, bottom-right, where the
+last query sees the last key; it is not this lesson's.)
+
+What you will learn
+-------------------
+Each step changes one thing, and its file's docstring says what and why (``k03_tiled.py`` holds ``tiled``):
+
+1. ``naive``       three passes through global memory: the scores S = Q K^T * scale written out, B*H*Sq*Sk floats
+                   (8.6 GB at 8 x 16 x 4096^2); the softmax lesson's kernel over each row of S; then P V. Storing S
+                   is the lesson: 16 bytes of traffic per score, where q, k, v and out come to half a byte per
+                   score at that shape.
+2. ``fused_rows``  one kernel, a warp per query row, and the **online softmax**: a running max m, a running sum l
+                   and the output row acc, all rescaled by exp(m_old - m_new) when the max grows, so no score is ever
+                   stored. K and V are streamed from global memory once per query row.
+3. ``tiled``       FlashAttention's tiling: a block of 32 query rows stages a tile of keys and values in shared
+                   memory and all 32 rows use it -- K and V read 32 times less; the online softmax a tile at a time;
+                   under the causal mask, tiles that no row of the block can see are skipped.
+4. ``optimized``   the dispatcher: ``optimized.choose(B, H, Sq, Sk, D, causal)`` picks fused_rows for few queries
+                   or too few tiles to fill the GPU, tiled otherwise, and says why.
+
+Count the work first: 4*B*H*Sq*Sk*D FLOPs (2 for Q K^T, 2 for P V; the exponentials not counted) over at least
+4*B*H*(2*Sq + 2*Sk)*D bytes (read q, k, v, write out). At 8 x 16 x 4096^2 x 128 that is 1.1 TFLOP over 1.1 GB,
+~1000 FLOP/byte: arithmetic-bound, as long as S is never stored -- ``naive`` moves 34 GB for S alone. In float32 on
+CUDA cores (an H200 peaks near 67 TFLOP/s of FP32 FMA) that is ~16 ms at the very best; tensor cores are a later
+step. Under the causal mask ``flops`` counts only the (query, key) pairs that are not masked -- about half at
+Sq = Sk -- the work a kernel that skips masked keys has to do (FlashAttention's benchmarks halve the count likewise).
+
+Numerics: the softmax subtracts the running max, so scores far apart are safe -- exp(s - m) <= 1 always, and a score
+far below the max (past ~100) underflows to weight 0, which is its weight to float32's precision. ``make_inputs``
+puts outliers in q so that some rows' scores span more than 80, where exp() of an unshifted score would overflow.
+Tests compare against a float64 ``reference`` with relative error <= 1e-4 (tests/test_attention.py says why).
+
+Regimes (``SHAPES["suite"]``): **training** (thousands of queries and keys, many heads: many tiles, tiled);
+**long context** (8k-16k tokens, few sequences: the tiles still fill the GPU, each block walks many K/V tiles);
+**cross attention** (many queries against few keys: 77 text tokens; short K/V walks); **decode** (one query per
+head against a long cache: no tile of queries to share, a warp per row, and one warp streams the whole cache --
+splitting the keys across blocks would fill the GPU, a later step); **few heads** (a small batch of short sequences:
+too few tiles for the SMs, a warp per row).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._common import MAX_D, check, heads, resolve_scale  # noqa: F401
+
+# ----------------------------------------------------------------------------------------------------------
+# Reference and inputs
+# ----------------------------------------------------------------------------------------------------------
+
+
+def causal_mask(sq: int, sk: int) -> np.ndarray:
+    """(Sq, Sk) booleans, True where key j is hidden from query i: j > i (top-left aligned, as torch's is_causal)."""
+    return np.arange(sk)[None, :] > np.arange(sq)[:, None]
+
+
+def reference(q, k, v, causal=False, scale=None) -> np.ndarray:
+    """softmax(q k^T * scale [masked]) v of the float32 inputs, computed in float64, returned as float32."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    scale = resolve_scale(scale, q.shape[-1])
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale  # (B, H, Sq, Sk)
+    if causal:
+        s = np.where(causal_mask(s.shape[-2], s.shape[-1]), -np.inf, s)
+    if s.size == 0:
+        return np.zeros(q.shape[:-1] + (v.shape[-1],), np.float32)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    return np.matmul(p, v).astype(np.float32)
+
+
+def make_inputs(shape, seed=None):
+    """Fresh random (q, k, v) for ``shape = (B, H, Sq, Sk, D)``: standard normal values, and ~1% of q's elements
+    replaced by outliers of +-40*sqrt(D). A query row holding one at dimension d has scores 40 * k[j, d] apart
+    (scale = 1/sqrt(D)): across a few dozen keys they span more than 80, so a softmax that did not subtract the
+    row's max would overflow (exp(88.7) is float32's largest), and one that rescaled wrongly would be far off."""
+    b, h, sq, sk, d = shape
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((b, h, sq, d), dtype=np.float32)
+    k = rng.standard_normal((b, h, sk, d), dtype=np.float32)
+    v = rng.standard_normal((b, h, sk, d), dtype=np.float32)
+    if q.size:
+        n = max(1, q.size // 100)
+        q.flat[rng.integers(0, q.size, size=n)] = (rng.choice([-1.0, 1.0], size=n) * 40 * np.sqrt(d)).astype(np.float32)
+    return q, k, v
+
+
+def visible_pairs(sq: int, sk: int, causal: bool = False) -> int:
+    """(query, key) pairs that are not masked: Sq * Sk, or under the causal mask sum_i min(i + 1, Sk)."""
+    if not causal:
+        return sq * sk
+    full = max(0, sq - sk)  # queries i >= Sk see all Sk keys
+    seen = min(sq, sk)  # queries 0 .. seen - 1 see i + 1 keys
+    return seen * (seen + 1) // 2 + full * sk
+
+
+def flops(shape, causal: bool = False) -> int:
+    """4 * D per visible (query, key) pair: 2 for the score, 2 for adding its value into the output. Under the
+    causal mask only the pairs a query can see count: Sq (Sq + 1) / 2 at Sq = Sk, where FlashAttention's benchmarks
+    take half of Sq^2. The exponentials are not counted."""
+    b, h, sq, sk, d = shape
+    return 4 * b * h * d * visible_pairs(sq, sk, causal)
+
+
+def min_bytes(shape, causal: bool = False) -> int:
+    """Fewest DRAM bytes: read q, k and v once, write out once (float32)."""
+    b, h, sq, sk, d = shape
+    return 4 * b * h * d * (2 * sq + 2 * sk)
+
+
+#: Shapes (B, H, Sq, Sk, D) for the tests, the demo, the tracer and the benchmark.
+SHAPES = {
+    # odd shapes for the simulator: a single key, D = 1 and 128, Sq != Sk both ways, D = 80 (tiles 128 wide),
+    # several K/V tiles (Sk = 40: 3 tiles of 16 at D = 80)
+    "test": [(1, 1, 1, 1, 16), (1, 1, 3, 5, 1), (2, 3, 17, 17, 16), (1, 2, 33, 20, 64), (1, 1, 5, 40, 80),
+             (1, 1, 3, 33, 128)],
+    "test_gpu": [(1, 1, 1, 1, 1), (2, 3, 1000, 1000, 64), (1, 2, 17, 1000, 128), (1, 4, 1000, 33, 80),
+                 (2, 2, 333, 777, 16), (4, 8, 1024, 1024, 128)],
+    "trace": (1, 1, 40, 70, 16),
+    "demo_sim": (1, 2, 40, 40, 32),
+    "demo_gpu": (8, 16, 4096, 4096, 128),
+    "bench": [(8, 16, 4096, 4096, 128), (4, 32, 8192, 8192, 64), (32, 16, 1024, 1024, 64)],
+    # the benchmark's causal case, run with causal=True (the same shape as bench's first)
+    "bench_causal": [(8, 16, 4096, 4096, 128)],
+    # The public suite, by regime (see the docstring). Decoding's one query per head and cross attention's few keys
+    # sit on the other side of optimized's rules from training's tiles.
+    "suite": {
+        "training": [(8, 16, 4096, 4096, 128), (32, 16, 1024, 1024, 64), (16, 12, 512, 512, 64)],
+        "long_context": [(4, 32, 8192, 8192, 64), (1, 32, 16384, 16384, 128)],
+        "cross_attention": [(16, 8, 1024, 77, 64), (8, 16, 4096, 256, 80)],
+        "decode": [(64, 32, 1, 4096, 128), (8, 32, 1, 32768, 128)],
+        "few_heads": [(1, 4, 512, 512, 64)],
+    },
+}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The steps, one file each (kernel beside its launch plan)
+# ----------------------------------------------------------------------------------------------------------
+from .k01_naive import NAIVE_THREADS, naive, naive_launches, pv_kernel, scores_kernel  # noqa: E402,F401
+from .k02_fused_rows import (FUSED_ROWS_KERNELS, FUSED_WARPS, dims_per_lane, fused_rows,  # noqa: E402,F401
+                             fused_rows_kernel_for, fused_rows_launches)
+from .k03_tiled import (ROW_THREADS, TILE_ROWS, TILED_KERNELS, TILED_THREADS, padded_dims, tile_keys,  # noqa: E402,F401
+                        tiled, tiled_kernel_for, tiled_launches)
+from .k04_optimized import FILL, FUSED_MAX_SQ, choose, describe, optimized  # noqa: E402,F401
+
+#: Every version, naive first and the dispatcher last. Tests, benchmarks, plots and docs iterate over this.
+VERSIONS = {v.name: v for v in (naive, fused_rows, tiled, optimized)}

@@ -1,0 +1,356 @@
+"""The attention lesson (gpukernels.attention), before it joins ``gpukernels.LESSONS``:
+
+* every version against a float64 reference at small odd shapes -- Sq != Sk both ways, D = 1 and 128, one key --
+  causal and not, outputs poisoned with NaN, inputs checked unmodified;
+* scores more than 80 apart (the online softmax's running max), the top-left causal mask, device arrays, empty inputs;
+* the tiled step under the tracer: no races and no uninitialised shared reads over several K/V tiles, and the tiles
+  the causal mask hides are never loaded;
+* every bad argument is a one-line LaunchError naming it; the dispatcher follows its thresholds;
+* on the compiler (no GPU): every kernel compiles for sm_90 without local memory.
+"""
+
+import json
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import gpukernels
+from gpukernels import attention as at
+from gpukernels._launch import LaunchError, is_device_array
+from gpukernels.check import compare
+
+SIM = gpukernels.MODE == "sim"
+
+# float32 scores against float64: a score's absolute rounding error becomes the same *relative* error of its weight
+# exp(s - m), so scores of tens to hundreds (make_inputs' outliers) carry ~1e-5 into the output at worst, and the
+# kernels land near 1e-6 (they add in other orders than the reference). An indexing bug, a lost rescale or a mask off
+# by one lands at 1e-2 or more.
+TOLERANCE = 1e-4
+
+
+def run_checked(name, shape, seed, causal=False, scale=None, inputs=None):
+    q, k, v = inputs if inputs is not None else at.make_inputs(shape, seed)
+    before = q.copy(), k.copy(), v.copy()
+    ref = at.reference(q, k, v, causal=causal, scale=scale)
+    out = np.full(ref.shape, np.nan, np.float32)  # poison: an element never written fails
+    result = at.VERSIONS[name](q, k, v, causal=causal, scale=scale, out=out)
+    assert result is out
+    check = compare(out, ref, TOLERANCE)
+    assert check.ok, f"attention.{name} shape={q.shape[:3] + k.shape[2:]} causal={causal} seed={seed}: {check}"
+    for x, x0 in zip((q, k, v), before):
+        assert np.array_equal(x, x0), f"attention.{name} modified its input"
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Every version against float64
+# ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", at.SHAPES["test"], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("name", list(at.VERSIONS))
+def test_matches_reference(name, shape, causal, seed):
+    run_checked(name, shape, seed, causal=causal)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", [(1, 1, 1000, 17, 16), (1, 1, 17, 1000, 64)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("name", ["naive", "fused_rows", "tiled"])
+def test_a_thousand_queries_or_keys(name, shape, seed):
+    # ~10 s each for fused_rows on the simulator (a warp per row, one key at a time)
+    for causal in (False, True):
+        run_checked(name, shape, seed, causal=causal)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", at.SHAPES["test_gpu"], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("name", list(at.VERSIONS))
+def test_matches_reference_gpu_sizes(name, shape, causal, seed):
+    run_checked(name, shape, seed, causal=causal)
+
+
+def test_test_shapes_reach_every_edge():
+    shapes = at.SHAPES["test"]
+    assert any(sq < sk for _, _, sq, sk, _ in shapes) and any(sq > sk for _, _, sq, sk, _ in shapes)
+    assert {1, 128} <= {d for *_, d in shapes} and any(d % 16 for *_, d in shapes)
+    assert any(sk > 2 * at.tile_keys(at.padded_dims(d)) for *_, sk, d in shapes)  # 3 or more K/V tiles
+    assert any(sq > at.TILE_ROWS for _, _, sq, _, _ in shapes)  # two query tiles
+    assert (1, 1, 1, 1, 16) in shapes
+
+
+@pytest.mark.parametrize("name", list(at.VERSIONS))
+def test_explicit_scale(name, seed):
+    run_checked(name, (1, 2, 7, 9, 24), seed, scale=0.05)
+    run_checked(name, (1, 2, 7, 9, 24), seed, causal=True, scale=3)
+
+
+@pytest.mark.parametrize("name", list(at.VERSIONS))
+def test_scores_more_than_80_apart(name, seed):
+    # Every other query row gets a large first dimension: its scores are 25 * k[j, 0] (scale 1/4), which across 40
+    # keys span ~100 -- exp() of an unshifted score would overflow past 88.7, and a running max that is not
+    # rescaled into the sums would be far off.
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal(s, dtype=np.float32) for s in ((1, 2, 9, 16), (1, 2, 40, 16), (1, 2, 40, 16)))
+    q[:, :, ::2, 0] = 100.0
+    k[:, :, 0, 0] = -4.0  # key 0 low: under the causal mask the first rows' max grows (rescaling) as keys come in
+    k[:, :, 3, 0] = 4.0
+    s = np.matmul(q.astype(np.float64), np.swapaxes(k, -1, -2).astype(np.float64)) / 4
+    assert (s.max(-1) - s.min(-1)).max() > 80  # the case is what it says
+    for causal in (False, True):
+        out = run_checked(name, None, seed, causal=causal, inputs=(q, k, v))
+        assert np.isfinite(out).all()
+
+
+@pytest.mark.parametrize("name", list(at.VERSIONS))
+def test_causal_mask_is_top_left(name, seed):
+    # torch's is_causal: query i sees keys 0..i. Query 0 sees key 0 alone (its output is v[0]); with Sq > Sk the
+    # queries from Sk - 1 on see every key, as without the mask.
+    q, k, v = at.make_inputs((1, 2, 7, 4, 8), seed)
+    out = at.VERSIONS[name](q, k, v, causal=True)
+    full = at.VERSIONS[name](q, k, v)
+    np.testing.assert_allclose(out[:, :, 0], v[:, :, 0], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(out[:, :, 3:], full[:, :, 3:], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(out[:, :, 1:3], full[:, :, 1:3])
+
+
+def test_reference_semantics():
+    q, k, v = at.make_inputs((1, 1, 3, 5, 4), 0)
+    assert np.array_equal(at.reference(q, k, v), at.reference(q, k, v, scale=0.5))  # 1/sqrt(4)
+    mask = at.causal_mask(3, 5)
+    assert mask.tolist() == [[False, True, True, True, True], [False, False, True, True, True],
+                             [False, False, False, True, True]]
+    assert np.allclose(at.reference(q, k, v, causal=True)[0, 0, 0], v[0, 0, 0])
+
+
+def test_make_inputs_has_rows_with_scores_more_than_80_apart(seed):
+    q, k, v = at.make_inputs((1, 2, 33, 40, 64), seed)
+    s = np.matmul(q.astype(np.float64), np.swapaxes(k, -1, -2).astype(np.float64)) / 8
+    assert (s.max(-1) - s.min(-1)).max() > 80
+    assert q.dtype == k.dtype == v.dtype == np.float32 and v.shape == (1, 2, 40, 64)
+
+
+def test_flops_and_bytes():
+    assert at.flops((2, 3, 5, 7, 16)) == 4 * 2 * 3 * 5 * 7 * 16
+    for sq, sk in ((5, 7), (7, 5), (6, 6), (1, 9), (9, 1)):
+        visible = int((~at.causal_mask(sq, sk)).sum())
+        assert at.visible_pairs(sq, sk, causal=True) == visible
+        assert at.flops((2, 3, sq, sk, 16), causal=True) == 4 * 2 * 3 * 16 * visible
+    assert at.flops((1, 1, 4096, 4096, 128), causal=True) == 4 * 128 * 4096 * 4097 // 2
+    assert at.min_bytes((2, 3, 5, 7, 16)) == 4 * 2 * 3 * 16 * (2 * 5 + 2 * 7)
+
+
+@pytest.mark.parametrize("name", list(at.VERSIONS))
+def test_device_arrays_in_device_array_out(name, seed):
+    q, k, v = at.make_inputs((1, 2, 5, 6, 8), seed)
+    ref = at.reference(q, k, v, causal=True)
+    d = [cuda.to_device(x) for x in (q, k, v)]
+    out = at.VERSIONS[name](*d, causal=True)
+    assert is_device_array(out)
+    assert compare(out.copy_to_host(), ref, TOLERANCE).ok
+    for dx, x in zip(d, (q, k, v)):
+        assert np.array_equal(dx.copy_to_host(), x)
+
+
+@pytest.mark.parametrize("shape", [(0, 2, 3, 4, 8), (1, 0, 3, 4, 8), (1, 2, 0, 4, 8)], ids=str)
+def test_empty_batch_heads_or_queries(shape):
+    for name, version in at.VERSIONS.items():
+        out = version(*at.make_inputs(shape, 0))
+        assert out.shape == shape[:3] + shape[4:] and out.dtype == np.float32, name
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Launch plans, the tracer
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_launch_plans():
+    q, k, v = at.make_inputs((2, 3, 40, 70, 80), 0)
+    first, *softmax_launches, last = at.naive.launches(q, k, v)
+    s = first.args[2]  # the scratch S: a row of Sk scores per query of every head
+    assert first.kernel is at.scores_kernel and s.shape == (2 * 3 * 40, 70) and first.grid == (-(-s.size // 256),)
+    assert last.kernel is at.pv_kernel and last.args[0] is s  # P V reads the softmax's output: S, overwritten by P
+    assert softmax_launches and all(la.args[0] is s and la.args[-1] is s for la in softmax_launches)
+    [la] = at.fused_rows.launches(q, k, v)
+    assert la.kernel is at.fused_rows_kernel_for(3) and la.block == (32, 4) and la.grid == (60,)  # 240 rows / 4
+    [la] = at.tiled.launches(q, k, v)
+    assert la.kernel is at.tiled_kernel_for(128) and la.kernel.tile == (32, 16, 128)  # D = 80: 128 wide, 16 keys
+    assert la.block == (128,) and la.grid == (6 * 2,)  # 6 heads x 2 query tiles
+    assert at.tiled_kernel_for(64).tile == (32, 32, 64) and at.tiled_kernel_for(16).tile == (32, 32, 16)
+    assert [at.padded_dims(d) for d in (1, 16, 17, 33, 64, 65, 80, 128)] == [16, 16, 32, 64, 64, 128, 128, 128]
+
+
+def _traced_tiled(causal, seed):
+    from gpukernels.sim import BarrierDivergenceError, WarpMaskError
+
+    shape = at.SHAPES["trace"]  # (1, 1, 40, 70, 16): 2 query tiles, 3 K/V tiles of 32 (the last ragged)
+    q, k, v = at.make_inputs(shape, seed)
+    out = np.full(shape[:3] + shape[4:], np.nan, np.float32)
+    try:
+        with gpukernels.trace() as t:
+            at.tiled(q, k, v, causal=causal, out=out)
+    except (BarrierDivergenceError, WarpMaskError) as err:
+        pytest.fail(f"{type(err).__name__}: {err}")
+    assert compare(out, at.reference(q, k, v, causal=causal), TOLERANCE).ok
+    return t
+
+
+@pytest.mark.skipif(not SIM, reason="the tracer runs on the simulator")
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_tiled_has_no_races(causal, seed):
+    t = _traced_tiled(causal, seed)
+    h = t.hazards()
+    assert not h.races, "\n".join(f"{r.hazard} on {r.array} between {r.first_location} and {r.second_location}"
+                                  for r in h.races)
+    assert not h.uninitialized, "\n".join(f"{u.array} read at {u.location} before it was written"
+                                          for u in h.uninitialized)
+    [b] = t.barriers()
+    # 2 barriers per K/V tile: without the mask both blocks walk 3 tiles; with it the first block (queries 0-31)
+    # walks 1 and the second (32-39) 2
+    assert b.syncthreads == (2 * (3 + 3) if not causal else 2 * (1 + 2))
+    assert b.syncwarp == b.syncthreads // 2 * 4  # one per tile, in each of the 4 warps
+    loads = {x.array: x.loads for x in t.traffic()}
+    # the keys a block loads: whole tiles, cut at Sk = 70; under the mask the block of queries 0-31 loads keys 0-31,
+    # the block of 32-39 keys 0-63 -- the third tile, masked for both, is never read
+    keys = 70 + 70 if not causal else 32 + 64
+    assert loads["k"] == loads["v"] == keys * 16 and loads["q"] == 40 * 16
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Bad arguments
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _qkv(b=1, h=2, sq=3, sk=4, d=8):
+    return (np.zeros((b, h, sq, d), np.float32), np.zeros((b, h, sk, d), np.float32),
+            np.zeros((b, h, sk, d), np.float32))
+
+
+BAD = [
+    ("rank", lambda: ((np.zeros((2, 3, 8), np.float32),) + _qkv()[1:], {}), r"q must be 4-D \(B, H, Sq, D\); got 3-D"),
+    ("dtype", lambda: ((_qkv()[0], _qkv()[1].astype(np.float64), _qkv()[2]), {}),
+     r"k must have dtype float32; got float64"),
+    ("list", lambda: (([[[[1.0]]]],) + _qkv()[1:], {}), r"q must be a float32 array \(B, H, Sq, D\); got list"),
+    ("batch", lambda: ((_qkv()[0],) + _qkv(b=2)[1:], {}),
+     r"k must have q's batch and heads \(B, H\) = \(1, 2\); got k.shape = \(B, H, Sk, D\) = \(2, 2, 4, 8\)"),
+    ("heads", lambda: ((_qkv()[0],) + _qkv(h=3)[1:], {}),
+     r"q's batch and heads \(B, H\) = \(1, 2\); got .*\(1, 3, 4, 8\)"),
+    ("head_dim", lambda: ((_qkv()[0],) + _qkv(d=16)[1:], {}),
+     r"k must have q's head dimension D = 8 \(q.shape = \(1, 2, 3, 8\)\); got k.shape = .*\(1, 2, 4, 16\)"),
+    ("v_shape", lambda: (_qkv()[:2] + (_qkv(sk=5)[2],), {}),
+     r"v must have k's shape \(B, H, Sk, D\) = \(1, 2, 4, 8\).*got v.shape = \(1, 2, 5, 8\)"),
+    ("D_large", lambda: (_qkv(d=129), {}), r"D .* must be between 1 and 128; got D = 129"),
+    ("D_zero", lambda: (_qkv(d=0), {}), r"must be between 1 and 128; got D = 0"),
+    ("no_keys", lambda: (_qkv(sk=0), {}), r"at least one key \(Sk >= 1\).*got k.shape = \(1, 2, 0, 8\)"),
+    ("scale_nan", lambda: (_qkv(), {"scale": float("nan")}), r"scale must be a finite number > 0.*got nan"),
+    ("scale_inf", lambda: (_qkv(), {"scale": np.inf}), r"scale must be a finite number > 0.*got inf"),
+    ("scale_zero", lambda: (_qkv(), {"scale": 0.0}), r"scale must be a finite number > 0, or None for 1/sqrt\(D\) = "
+                                                      r"0.353553; got 0.0"),
+    ("scale_negative", lambda: (_qkv(), {"scale": -1}), r"scale must be .* > 0.*got -1.0"),
+    ("scale_str", lambda: (_qkv(), {"scale": "0.1"}), r"scale must be a finite number.*got '0.1' \(str\)"),
+    ("scale_bool", lambda: (_qkv(), {"scale": True}), r"scale must be a finite number.*got True \(bool\)"),
+    ("causal_int", lambda: (_qkv(), {"causal": 1}), r"causal must be True or False; got 1 \(int\)"),
+    ("causal_none", lambda: (_qkv(), {"causal": None}), r"causal must be True or False; got None \(NoneType\)"),
+    ("out_shape", lambda: (_qkv(), {"out": np.zeros((1, 2, 3, 4), np.float32)}),
+     r"out must have shape \(1, 2, 3, 8\); got \(1, 2, 3, 4\)"),
+]
+
+
+@pytest.mark.parametrize("case,make,message", BAD, ids=[c[0] for c in BAD])
+def test_bad_inputs_say_what_is_wrong(case, make, message):
+    args, kwargs = make()
+    for name, version in at.VERSIONS.items():
+        with pytest.raises(LaunchError, match=message) as err:
+            version(*args, **kwargs)
+        assert "\n" not in str(err.value), f"{name}: {err.value}"
+
+
+def test_numpy_bool_and_scalars_are_accepted():
+    q, k, v = at.make_inputs((1, 1, 2, 3, 4), 0)
+    out = at.fused_rows(q, k, v, causal=np.bool_(True), scale=np.float32(0.5))
+    assert compare(out, at.reference(q, k, v, causal=True, scale=0.5), TOLERANCE).ok
+    with pytest.raises(TypeError, match=r"attention.tiled\(\) got an unexpected keyword argument 'mask'"):
+        at.tiled(q, k, v, mask=True)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The dispatcher
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_dispatcher_follows_readable_thresholds():
+    choose = at.optimized.choose
+    assert choose(8, 16, 4096, 4096, 128, sms=132).step == "tiled"  # 16384 tiles
+    assert choose(32, 16, 1024, 1024, 64, sms=132).config == {"rows": 32, "keys": 32, "width": 64}
+    assert choose(8, 16, 4096, 4096, 128, sms=132).config == {"rows": 32, "keys": 16, "width": 128}
+    # few queries: decoding
+    assert choose(64, 32, 1, 4096, 128, sms=132).step == "fused_rows"
+    assert choose(64, 32, at.FUSED_MAX_SQ, 4096, 128, sms=132).step == "fused_rows"
+    assert choose(64, 32, at.FUSED_MAX_SQ + 1, 4096, 128, sms=132).step == "tiled"
+    # too few tiles for the SMs: 4 heads x 16 tiles = 64
+    few = choose(1, 4, 512, 512, 64, sms=132)
+    assert few.step == "fused_rows" and "64 tiles" in few.why and "68 of 132 SMs idle" in few.why
+    assert few.config == {"rows_per_block": 4, "dims_per_lane": 2}
+    assert choose(1, 4, 512, 512, 64, sms=64).step == "tiled"  # exactly one per SM
+    assert choose(1, 4, 512, 512, 64, sms=65).step == "fused_rows"
+    # the mask changes no choice, only the reason
+    assert "skipped" in choose(8, 16, 4096, 4096, 128, causal=True, sms=132).why
+    assert choose(8, 16, 4096, 4096, 128, causal=True, sms=132).step == "tiled"
+    assert "stops at its query" in choose(1, 1, 1, 4096, 128, causal=True, sms=132).why
+    assert at.optimized.steps == ("fused_rows", "tiled") and list(at.VERSIONS)[-1] == "optimized"
+    assert list(at.VERSIONS)[0] == "naive"
+
+
+def test_optimized_runs_what_it_chose(monkeypatch, seed):
+    from gpukernels.attention import k04_optimized
+
+    q, k, v = at.make_inputs((1, 2, 33, 20, 64), seed)
+    assert at.optimized.launches(q, k, v)[0].kernel is at.fused_rows_kernel_for(2)  # 6 tiles for 132 SMs
+    assert "fused_rows" in at.optimized.describe(q, k, v)
+    monkeypatch.setattr(k04_optimized, "sm_count", lambda: 2)  # a 2-SM GPU: 4 tiles fill it
+    assert at.optimized.launches(q, k, v)[0].kernel is at.tiled_kernel_for(64)
+    assert at.optimized.describe(q, k, v, causal=True).startswith("tiled")
+    for causal in (False, True):
+        run_checked("optimized", None, seed, causal=causal, inputs=(q, k, v))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Every kernel on the compiler
+# ----------------------------------------------------------------------------------------------------------
+
+_KERNELS_CHILD = r"""
+import re
+from numba import cuda, types
+from gpukernels import attention as at
+from gpukernels.resources import _assemble
+f2, f3 = types.Array(types.float32, 2, "C"), types.Array(types.float32, 3, "C")
+rows = (f3, f3, f3, f3, types.float32, types.boolean)
+kernels = {"scores": (at.scores_kernel, (f3, f3, f2, types.float32, types.boolean)), "pv": (at.pv_kernel, (f2, f3, f3))}
+kernels.update({f"fused_rows_d{32 * n}": (at.fused_rows_kernel_for(n), rows) for n in range(1, 5)})
+kernels.update({f"tiled_w{k.tile[2]}": (k, rows) for k in at.TILED_KERNELS})
+out = {}
+for name, (k, sig) in kernels.items():
+    ptx, _ = cuda.compile_ptx(k.py_func, sig, cc=(9, 0))
+    log = _assemble(ptx, "sm_90")
+    res = re.search(r"used (\d+) registers.*?(\d+) bytes smem.*?(\d+) bytes lmem", log, re.S)
+    out[name] = {"registers": int(res[1]), "smem": int(res[2]), "lmem": int(res[3]),
+                 "local": ptx.count("ld.local") + ptx.count("st.local"), "shfl": ptx.count("shfl.sync"),
+                 "bar": ptx.count("bar.sync") + ptx.count("barrier.sync")}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.needs_cuda_toolchain
+def test_kernels_compile_without_local_memory():
+    from gpukernels.resources import run_with_real_cuda
+
+    out = json.loads(run_with_real_cuda(_KERNELS_CHILD))
+    assert len(out) == 2 + len(at.FUSED_ROWS_KERNELS) + len(at.TILED_KERNELS)
+    for name, r in out.items():
+        # q's and acc's registers (fused_rows), the scores and accumulators (tiled) are indexed by constants
+        assert r["lmem"] == 0 and r["local"] == 0, f"{name} uses local memory: {r}"
+        assert r["smem"] <= 48 * 1024 + 1024, f"{name}: more than the static 48 KB (+ the 1 KB ptxas counts): {r}"
+        assert (r["smem"] > 0) == name.startswith("tiled") and (r["bar"] > 0) == name.startswith("tiled"), r
+        assert (r["shfl"] > 0) == (not name.startswith(("scores", "pv"))), r
