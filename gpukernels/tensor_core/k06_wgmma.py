@@ -28,8 +28,8 @@ the tile being multiplied, the one still being multiplied, and ``STAGES - 2`` in
 must opt into (`gpukernels._launch.Launch` sets the attribute).
 
 ``wgmma`` needs sm_90a (Hopper's architecture-specific instructions); numba-cuda compiles for sm_90a on an H200. The
-simulator runs the same instructions: ``wgmma_n*`` reads the swizzled tiles through the same descriptor fields
-(`gpukernels._mma.descriptor_offset`) and applies the product at ``wgmma_wait``, as the hardware may.
+simulator runs the same instructions: ``wgmma_n*`` reads the tiles where the descriptors point (`_mma.k_major_byte`,
+``mn_major_byte``: the PTX ISA's layouts, which the H200 agreed with) and writes the accumulators at ``wgmma_wait``.
 """
 
 from __future__ import annotations
