@@ -3,18 +3,20 @@
 ``tensor_core.optimized.choose(M, N, K)`` returns the step, its configuration and why:
 
 1. **float32 inputs** (either matrix): ``tf32x3``, the only step that keeps float32's accuracy on tensor cores.
-2. **Too few large tiles** -- 128 x 128 tiles of C for fewer than ``FILL`` = 3/4 of the GPU's SMs: step 4's 64 x 64
-   tiles, four times as many blocks. At 1024^2, 64 tiles of 128 x 128 would leave 68 of 132 SMs idle while 256 tiles
-   of 64 x 64 use them all; the large tile's better ratio of mmas to loads cannot make up for half a GPU.
-3. **Everything else**: step 5's 128 x 128 tiles.
+2. **Hopper, and wgmma's 128 x 256 tiles fill at least ``FILL`` = 3/4 of the SMs**: step 6, ``wgmma``. Rows of A and
+   B that are not 16-byte aligned (K or N not a multiple of 8) are first copied once into arrays whose rows are
+   padded with zeros (`tensor_core._pad`), so that cp.async can copy them: 4095 x 4097 x 4093 went from 0.34x cuBLAS
+   by loads and stores to 1.30x (cuBLAS is slow on such rows too).
+3. **Few, deep tiles** -- fewer than ``SPLIT_BELOW`` = 2 tiles of 64 x 64 per SM, and K deep enough for slices of at
+   least ``SPLIT_MIN_K`` = 1024: split-K, the k tiles shared out over ``SPLIT_BLOCKS`` = 4 blocks per SM, each adding
+   its part into a zeroed C by atomics (16 x 8192 x 8192: 0.38x -> 0.87x cuBLAS).
+4. **Too few large tiles** -- 128 x 128 tiles of C for fewer than 3/4 of the SMs: step 4's 64 x 64 tiles, four times
+   as many blocks. At 1024^2, 64 tiles of 128 x 128 would leave 68 of 132 SMs idle while 256 tiles of 64 x 64 use
+   them all (measured: 0.093 against 0.101 ms).
+5. **Everything else**: step 5's 128 x 128 tiles (rows not 16-byte aligned: the ring filled by loads and stores).
 
-Measured on an H200 (2026-12-04, benchmarks/tensor_core_variants.py and tensor_core_check.py): 1024^3, 64 large
-tiles (0.48 of the SMs): 64 x 64 0.093 ms, 128 x 128 0.101 ms; 1823 x 781 x 129, 105 large tiles (0.80 of the SMs):
-about even (0.041-0.049 ms either way in two runs). So the threshold lies near there; more shapes would place it
-better.
-
-Rows of A and B that are not 16-byte aligned (K or N not a multiple of 8) cannot be copied by 16-byte ``cp.async``;
-steps 4 and 5 then fill the same ring by loads and stores, and the choice above is the same.
+Measured on an H200 (2026-12-04, ``gpukernels bench tensor_core --suite``, 14 shapes): geometric mean 0.655x cuBLAS,
+0.36x to 1.30x (benchmarks/NOTES.md has every shape).
 """
 
 from __future__ import annotations
