@@ -6,7 +6,9 @@
 * the tiled step under the tracer: no races and no uninitialised shared reads over several K/V tiles, and the tiles
   the causal mask hides are never loaded;
 * every bad argument is a one-line LaunchError naming it; the dispatcher follows its thresholds;
-* on the compiler (no GPU): every kernel compiles for sm_90 without local memory.
+* on the compiler (no GPU): every kernel compiles for sm_90 without local memory;
+* the float16 tensor-core step ``mma`` (its own tests, at the end: it takes float16 inputs): against float64 of its
+  float16 inputs at odd shapes, its bad D and dtype, the C-to-A fragment re-layout it relies on, its compile.
 """
 
 import json
@@ -27,6 +29,9 @@ SIM = gpukernels.MODE == "sim"
 # kernels land near 1e-6 (they add in other orders than the reference). An indexing bug, a lost rescale or a mask off
 # by one lands at 1e-2 or more.
 TOLERANCE = 1e-4
+
+#: The float32 versions: every test written for float32 inputs iterates these (``mma`` takes float16, tested below).
+F32_VERSIONS = [name for name in at.VERSIONS if name not in at.FLOAT16_VERSIONS]
 
 
 def run_checked(name, shape, seed, causal=False, scale=None, inputs=None):
@@ -50,7 +55,7 @@ def run_checked(name, shape, seed, causal=False, scale=None, inputs=None):
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("shape", at.SHAPES["test"], ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("name", list(at.VERSIONS))
+@pytest.mark.parametrize("name", F32_VERSIONS)
 def test_matches_reference(name, shape, causal, seed):
     run_checked(name, shape, seed, causal=causal)
 
@@ -67,7 +72,7 @@ def test_a_thousand_queries_or_keys(name, shape, seed):
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("shape", at.SHAPES["test_gpu"], ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("name", list(at.VERSIONS))
+@pytest.mark.parametrize("name", F32_VERSIONS)
 def test_matches_reference_gpu_sizes(name, shape, causal, seed):
     run_checked(name, shape, seed, causal=causal)
 
@@ -81,13 +86,13 @@ def test_test_shapes_reach_every_edge():
     assert (1, 1, 1, 1, 16) in shapes
 
 
-@pytest.mark.parametrize("name", list(at.VERSIONS))
+@pytest.mark.parametrize("name", F32_VERSIONS)
 def test_explicit_scale(name, seed):
     run_checked(name, (1, 2, 7, 9, 24), seed, scale=0.05)
     run_checked(name, (1, 2, 7, 9, 24), seed, causal=True, scale=3)
 
 
-@pytest.mark.parametrize("name", list(at.VERSIONS))
+@pytest.mark.parametrize("name", F32_VERSIONS)
 def test_scores_more_than_80_apart(name, seed):
     # Every other query row gets a large first dimension: its scores are 25 * k[j, 0] (scale 1/4), which across 40
     # keys span ~100 -- exp() of an unshifted score would overflow past 88.7, and a running max that is not
@@ -104,7 +109,7 @@ def test_scores_more_than_80_apart(name, seed):
         assert np.isfinite(out).all()
 
 
-@pytest.mark.parametrize("name", list(at.VERSIONS))
+@pytest.mark.parametrize("name", F32_VERSIONS)
 def test_causal_mask_is_top_left(name, seed):
     # torch's is_causal: query i sees keys 0..i. Query 0 sees key 0 alone (its output is v[0]); with Sq > Sk the
     # queries from Sk - 1 on see every key, as without the mask.
@@ -142,7 +147,7 @@ def test_flops_and_bytes():
     assert at.min_bytes((2, 3, 5, 7, 16)) == 4 * 2 * 3 * 16 * (2 * 5 + 2 * 7)
 
 
-@pytest.mark.parametrize("name", list(at.VERSIONS))
+@pytest.mark.parametrize("name", F32_VERSIONS)
 def test_device_arrays_in_device_array_out(name, seed):
     q, k, v = at.make_inputs((1, 2, 5, 6, 8), seed)
     ref = at.reference(q, k, v, causal=True)
@@ -156,8 +161,8 @@ def test_device_arrays_in_device_array_out(name, seed):
 
 @pytest.mark.parametrize("shape", [(0, 2, 3, 4, 8), (1, 0, 3, 4, 8), (1, 2, 0, 4, 8)], ids=str)
 def test_empty_batch_heads_or_queries(shape):
-    for name, version in at.VERSIONS.items():
-        out = version(*at.make_inputs(shape, 0))
+    for name in F32_VERSIONS:
+        out = at.VERSIONS[name](*at.make_inputs(shape, 0))
         assert out.shape == shape[:3] + shape[4:] and out.dtype == np.float32, name
 
 
@@ -261,9 +266,9 @@ BAD = [
 @pytest.mark.parametrize("case,make,message", BAD, ids=[c[0] for c in BAD])
 def test_bad_inputs_say_what_is_wrong(case, make, message):
     args, kwargs = make()
-    for name, version in at.VERSIONS.items():
+    for name in F32_VERSIONS:
         with pytest.raises(LaunchError, match=message) as err:
-            version(*args, **kwargs)
+            at.VERSIONS[name](*args, **kwargs)
         assert "\n" not in str(err.value), f"{name}: {err.value}"
 
 
@@ -354,3 +359,197 @@ def test_kernels_compile_without_local_memory():
         assert r["smem"] <= 48 * 1024 + 1024, f"{name}: more than the static 48 KB (+ the 1 KB ptxas counts): {r}"
         assert (r["smem"] > 0) == name.startswith("tiled") and (r["bar"] > 0) == name.startswith("tiled"), r
         assert (r["shfl"] > 0) == (not name.startswith(("scores", "pv"))), r
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The tensor-core step: float16 q, k, v
+# ----------------------------------------------------------------------------------------------------------
+
+# mma multiplies float16 inputs exactly and accumulates in float32, but rounds P to float16 (11 bits) for the P V
+# product: each weight carries a relative error up to 2^-11 ~ 5e-4, which averages down in the output (~1e-4 seen).
+# The reference is float64 of the same float16 inputs, so the inputs' own rounding is not counted. A wrong fragment,
+# a lost rescale or a mask off by one lands far above 1e-2.
+TOLERANCE_F16 = 1e-2
+
+# Sq and Sk from {1, 17, 64, 100} (one row, a ragged warp, one full block or K/V tile, two ragged ones), D from
+# {16, 64, 128}: each value of each appears, Sq < Sk and Sq > Sk both, and several heads.
+MMA_SHAPES = [(1, 1, 1, 1, 16), (1, 2, 17, 100, 64), (1, 1, 100, 17, 128), (2, 1, 64, 64, 16), (1, 1, 100, 64, 64),
+              (1, 1, 1, 100, 128), (1, 1, 64, 1, 16), (1, 1, 17, 17, 128)]
+
+
+def half_inputs(shape, seed):
+    return tuple(x.astype(np.float16) for x in at.make_inputs(shape, seed))
+
+
+def run_mma(shape, seed, causal=False, scale=None, inputs=None):
+    q, k, v = inputs if inputs is not None else half_inputs(shape, seed)
+    before = q.copy(), k.copy(), v.copy()
+    ref = at.reference(q, k, v, causal=causal, scale=scale)  # float64 of the float16 values
+    out = np.full(ref.shape, np.nan, np.float32)  # poison: an element never written fails
+    assert at.mma(q, k, v, causal=causal, scale=scale, out=out) is out
+    check = compare(out, ref, TOLERANCE_F16)
+    assert check.ok, f"attention.mma shape={q.shape[:3] + k.shape[2:]} causal={causal} seed={seed}: {check}"
+    for x, x0 in zip((q, k, v), before):
+        assert np.array_equal(x, x0), "attention.mma modified its input"
+    return out
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", MMA_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_mma_matches_reference(shape, causal, seed):
+    run_mma(shape, seed, causal=causal)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", [s for s in at.SHAPES["test_gpu"] if s[4] % 16 == 0],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_mma_matches_reference_gpu_sizes(shape, causal, seed):
+    run_mma(shape, seed, causal=causal)
+
+
+def test_mma_scores_more_than_80_apart(seed):
+    # as test_scores_more_than_80_apart, in float16 (100 and 4 are exact): scores 25 * k[j, 0] span ~100
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal(s).astype(np.float16) for s in ((1, 2, 9, 16), (1, 2, 70, 16), (1, 2, 70, 16)))
+    q[:, :, ::2, 0] = 100.0
+    k[:, :, 0, 0] = -4.0  # key 0 low: under the causal mask the first rows' max grows (rescaling) as keys come in
+    k[:, :, 3, 0] = 4.0
+    k[:, :, 66, 0] = 4.5  # the second K/V tile raises the max again: the rescale between tiles
+    s = np.matmul(q.astype(np.float64), np.swapaxes(k, -1, -2).astype(np.float64)) / 4
+    assert (s.max(-1) - s.min(-1)).max() > 80
+    for causal in (False, True):
+        out = run_mma(None, seed, causal=causal, inputs=(q, k, v))
+        assert np.isfinite(out).all()
+
+
+def test_mma_explicit_scale_and_top_left_mask(seed):
+    run_mma((1, 2, 7, 9, 32), seed, scale=0.05)
+    q, k, v = half_inputs((1, 2, 7, 4, 16), seed)
+    out = run_mma(None, seed, causal=True, scale=3, inputs=(q, k, v))
+    np.testing.assert_allclose(out[:, :, 0], v[:, :, 0], rtol=1e-6, atol=1e-6)  # query 0 sees key 0 alone
+    with pytest.raises(LaunchError, match=r"scale must be a finite number > 0.*got -1.0"):
+        at.mma(q, k, v, scale=-1.0)
+
+
+def test_mma_device_arrays_and_empty_inputs(seed):
+    q, k, v = half_inputs((1, 2, 5, 6, 16), seed)
+    d = [cuda.to_device(x) for x in (q, k, v)]
+    out = at.mma(*d, causal=True)
+    assert is_device_array(out)
+    assert compare(out.copy_to_host(), at.reference(q, k, v, causal=True), TOLERANCE_F16).ok
+    for shape in [(0, 2, 3, 4, 16), (1, 2, 0, 4, 16)]:
+        out = at.mma(*half_inputs(shape, 0))
+        assert out.shape == shape[:3] + shape[4:] and out.dtype == np.float32
+
+
+MMA_BAD = [
+    ("float32", lambda: _qkv(d=16), r"q must have dtype float16 for attention.mma .*got float32. Convert it with "
+                                    r"q.astype\(np.float16\), or use the float32 steps"),
+    ("float32_v", lambda: tuple(x.astype(np.float16) for x in _qkv(d=16)[:2]) + (_qkv(d=16)[2],),
+     r"v must have dtype float16 .*got float32.*v.astype\(np.float16\)"),
+    ("D_8", lambda: tuple(x.astype(np.float16) for x in _qkv(d=8)),
+     r"D .* multiple of 16 from 16 to 128; got D = 8"),
+    ("D_24", lambda: tuple(x.astype(np.float16) for x in _qkv(d=24)), r"multiple of 16 .*got D = 24"),
+    ("D_144", lambda: tuple(x.astype(np.float16) for x in _qkv(d=144)), r"multiple of 16 .*got D = 144"),
+    ("k_D", lambda: (_qkv(d=16)[0].astype(np.float16),) + tuple(x.astype(np.float16) for x in _qkv(d=32)[1:]),
+     r"k must have q's head dimension D = 16"),
+    ("no_keys", lambda: tuple(x.astype(np.float16) for x in _qkv(sk=0, d=16)), r"at least one key"),
+    ("rank", lambda: (np.zeros((2, 3, 16), np.float16),) + tuple(x.astype(np.float16) for x in _qkv(d=16)[1:]),
+     r"q must be 4-D \(B, H, Sq, D\); got 3-D"),
+]
+
+
+@pytest.mark.parametrize("case,make,message", MMA_BAD, ids=[c[0] for c in MMA_BAD])
+def test_mma_bad_inputs_say_what_is_wrong(case, make, message):
+    with pytest.raises(LaunchError, match=message) as err:
+        at.mma(*make())
+    assert "\n" not in str(err.value)
+
+
+def test_mma_p_fragments_are_a_fragments():
+    # The re-layout the kernel relies on: element e of the C fragments of n-tiles 2j and 2j + 1 (8 keys each) sits,
+    # in the same lane, where the A fragment of the 16-key slice wants it -- A word w holds a_{2w}, a_{2w+1}, packed
+    # from (c0, c1) or (c2, c3) of n-tile 2j (words 0, 1) or 2j + 1 (words 2, 3).
+    from gpukernels._mma import a_frag_coords, c_frag_coords
+
+    for lane in range(32):
+        for w in range(4):
+            tile, half = w >> 1, w & 1  # n-tile 2j + tile, elements c_{2 half}, c_{2 half + 1}
+            for lo in range(2):
+                r, c = c_frag_coords(lane, 2 * half + lo)
+                assert a_frag_coords(lane, 2 * w + lo) == (r, 8 * tile + c), (lane, w, lo)
+
+
+def test_mma_launch_plan():
+    q, k, v = half_inputs((2, 3, 100, 70, 80), 0)
+    [la] = at.mma.launches(q, k, v)
+    assert la.kernel is at.mma_kernel_for(80) and la.kernel.tile == (64, 64, 80)
+    assert la.block == (128,) and la.grid == (6 * 2,)  # 6 heads x 2 query tiles of 64
+    assert list(at.VERSIONS).index("mma") == list(at.VERSIONS).index("optimized") - 1
+
+
+def _traced_mma(causal, seed):
+    from gpukernels.sim import BarrierDivergenceError, WarpMaskError
+
+    shape = (1, 1, 70, 130, 16)  # 2 query tiles (the second with 2 warps past Sq), 3 K/V tiles (the last ragged)
+    q, k, v = half_inputs(shape, seed)
+    out = np.full(shape[:3] + shape[4:], np.nan, np.float32)
+    try:
+        with gpukernels.trace() as t:
+            at.mma(q, k, v, causal=causal, out=out)
+    except (BarrierDivergenceError, WarpMaskError) as err:
+        pytest.fail(f"{type(err).__name__}: {err}")
+    assert compare(out, at.reference(q, k, v, causal=causal), TOLERANCE_F16).ok
+    return t
+
+
+@pytest.mark.skipif(not SIM, reason="the tracer runs on the simulator")
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_mma_has_no_races(causal, seed):
+    t = _traced_mma(causal, seed)
+    h = t.hazards()
+    assert not h.races, "\n".join(f"{r.hazard} on {r.array} between {r.first_location} and {r.second_location}"
+                                  for r in h.races)
+    assert not h.uninitialized, "\n".join(f"{u.array} read at {u.location} before it was written"
+                                          for u in h.uninitialized)
+    loads = {x.array: x.loads for x in t.traffic()}
+    # without the mask both blocks load all 130 keys; with it the block of queries 0-63 loads keys 0-63 (one tile),
+    # the block of 64-69 keys 0-127 (two) -- the third tile is masked for both and never read
+    keys = 130 + 130 if not causal else 64 + 128
+    assert loads["k"] == loads["v"] == keys * 16
+
+
+_MMA_KERNELS_CHILD = r"""
+import json, re
+from numba import cuda, types
+from gpukernels import attention as at
+from gpukernels.resources import _assemble
+h3, f3 = types.Array(types.float16, 3, "C"), types.Array(types.float32, 3, "C")
+out = {}
+for k in at.MMA_KERNELS:
+    ptx, _ = cuda.compile_ptx(k.py_func, (h3, h3, h3, f3, types.float32, types.boolean), cc=(9, 0))
+    log = _assemble(ptx, "sm_90")
+    res = re.search(r"used (\d+) registers.*?(\d+) bytes smem.*?(\d+) bytes lmem", log, re.S)
+    out[f"mma_d{k.tile[2]}"] = {"registers": int(res[1]), "smem": int(res[2]), "lmem": int(res[3]),
+                                "local": ptx.count("ld.local") + ptx.count("st.local"),
+                                "mma": ptx.count("mma.sync.aligned.m16n8k16"), "ldmatrix": ptx.count("ldmatrix.sync"),
+                                "shfl": ptx.count("shfl.sync"), "d": k.tile[2]}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.needs_cuda_toolchain
+def test_mma_kernels_compile_to_tensor_core_instructions():
+    from gpukernels.resources import run_with_real_cuda
+
+    out = json.loads(run_with_real_cuda(_MMA_KERNELS_CHILD))
+    assert len(out) == len(at.MMA_KERNELS) == 8  # D = 16, 32, ..., 128
+    for name, r in out.items():
+        # the fragments (Q's, the scores', the accumulators') are indexed by constants: registers, not local memory
+        assert r["lmem"] == 0 and r["local"] == 0, f"{name} uses local memory: {r}"
+        assert r["smem"] <= 48 * 1024, f"{name}: more than the static 48 KB: {r}"
+        # per K/V tile: (64 / 8) * (D / 16) mmas for Q K^T and (64 / 16) * (D / 8) for P V, unrolled
+        d = r["d"]
+        assert r["mma"] == 8 * (d // 16) + 4 * (d // 8), r
+        assert r["ldmatrix"] == 4 * (d // 16) + 4 * (d // 16), r

@@ -26,20 +26,27 @@ Each step changes one thing, and its file's docstring says what and why (``k03_t
 3. ``tiled``       FlashAttention's tiling: a block of 32 query rows stages a tile of keys and values in shared
                    memory and all 32 rows use it -- K and V read 32 times less; the online softmax a tile at a time;
                    under the causal mask, tiles that no row of the block can see are skipped.
-4. ``optimized``   the dispatcher: ``optimized.choose(B, H, Sq, Sk, D, causal)`` picks fused_rows for few queries
-                   or too few tiles to fill the GPU, tiled otherwise, and says why.
+4. ``mma``         FlashAttention-2 on tensor cores (``k05_mma.py``), float16 inputs, float32 output, D a
+                   multiple of 16: a warp per 16 query rows, S = Q K^T and O += P V as mma.sync instructions with
+                   their B fragments read from the K and V tiles by ldmatrix (.trans for V), the online softmax on
+                   the mma's output registers, and P turned into the second mma's A fragment without leaving them
+                   (the C layout of two 8-key tiles is the A layout of a 16-key slice). P is rounded to float16.
+5. ``optimized``   the dispatcher: ``optimized.choose(B, H, Sq, Sk, D, causal)`` picks fused_rows for few queries
+                   or too few tiles to fill the GPU, tiled otherwise, and says why (float32 steps only).
 
 Count the work first: 4*B*H*Sq*Sk*D FLOPs (2 for Q K^T, 2 for P V; the exponentials not counted) over at least
 4*B*H*(2*Sq + 2*Sk)*D bytes (read q, k, v, write out). At 8 x 16 x 4096^2 x 128 that is 1.1 TFLOP over 1.1 GB,
 ~1000 FLOP/byte: arithmetic-bound, as long as S is never stored -- ``naive`` moves 34 GB for S alone. In float32 on
-CUDA cores (an H200 peaks near 67 TFLOP/s of FP32 FMA) that is ~16 ms at the very best; tensor cores are a later
-step. Under the causal mask ``flops`` counts only the (query, key) pairs that are not masked -- about half at
-Sq = Sk -- the work a kernel that skips masked keys has to do (FlashAttention's benchmarks halve the count likewise).
+CUDA cores (an H200 peaks near 67 TFLOP/s of FP32 FMA) that is ~16 ms at the very best; float16 on tensor cores
+(``mma``; near 990 TFLOP/s dense) lowers that bound some fifteen times. Under the causal mask ``flops`` counts only
+the (query, key) pairs that are not masked -- about half at Sq = Sk -- the work a kernel that skips masked keys has
+to do (FlashAttention's benchmarks halve the count likewise).
 
 Numerics: the softmax subtracts the running max, so scores far apart are safe -- exp(s - m) <= 1 always, and a score
 far below the max (past ~100) underflows to weight 0, which is its weight to float32's precision. ``make_inputs``
 puts outliers in q so that some rows' scores span more than 80, where exp() of an unshifted score would overflow.
-Tests compare against a float64 ``reference`` with relative error <= 1e-4 (tests/test_attention.py says why).
+Tests compare against a float64 ``reference`` with relative error <= 1e-4 (tests/test_attention.py says why);
+``mma`` against the reference of its float16 inputs with <= 1e-2, as it rounds P to float16.
 
 Regimes (``SHAPES["suite"]``): **training** (thousands of queries and keys, many heads: many tiles, tiled);
 **long context** (8k-16k tokens, few sequences: the tiles still fill the GPU, each block walks many K/V tiles);
@@ -153,6 +160,9 @@ from .k02_fused_rows import (FUSED_ROWS_KERNELS, FUSED_WARPS, dims_per_lane, fus
 from .k03_tiled import (ROW_THREADS, TILE_ROWS, TILED_KERNELS, TILED_THREADS, padded_dims, tile_keys,  # noqa: E402,F401
                         tiled, tiled_kernel_for, tiled_launches)
 from .k04_optimized import FILL, FUSED_MAX_SQ, choose, describe, optimized  # noqa: E402,F401
+from .k05_mma import MMA_KERNELS, MMA_KEYS, MMA_ROWS, MMA_THREADS, mma, mma_kernel_for, mma_launches  # noqa: E402,F401
 
-#: Every version, naive first and the dispatcher last. Tests, benchmarks, plots and docs iterate over this.
-VERSIONS = {v.name: v for v in (naive, fused_rows, tiled, optimized)}
+#: Every version, naive first and the dispatcher last. Tests, benchmarks, plots and docs iterate over this. ``mma``
+#: takes float16 inputs (the others float32): ``FLOAT16_VERSIONS`` names it.
+VERSIONS = {v.name: v for v in (naive, fused_rows, tiled, mma, optimized)}
+FLOAT16_VERSIONS = ("mma",)

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .._launch import LaunchError, check_array
+from .._launch import LaunchError, _as_device_array, _describe, check_array, is_device_array
 
 #: The largest head dimension D: the kernels keep a query row's D values in registers (fused_rows: 4 per lane) and
 #: stage D-wide tiles in shared memory (tiled), both sized for at most this.
@@ -22,6 +22,12 @@ def check(q, k, v, causal=False, scale=None):
     q = check_array("q", q, 4, "(B, H, Sq, D)")
     k = check_array("k", k, 4, "(B, H, Sk, D)")
     v = check_array("v", v, 4, "(B, H, Sk, D)")
+    return (q, k, v), *check_shapes(q, k, v, causal, scale)
+
+
+def check_shapes(q, k, v, causal, scale):
+    """The checks of ``check`` past the arrays' dtype and rank: shapes that agree, D, Sk >= 1, ``causal``, ``scale``;
+    returns (params, out_shape)."""
     b, h, sq, d = q.shape
     if tuple(k.shape[:2]) != (b, h):
         raise LaunchError(f"k must have q's batch and heads (B, H) = ({b}, {h}); got k.shape = (B, H, Sk, D) = "
@@ -41,7 +47,43 @@ def check(q, k, v, causal=False, scale=None):
                           f"k.shape = {tuple(k.shape)}")
     if not isinstance(causal, (bool, np.bool_)):
         raise LaunchError(f"causal must be True or False; got {causal!r} ({type(causal).__name__})")
-    return (q, k, v), {"causal": bool(causal), "scale": resolve_scale(scale, d)}, (b, h, sq, d)
+    return {"causal": bool(causal), "scale": resolve_scale(scale, d)}, (b, h, sq, d)
+
+
+def check_half(q, k, v, causal=False, scale=None):
+    """``check`` for the tensor-core step: q, k and v float16 (the mma's inputs) and D a multiple of 16 from 16 to
+    128 (the mma's k16 slices of a row); the result is still (B, H, Sq, D) float32."""
+    arrays = [half_array(name, x, axes) for name, x, axes in
+              (("q", q, "(B, H, Sq, D)"), ("k", k, "(B, H, Sk, D)"), ("v", v, "(B, H, Sk, D)"))]
+    d = arrays[0].shape[3]
+    if d % 16 or not 16 <= d <= MAX_D:
+        raise LaunchError(f"attention.mma needs the head dimension D (the last axis of q, k and v) to be a multiple "
+                          f"of 16 from 16 to {MAX_D}; got D = {d} (q.shape = {tuple(arrays[0].shape)}): the tensor "
+                          f"cores take a row 16 dimensions at a time (use the float32 steps for other D)")
+    return tuple(arrays), *check_shapes(*arrays, causal, scale)
+
+
+def half_array(name: str, x: Any, axes: str) -> Any:
+    """``x`` as a 4-D float16 array: a C-contiguous host array (a copy only when needed) or a device array."""
+    if is_device_array(x):
+        arr = _as_device_array(x)
+    elif isinstance(x, np.ndarray):
+        arr = x
+    else:
+        raise LaunchError(f"{name} must be a NumPy or CUDA float16 array {axes}; got {_describe(x)}")
+    dtype = np.dtype(arr.dtype)
+    if dtype != np.float16:
+        raise LaunchError(f"{name} must have dtype float16 for attention.mma (tensor cores multiply float16); got "
+                          f"{dtype}. Convert it with {name}.astype(np.float16), or use the float32 steps (naive, "
+                          f"fused_rows, tiled, optimized)")
+    if arr.ndim != 4:
+        raise LaunchError(f"{name} must be 4-D {axes}; got {arr.ndim}-D with shape {tuple(arr.shape)}")
+    if isinstance(arr, np.ndarray):
+        return np.ascontiguousarray(arr)
+    if not arr.is_c_contiguous():
+        raise LaunchError(f"{name} is a non-contiguous device array (strides {arr.strides}); pass a contiguous copy "
+                          "(e.g. cupy.ascontiguousarray or tensor.contiguous())")
+    return arr
 
 
 def resolve_scale(scale: Any, d: int) -> float:
