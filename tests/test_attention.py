@@ -187,30 +187,40 @@ def test_launch_plans():
     assert [at.padded_dims(d) for d in (1, 16, 17, 33, 64, 65, 80, 128)] == [16, 16, 32, 64, 64, 128, 128, 128]
 
 
-def _traced_tiled(causal, seed):
+def _traced(version, inputs, causal, tolerance):
+    """Run ``version`` under the tracer into a NaN-poisoned output, check it against float64, return the trace (a
+    barrier divergence or a warp-mask error fails the test)."""
     from gpukernels.sim import BarrierDivergenceError, WarpMaskError
 
-    shape = at.SHAPES["trace"]  # (1, 1, 40, 70, 16): 2 query tiles, 3 K/V tiles of 32 (the last ragged)
-    q, k, v = at.make_inputs(shape, seed)
-    out = np.full(shape[:3] + shape[4:], np.nan, np.float32)
+    q, k, v = inputs
+    out = np.full(q.shape[:3] + v.shape[3:], np.nan, np.float32)
     try:
         with gpukernels.trace() as t:
-            at.tiled(q, k, v, causal=causal, out=out)
+            version(q, k, v, causal=causal, out=out)
     except (BarrierDivergenceError, WarpMaskError) as err:
         pytest.fail(f"{type(err).__name__}: {err}")
-    assert compare(out, at.reference(q, k, v, causal=causal), TOLERANCE).ok
+    assert compare(out, at.reference(q, k, v, causal=causal), tolerance).ok
     return t
+
+
+def _assert_no_hazards(t):
+    h = t.hazards()
+    assert not h.races, "\n".join(f"{r.hazard} on {r.array} between {r.first_location} and {r.second_location}"
+                                  for r in h.races)
+    assert not h.uninitialized, "\n".join(f"{u.array} read at {u.location} before it was written"
+                                          for u in h.uninitialized)
+
+
+def _traced_tiled(causal, seed):
+    # (1, 1, 40, 70, 16): 2 query tiles, 3 K/V tiles of 32 (the last ragged)
+    return _traced(at.tiled, at.make_inputs(at.SHAPES["trace"], seed), causal, TOLERANCE)
 
 
 @pytest.mark.skipif(not SIM, reason="the tracer runs on the simulator")
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_tiled_has_no_races(causal, seed):
     t = _traced_tiled(causal, seed)
-    h = t.hazards()
-    assert not h.races, "\n".join(f"{r.hazard} on {r.array} between {r.first_location} and {r.second_location}"
-                                  for r in h.races)
-    assert not h.uninitialized, "\n".join(f"{u.array} read at {u.location} before it was written"
-                                          for u in h.uninitialized)
+    _assert_no_hazards(t)
     [b] = t.barriers()
     # 2 barriers per K/V tile: without the mask both blocks walk 3 tiles; with it the first block (queries 0-31)
     # walks 1 and the second (32-39) 2
@@ -490,29 +500,15 @@ def test_mma_launch_plan():
 
 
 def _traced_mma(causal, seed):
-    from gpukernels.sim import BarrierDivergenceError, WarpMaskError
-
-    shape = (1, 1, 70, 130, 16)  # 2 query tiles (the second with 2 warps past Sq), 3 K/V tiles (the last ragged)
-    q, k, v = half_inputs(shape, seed)
-    out = np.full(shape[:3] + shape[4:], np.nan, np.float32)
-    try:
-        with gpukernels.trace() as t:
-            at.mma(q, k, v, causal=causal, out=out)
-    except (BarrierDivergenceError, WarpMaskError) as err:
-        pytest.fail(f"{type(err).__name__}: {err}")
-    assert compare(out, at.reference(q, k, v, causal=causal), TOLERANCE_F16).ok
-    return t
+    # 2 query tiles (the second with 2 warps past Sq), 3 K/V tiles (the last ragged)
+    return _traced(at.mma, half_inputs((1, 1, 70, 130, 16), seed), causal, TOLERANCE_F16)
 
 
 @pytest.mark.skipif(not SIM, reason="the tracer runs on the simulator")
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_mma_has_no_races(causal, seed):
     t = _traced_mma(causal, seed)
-    h = t.hazards()
-    assert not h.races, "\n".join(f"{r.hazard} on {r.array} between {r.first_location} and {r.second_location}"
-                                  for r in h.races)
-    assert not h.uninitialized, "\n".join(f"{u.array} read at {u.location} before it was written"
-                                          for u in h.uninitialized)
+    _assert_no_hazards(t)
     loads = {x.array: x.loads for x in t.traffic()}
     # without the mask both blocks load all 130 keys; with it the block of queries 0-63 loads keys 0-63 (one tile),
     # the block of 64-69 keys 0-127 (two) -- the third tile is masked for both and never read

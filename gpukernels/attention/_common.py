@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from .._launch import LaunchError, _as_device_array, _describe, check_array, is_device_array
+from .._launch import LaunchError, check_array
+from ..tensor_core._common import check_matrix
 
 #: The largest head dimension D: the kernels keep a query row's D values in registers (fused_rows: 4 per lane) and
 #: stage D-wide tiles in shared memory (tiled), both sized for at most this.
@@ -64,26 +65,11 @@ def check_half(q, k, v, causal=False, scale=None):
 
 
 def half_array(name: str, x: Any, axes: str) -> Any:
-    """``x`` as a 4-D float16 array: a C-contiguous host array (a copy only when needed) or a device array."""
-    if is_device_array(x):
-        arr = _as_device_array(x)
-    elif isinstance(x, np.ndarray):
-        arr = x
-    else:
-        raise LaunchError(f"{name} must be a NumPy or CUDA float16 array {axes}; got {_describe(x)}")
-    dtype = np.dtype(arr.dtype)
-    if dtype != np.float16:
-        raise LaunchError(f"{name} must have dtype float16 for attention.mma (tensor cores multiply float16); got "
-                          f"{dtype}. Convert it with {name}.astype(np.float16), or use the float32 steps (naive, "
-                          f"fused_rows, tiled, optimized)")
-    if arr.ndim != 4:
-        raise LaunchError(f"{name} must be 4-D {axes}; got {arr.ndim}-D with shape {tuple(arr.shape)}")
-    if isinstance(arr, np.ndarray):
-        return np.ascontiguousarray(arr)
-    if not arr.is_c_contiguous():
-        raise LaunchError(f"{name} is a non-contiguous device array (strides {arr.strides}); pass a contiguous copy "
-                          "(e.g. cupy.ascontiguousarray or tensor.contiguous())")
-    return arr
+    """``x`` as a 4-D float16 array: a C-contiguous host array (a copy only when needed) or a device array (the
+    tensor-core lesson's check, for four axes)."""
+    return check_matrix(name, x, axes, (np.float16,), ndim=4,
+                        purpose=" for attention.mma (tensor cores multiply float16)",
+                        instead=", or use the float32 steps (naive, fused_rows, tiled, optimized)")
 
 
 def resolve_scale(scale: Any, d: int) -> float:

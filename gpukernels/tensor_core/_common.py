@@ -15,9 +15,12 @@ from .. import _launch
 from .._launch import _describe
 
 
-def check_matrix(name: str, x: Any, axes: str, dtypes: tuple = (np.float16,)) -> Any:
-    """``x`` as a 2-D array of one of ``dtypes``: a C-contiguous host array (a copy only when needed -- the caller's
-    array is never modified) or a device array. `gpukernels._launch.check_array` does the same for float32."""
+def check_matrix(name: str, x: Any, axes: str, dtypes: tuple = (np.float16,), ndim: int = 2, purpose: str = "",
+                 instead: str = "") -> Any:
+    """``x`` as an ``ndim``-D array of one of ``dtypes``: a C-contiguous host array (a copy only when needed -- the
+    caller's array is never modified) or a device array. `gpukernels._launch.check_array` does the same for float32.
+    ``purpose`` follows the wanted dtype in the error ("for attention.mma ..."), ``instead`` ends its hint (by default,
+    for float32, the tensor-core lesson's own float32 step)."""
     wanted = " or ".join(np.dtype(d).name for d in dtypes)
     if is_device_array(x):
         arr = _launch._as_device_array(x)  # looked up on the module: the same view check_array takes
@@ -32,11 +35,13 @@ def check_matrix(name: str, x: Any, axes: str, dtypes: tuple = (np.float16,)) ->
         hint = f"Convert it with {name}.astype(np.{np.dtype(dtypes[0]).name})"
         if "torch" in type(x).__module__:
             hint += " (or torch's .half())"
-        if np.dtype(np.float32) not in [np.dtype(d) for d in dtypes] and dtype == np.float32:
+        if instead:
+            hint += instead
+        elif np.dtype(np.float32) not in [np.dtype(d) for d in dtypes] and dtype == np.float32:
             hint += "; tensor_core.tf32x3 multiplies float32 matrices"
-        raise LaunchError(f"{name} must have dtype {wanted}; got {dtype}. {hint}")
-    if arr.ndim != 2:
-        raise LaunchError(f"{name} must be 2-D {axes}; got {arr.ndim}-D with shape {tuple(arr.shape)}")
+        raise LaunchError(f"{name} must have dtype {wanted}{purpose}; got {dtype}. {hint}")
+    if arr.ndim != ndim:
+        raise LaunchError(f"{name} must be {ndim}-D {axes}; got {arr.ndim}-D with shape {tuple(arr.shape)}")
     if isinstance(arr, np.ndarray):
         return np.ascontiguousarray(arr)
     if not arr.is_c_contiguous():
