@@ -8,6 +8,12 @@ values (a softmax row of -inf, say) must be matched exactly, and a NaN or inf in
 finite fails outright: an element the kernel never wrote (the output is poisoned with NaN before each run) can
 not hide behind a small average error. A failing check lists the worst elements with their indices, expected
 and actual values, so that the message points at the bug (an off-by-one row, a missing tile, ...).
+
+Which inputs and which tolerance: a lesson's versions need not all take the same inputs (attention's tensor-core
+steps take float16 q, k, v, its other steps float32). Code that runs every version of every lesson -- the tests, the
+demo, the tracer, the benchmark -- asks `version_inputs` for the inputs each version takes (made from the lesson's
+``make_inputs``), `supports` whether the version runs at a shape at all, and `tolerance` for the error allowed; the
+reference is always computed from the inputs the version was given (`case` does all three).
 """
 
 from __future__ import annotations
@@ -21,7 +27,20 @@ import numpy as np
 # tensor_core's float16 inputs: the reference is float64 *of the float16 values*, their products are exact in float32
 # and summed in float32, so a correct kernel lands near float32's rounding (~1e-7 up to K = 4096); 1e-3 is about two
 # float16 ulps (2^-11 = 4.9e-4 each): an accumulator or output rounded to float16 on the way fails it.
-TOLERANCE = {"matmul": 1e-5, "softmax": 1e-6, "cbr": 1e-5, "tensor_core": 1e-3}
+# attention's float32 steps: a score's absolute rounding error becomes the same *relative* error of its weight
+# exp(s - m), so make_inputs' outlier scores of tens to hundreds carry ~1e-5 into the output at worst, and the kernels
+# land near 1e-6 (they add in other orders than the reference); an indexing bug, a lost rescale or a causal mask off
+# by one lands at 1e-2 or more.
+TOLERANCE = {"matmul": 1e-5, "softmax": 1e-6, "cbr": 1e-5, "tensor_core": 1e-3, "attention": 1e-4}
+
+#: The tolerance of a lesson's runs on float16 inputs, where its TOLERANCE is float32's: the versions it names in
+#: ``FLOAT16_VERSIONS``, and a version that takes either precision (attention.optimized) when given float16.
+#: attention's tensor-core steps multiply the float16 q and k exactly and accumulate in float32, but round each
+#: weight P = exp(s - m) to float16 (11 bits) for the P V product: a relative error of up to 2^-11 = 4.9e-4 per
+#: weight, which averages down in the output (~1e-4 seen at the test shapes). The reference is float64 *of the
+#: float16 values*, so the inputs' own rounding is not counted. 1e-2 is twenty such roundings: room for a row whose
+#: weighted sum of values cancels, while a wrong fragment, a lost rescale or a mask off by one lands far above it.
+FLOAT16_TOLERANCE = {"attention": 1e-2}
 
 
 @dataclass
@@ -81,3 +100,60 @@ def compare(out, ref, tolerance: float, show: int = 5, scale=None) -> CheckResul
             idx = tuple(int(i) for i in np.unravel_index(int(flat), out.shape))
             first.append((idx, float(ref[idx]), float(out[idx])))
     return CheckResult(ok, rel, tolerance, int(elem_bad.sum()), int(out.size), first)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Which inputs each version takes, and the tolerance of its run
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _lesson(lesson: str):
+    import gpukernels
+
+    return gpukernels.LESSONS[lesson]
+
+
+def version_inputs(lesson: str, name: str, inputs) -> tuple:
+    """The inputs ``LESSONS[lesson].VERSIONS[name]`` takes, made from what the lesson's ``make_inputs`` returned: the
+    lesson's own ``version_inputs(name, inputs)`` where it has one (attention's tensor-core steps take float16 copies
+    of q, k and v), else ``inputs`` as they are. The arrays given are never modified."""
+    hook = getattr(_lesson(lesson), "version_inputs", None)
+    return tuple(inputs) if hook is None else tuple(hook(name, tuple(inputs)))
+
+
+def supports(lesson: str, name: str, shape) -> bool:
+    """Whether ``LESSONS[lesson].VERSIONS[name]`` runs at ``shape`` at all: the lesson's ``supports(name, shape)``
+    where it has one (attention's tensor-core steps need D a multiple of 16), else True. Code that iterates over
+    every version at a list of shapes skips the shapes a version does not take; called on one anyway, the version
+    raises a LaunchError that says why."""
+    hook = getattr(_lesson(lesson), "supports", None)
+    return True if hook is None else bool(hook(name, tuple(shape)))
+
+
+def _is_float16(x) -> bool:
+    # NumPy's and CuPy's dtypes print as float16, torch's as torch.float16
+    return str(getattr(x, "dtype", "")).rsplit(".", 1)[-1] == "float16"
+
+
+def tolerance(lesson: str, name: str | None = None, inputs=None) -> float:
+    """The relative error a correct run of ``LESSONS[lesson].VERSIONS[name]`` stays within: ``TOLERANCE[lesson]``, or
+    ``FLOAT16_TOLERANCE[lesson]`` for a run on float16 inputs. ``inputs`` (what the version was given) decides when
+    given -- a version that takes either precision is checked by what it got --, else the version's name (the
+    lesson's ``FLOAT16_VERSIONS``)."""
+    if lesson in FLOAT16_TOLERANCE:
+        if inputs is not None:
+            half = any(_is_float16(x) for x in inputs)
+        else:
+            half = name in getattr(_lesson(lesson), "FLOAT16_VERSIONS", ())
+        if half:
+            return FLOAT16_TOLERANCE[lesson]
+    return TOLERANCE[lesson]
+
+
+def case(lesson: str, name: str, shape, seed=None, **params) -> tuple[tuple, np.ndarray, float]:
+    """(inputs, reference, tolerance) for one run of ``LESSONS[lesson].VERSIONS[name]`` at ``shape``: the lesson's
+    ``make_inputs(shape, seed)`` as the version takes them (`version_inputs`), the float64 reference of *those*
+    inputs (``params`` as the launcher's: attention's ``causal``, cbr's ``padding``), and `tolerance`."""
+    mod = _lesson(lesson)
+    inputs = version_inputs(lesson, name, mod.make_inputs(tuple(shape), seed))
+    return inputs, mod.reference(*inputs, **params), tolerance(lesson, name, inputs)

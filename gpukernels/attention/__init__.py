@@ -152,6 +152,30 @@ SHAPES = {
 
 
 # ----------------------------------------------------------------------------------------------------------
+# What each step takes: the hooks through which code that runs every version of every lesson (the tests, the demo,
+# the tracer, the benchmark) gives each step its inputs (gpukernels.check.version_inputs, supports, tolerance)
+# ----------------------------------------------------------------------------------------------------------
+
+
+def version_inputs(name: str, inputs) -> tuple:
+    """The (q, k, v) that ``VERSIONS[name]`` takes, made from ``make_inputs``' float32 ones: float16 copies for the
+    tensor-core steps (``FLOAT16_VERSIONS``); the arrays themselves for the float32 steps and for ``optimized``, which
+    then runs its float32 steps. A run's reference is ``reference`` of what this returns -- for a float16 step, float64
+    of the float16 values, so that the inputs' own rounding is not counted against the kernel."""
+    if name in FLOAT16_VERSIONS:
+        return tuple(np.asarray(x).astype(np.float16) for x in inputs)
+    return tuple(inputs)
+
+
+def supports(name: str, shape) -> bool:
+    """Whether ``VERSIONS[name]`` runs at ``shape = (B, H, Sq, Sk, D)``: every step needs D from 1 to MAX_D and at
+    least one key; the tensor-core steps also need D a multiple of 16 (the mma takes a row 16 dimensions at a time).
+    Called where a step does not run, the step raises a LaunchError that says why."""
+    sk, d = shape[3], shape[4]
+    return 1 <= d <= MAX_D and sk >= 1 and (name not in FLOAT16_VERSIONS or d % 16 == 0)
+
+
+# ----------------------------------------------------------------------------------------------------------
 # The steps, one file each (kernel beside its launch plan)
 # ----------------------------------------------------------------------------------------------------------
 from .k01_naive import NAIVE_THREADS, naive, naive_launches, pv_kernel, scores_kernel  # noqa: E402,F401
