@@ -26,6 +26,8 @@ The figures, each with what it teaches (the function's docstring says more):
 ``roofline``               each version against the FP32 and memory-bandwidth ceilings
 ``mma_fragments``          which lane holds which element of A, B and C of one mma.sync (tensor cores)
 ``ldmatrix_banks``         one ldmatrix pass's rows in the bank groups, before and after the swizzle
+``attention_traffic``      global bytes against S: naive's stored scores grow as S^2, the fused steps' as S*D
+``online_rescaling``       one row's online softmax tile by tile: running max, exp(m_old - m_new), sum
 =========================  ================================================================================
 
 ``gpukernels plots`` (``make plots``) writes all of them to ``docs/figures/`` and ``docs/gallery.md``.
@@ -38,6 +40,7 @@ viz.grid_map(...)`` is the way to call them:
 ``viz.maps``          grid_map, access_map, reuse_heatmap, tile_phases, staged_sources (the tracer)
 ``viz.memory``        warp_sectors, warp_banks (the tracer, with its definitions of efficiency and degree)
 ``viz.traced``        traced, traffic, Traced, FIGURE_SHAPES: one traced run, read via the tracer's public API
+``viz.attention``     attention_traffic, online_rescaling, online_softmax_steps (the attention lesson)
 ``viz.gallery``       figure_specs, FigureSpec, GALLERY, write_gallery, plots_main (``gpukernels plots``)
 ====================  =========================================================================================
 """
@@ -47,6 +50,7 @@ from __future__ import annotations
 # a few private names too, for code written against the one-file viz (the demo saves PNGs with viz._save_png)
 from ._common import (CMAP, CMAP_DIVERGE, GREYS, HATCHES, LIMIT_MARKERS, MARKERS, ROOT, _figure,  # noqa: F401
                       _not_available, _save_png, _trace_module, tracer_available, unavailable)
+from .attention import attention_traffic, online_rescaling, online_softmax_steps
 from .fragments import fragment_owners, ldmatrix_banks, ldmatrix_phases, mma_fragments
 from .gallery import GALLERY, GALLERY_HEADER, FigureSpec, figure_specs, plots_main, write_gallery
 from .maps import access_map, grid_map, reuse_heatmap, staged_sources, tile_phases
@@ -57,6 +61,7 @@ from .performance import (RESULTS_DIR, bench_results, load_bench, performance_ba
 from .traced import FIGURE_SHAPES, Traced, traced, traffic
 
 __all__ = ["mma_fragments", "ldmatrix_banks", "fragment_owners", "ldmatrix_phases",
+    "attention_traffic", "online_rescaling", "online_softmax_steps",
     "CMAP", "CMAP_DIVERGE", "GREYS", "HATCHES", "LIMIT_MARKERS", "MARKERS", "ROOT", "RESULTS_DIR", "FIGURE_SHAPES",
     "GALLERY", "GALLERY_HEADER", "FigureSpec", "Traced",
     "unavailable", "tracer_available", "figure_specs", "plots_main", "write_gallery",

@@ -32,6 +32,25 @@ GALLERY = {
 }
 
 
+def _attention_specs() -> list[FigureSpec]:
+    from .attention import attention_traffic, online_rescaling
+
+    sec = "Lesson: attention"
+    return [FigureSpec("attention_traffic", sec,
+                       "Global-memory bytes against S, measured by the tracer: naive stores the S x S scores (16 bytes "
+                       "each), which leave the fused steps' S * D (attention.min_bytes) behind as S^2; beside it, the "
+                       "same model at training sizes, labelled as a model.", attention_traffic, needs="tracer"),
+            FigureSpec("attention_online_softmax", sec,
+                       "The online softmax on one row, tile by tile: the running max before and after, the factor "
+                       "exp(m_old - m_new), the running sum and one accumulator, ending at the full softmax's result.",
+                       online_rescaling)]
+
+
+#: Figures of a lesson beyond the ones every lesson gets: drawn after that lesson's, or, for a lesson that is not in
+#: the registry (gpukernels.LESSONS), after every lesson's when no lessons are named.
+LESSON_FIGURES: dict[str, Callable[[], list]] = {"attention": _attention_specs}
+
+
 def _existing(lesson: str, versions) -> list[str]:
     names = [v for v in versions if v in _lessons()[lesson].VERSIONS]
     return names if len(names) >= 2 else list(_naive_and_best(lesson))
@@ -50,6 +69,7 @@ class FigureSpec:
 
 def figure_specs(arch: str = "sm_90", report: dict | None = None, lessons=None) -> list[FigureSpec]:
     """The gallery, built from the lesson registry: every lesson and version appears without being listed."""
+    named = lessons
     lessons = list(lessons or _lessons())
     measured = report is not None
     specs: list[FigureSpec] = []
@@ -115,6 +135,10 @@ def figure_specs(arch: str = "sm_90", report: dict | None = None, lessons=None) 
                                     "its traced global traffic.",
                                     lambda lesson=lesson: performance_bars(lesson, None if measured else {"results": []},
                                                                            arch=arch), needs="tracer"))
+        specs += LESSON_FIGURES[lesson]() if lesson in LESSON_FIGURES else []
+    for lesson, more in LESSON_FIGURES.items():
+        if lesson not in _lessons() and (named is None or lesson in named):
+            specs += more()
     suite = load_bench(suite=True)
     for lesson in lessons:
         if suite and any(r["lesson"] == lesson for r in suite["results"]):
