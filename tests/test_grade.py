@@ -351,6 +351,9 @@ KERNEL = "\n@cuda.jit\ndef k(a, out):\n    i = cuda.grid(1)\n    if i < out.size
     (HEADER + "from gpukernels import tensor_core\n", 4, "`from gpukernels import ...`"),
     (HEADER + "from gpukernels._mma import pack_half2\nW = pack_half2(1.0, 2.0)\n", 5, "a call"),
     (HEADER + "from gpukernels._mma import pack_half2" + KERNEL.format(expr="pack_half2.__globals__"), 9, "dunder"),
+    # nor a lesson's code: the attention lesson's online softmax is what exercise 11 asks for
+    (HEADER + "from gpukernels.attention.k02_fused_rows import FUSED_WARPS\n", 4,
+     "`from gpukernels.attention.k02_fused_rows import ...`: only numba, numba.cuda, math and numpy"),
 ])
 def test_admission_refuses_with_the_line(source, line, fragment):
     with pytest.raises(AdmissionError) as info:

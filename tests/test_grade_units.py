@@ -440,7 +440,7 @@ def test_child_problems_and_student_errors(tmp_path):
     assert student_error("IndexError: x", "IndexError", g) == "IndexError: x"
 
 
-@pytest.mark.parametrize("name", ["01_vector_add", "05_matmul_naive", "08_conv_bias_relu"])
+@pytest.mark.parametrize("name", ["01_vector_add", "05_matmul_naive", "08_conv_bias_relu", "11_softmax_merge"])
 def test_make_case_follows_the_spec(name):
     ex = S.load(EXERCISES / name)
     shape = ex.shapes[-1]
@@ -587,3 +587,136 @@ def test_a_child_killed_by_sigkill_names_memory(tmp_path):
         "while running the kernel")
     c.returncode = -15
     assert child_problem(c, "simulator", 10.0) == "the simulator process was killed by SIGTERM while running the kernel"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Exercise 11's inputs: real partial softmax states, every edge case in every draw, a tolerance that a correct
+# float32 merge meets with room and that each of the fixtures' mistakes misses whatever the seed
+# ----------------------------------------------------------------------------------------------------------
+
+MERGE = "11_softmax_merge"
+STATE_NAMES = ("m1", "l1", "acc1", "m2", "l2", "acc2")
+
+
+def _spec_module(name):
+    """An exercise's spec.py as a module (its helpers besides EXERCISE)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"_test_spec_{name}", EXERCISES / name / "spec.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_softmax_merge_reference_is_the_softmax_over_both_halves_keys():
+    """Keys split anywhere (a half may get none: the empty state), scores spread past 80: the merged states are
+    the softmax-weighted average over all the keys, and the merge does not care which state comes first."""
+    mod = _spec_module(MERGE)
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        n, d = int(rng.integers(1, 60)), int(rng.integers(1, 9))
+        s = rng.standard_normal(n) * rng.uniform(0.1, 40.0)
+        v = rng.standard_normal((n, d))
+        cut = int(rng.integers(0, n + 1))
+        states = [mod.partial_state(s[:cut], v[:cut]), mod.partial_state(s[cut:], v[cut:])]
+        args = [a for m, l, acc in states for a in (np.array([m]), np.array([l]), acc[None])]
+        p = np.exp(s - s.max())
+        want = (p / p.sum()) @ v
+        got = mod.reference(*args)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(mod.reference(*args[3:], *args[:3])[0], got, rtol=1e-12, atol=1e-15)
+    assert mod.partial_state([], np.zeros((0, 3)))[:2] == (-np.inf, 0.0)
+
+
+def test_softmax_merge_inputs_hold_every_edge_case_whatever_the_seed():
+    ex = S.load(EXERCISES / MERGE)
+    for seed in range(40):
+        for shape in ex.draw_shapes(seed):
+            inp = ex.make_inputs(shape, seed)
+            rows, dim = shape
+            assert all(inp[k].dtype == np.float32 and inp[k].flags.c_contiguous for k in STATE_NAMES)
+            assert inp["m1"].shape == inp["l2"].shape == (rows,) and inp["acc2"].shape == (rows, dim)
+            m1, l1, acc1, m2, l2, acc2 = (inp[k].astype(np.float64) for k in STATE_NAMES)
+            for m, l, acc in ((m1, l1, acc1), (m2, l2, acc2)):
+                empty = np.isneginf(m)
+                assert (l[empty] == 0).all() and (acc[empty] == 0).all()  # the initial state, as masking leaves it
+                assert np.isfinite(m[~empty]).all() and (l[~empty] >= 1).all()  # the max key's exp(0) = 1
+            assert not (np.isneginf(m1) & np.isneginf(m2)).any()
+            cases = [lambda r: np.isfinite(m1[r] - m2[r]) and abs(m1[r] - m2[r]) >= 1,  # rescaling matters
+                     lambda r: np.isneginf(m1[r]) and np.isfinite(m2[r]),  # state 1 empty
+                     lambda r: np.isneginf(m2[r]) and np.isfinite(m1[r]),  # state 2 empty
+                     lambda r: m1[r] - m2[r] > 80, lambda r: m2[r] - m1[r] > 80,  # maxima far apart, both ways
+                     lambda r: min(m1[r], m2[r]) > 88.8]  # exp(m) overflows float32 in both states
+            assert all(case(r) for r, case in enumerate(cases[:rows])), (seed, shape)
+            ref = ex.reference(**inp)
+            assert ref.shape == (rows, dim) and np.isfinite(ref).all()
+    with np.errstate(over="ignore"):
+        assert np.isinf(np.exp(np.float32(88.8)))
+    a, b = ex.make_inputs((7, 5), 1), ex.make_inputs((7, 5), 2)
+    assert not np.array_equal(a["acc1"], b["acc1"]) and not np.array_equal(a["m2"], b["m2"])  # fresh per seed
+    assert all(np.array_equal(a[k], ex.make_inputs((7, 5), 1)[k]) for k in STATE_NAMES)  # the seed decides
+
+
+def _merge_float32(inp, mistake=None, ulps=0):
+    """The contract's merge in float32 arithmetic, as a kernel does it (``ulps``: each exp off by that many units
+    in the last place, as a GPU's expf may be), or with one of the fixtures' mistakes."""
+    f = np.float32
+    m1, l1, acc1, m2, l2, acc2 = (inp[k] for k in STATE_NAMES)
+    with np.errstate(all="ignore"):
+        m = np.maximum(m1, m2)
+        e1, e2 = np.exp(m1 - m), np.exp(m2 - m)
+        if mistake == "sign flipped":
+            e1, e2 = np.exp(m - m1), np.exp(m - m2)
+        if mistake == "unshifted":
+            e1, e2 = np.exp(m1), np.exp(m2)
+        e1, e2 = e1 * f(1 + ulps * 2 ** -23), e2 * f(1 - ulps * 2 ** -23)
+        l = {"l1 + l2": l1 + l2, "divides by l1": l1}.get(mistake, l1 * e1 + l2 * e2)
+        a1, a2 = (np.ones_like(e1), np.ones_like(e2)) if mistake == "acc not rescaled" else (e1, e2)
+        out = (a1[:, None] * acc1 + a2[:, None] * acc2) / l[:, None]
+    assert out.dtype == np.float32
+    return out
+
+
+def test_softmax_merge_tolerance_passes_float32_and_fails_each_mistake_at_every_seed():
+    """A correct float32 merge, its exps off by 2 ulps, stays 30 times under the tolerance (measured against the
+    merge of |acc|: the two terms may cancel); each mistake of the fixtures fails at the listed shape that holds
+    every edge case, on every seed -- the unshifted exp with a NaN."""
+    ex = S.load(EXERCISES / MERGE)
+    worst = 0.0
+    for seed in range(100):
+        for shape in [(7, 80)] + ex.draw_shapes(seed)[len(ex.shapes):]:
+            inp = ex.make_inputs(shape, seed)
+            ref, scale = ex.reference(**inp), ex.error_scale(**inp)
+            for ulps in (0, 2):
+                check = compare(_merge_float32(inp, ulps=ulps), ref, ex.tolerance, scale=scale)
+                assert check.ok, (seed, shape, str(check))
+                worst = max(worst, check.rel_error)
+            if shape != (7, 80):
+                continue
+            for mistake in ("acc not rescaled", "sign flipped", "l1 + l2", "divides by l1", "unshifted"):
+                assert not compare(_merge_float32(inp, mistake), ref, ex.tolerance, scale=scale).ok, (seed, mistake)
+            assert np.isnan(_merge_float32(inp, "unshifted")[5]).all()
+    assert worst < ex.tolerance / 30
+
+
+def test_softmax_merge_bad_input_gets_one_line():
+    mod = _spec_module(MERGE)
+    with pytest.raises(ValueError, match=r"^softmax_merge: shape must be \(R, D\) with R, D >= 1, got \(0, 5\)$"):
+        mod.make_inputs((0, 5), 1)
+    with pytest.raises(ValueError, match=r"^softmax_merge: shape must be"):
+        mod.make_inputs((4,), 1)
+    inp = mod.make_inputs((3, 2), 1)
+    inp["m2"][1] = -np.inf  # row 1's state 1 is empty already
+    with pytest.raises(ValueError, match=r"^softmax_merge reference: row 1 has two empty states \(no key seen\): "
+                                         r"its softmax is undefined$"):
+        mod.reference(**inp)
+    inp = mod.make_inputs((3, 2), 1)
+    inp["acc2"] = inp["acc2"][:, :1]
+    with pytest.raises(ValueError, match=r"^softmax_merge reference: expected m, l of shape \(R,\) and acc of shape "
+                                         r"\(R, D\), got \(3,\), \(3,\), \(3, 2\), \(3,\), \(3,\), \(3, 1\)$"):
+        mod.reference(**inp)
+    with pytest.raises(ValueError, match=r"^partial_state: expected scores \(n,\) and values \(n, D\), got \(2,\) and "
+                                         r"\(3, 4\)$"):
+        mod.partial_state([1.0, 2.0], np.zeros((3, 4)))
+    with pytest.raises(ValueError, match=r"^unknown row kind 'odd'; choose from normal, empty1"):
+        mod._maxima("odd", np.random.default_rng(0))
