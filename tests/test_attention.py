@@ -319,12 +319,12 @@ def test_dispatcher_follows_readable_thresholds():
 
 
 def test_optimized_runs_what_it_chose(monkeypatch, seed):
-    from gpukernels.attention import k04_optimized
+    from gpukernels.attention import k06_optimized
 
     q, k, v = at.make_inputs((1, 2, 33, 20, 64), seed)
     assert at.optimized.launches(q, k, v)[0].kernel is at.fused_rows_kernel_for(2)  # 6 tiles for 132 SMs
     assert "fused_rows" in at.optimized.describe(q, k, v)
-    monkeypatch.setattr(k04_optimized, "sm_count", lambda: 2)  # a 2-SM GPU: 4 tiles fill it
+    monkeypatch.setattr(k06_optimized, "sm_count", lambda: 2)  # a 2-SM GPU: 4 tiles fill it
     assert at.optimized.launches(q, k, v)[0].kernel is at.tiled_kernel_for(64)
     assert at.optimized.describe(q, k, v, causal=True).startswith("tiled")
     for causal in (False, True):
@@ -391,34 +391,40 @@ def half_inputs(shape, seed):
     return tuple(x.astype(np.float16) for x in at.make_inputs(shape, seed))
 
 
-def run_mma(shape, seed, causal=False, scale=None, inputs=None):
+def run_mma(shape, seed, causal=False, scale=None, inputs=None, name="mma"):
     q, k, v = inputs if inputs is not None else half_inputs(shape, seed)
     before = q.copy(), k.copy(), v.copy()
     ref = at.reference(q, k, v, causal=causal, scale=scale)  # float64 of the float16 values
     out = np.full(ref.shape, np.nan, np.float32)  # poison: an element never written fails
-    assert at.mma(q, k, v, causal=causal, scale=scale, out=out) is out
+    assert at.VERSIONS[name](q, k, v, causal=causal, scale=scale, out=out) is out
     check = compare(out, ref, TOLERANCE_F16)
-    assert check.ok, f"attention.mma shape={q.shape[:3] + k.shape[2:]} causal={causal} seed={seed}: {check}"
+    assert check.ok, f"attention.{name} shape={q.shape[:3] + k.shape[2:]} causal={causal} seed={seed}: {check}"
     for x, x0 in zip((q, k, v), before):
-        assert np.array_equal(x, x0), "attention.mma modified its input"
+        assert np.array_equal(x, x0), f"attention.{name} modified its input"
     return out
 
 
+HALF = pytest.mark.parametrize("name", at.FLOAT16_VERSIONS)
+
+
+@HALF
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("shape", MMA_SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_mma_matches_reference(shape, causal, seed):
-    run_mma(shape, seed, causal=causal)
+def test_mma_matches_reference(shape, causal, name, seed):
+    run_mma(shape, seed, causal=causal, name=name)
 
 
 @pytest.mark.gpu
+@HALF
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("shape", [s for s in at.SHAPES["test_gpu"] if s[4] % 16 == 0],
                          ids=lambda s: "x".join(map(str, s)))
-def test_mma_matches_reference_gpu_sizes(shape, causal, seed):
-    run_mma(shape, seed, causal=causal)
+def test_mma_matches_reference_gpu_sizes(shape, causal, name, seed):
+    run_mma(shape, seed, causal=causal, name=name)
 
 
-def test_mma_scores_more_than_80_apart(seed):
+@HALF
+def test_mma_scores_more_than_80_apart(name, seed):
     # as test_scores_more_than_80_apart, in float16 (100 and 4 are exact): scores 25 * k[j, 0] span ~100
     rng = np.random.default_rng(seed)
     q, k, v = (rng.standard_normal(s).astype(np.float16) for s in ((1, 2, 9, 16), (1, 2, 70, 16), (1, 2, 70, 16)))
@@ -429,27 +435,29 @@ def test_mma_scores_more_than_80_apart(seed):
     s = np.matmul(q.astype(np.float64), np.swapaxes(k, -1, -2).astype(np.float64)) / 4
     assert (s.max(-1) - s.min(-1)).max() > 80
     for causal in (False, True):
-        out = run_mma(None, seed, causal=causal, inputs=(q, k, v))
+        out = run_mma(None, seed, causal=causal, inputs=(q, k, v), name=name)
         assert np.isfinite(out).all()
 
 
-def test_mma_explicit_scale_and_top_left_mask(seed):
-    run_mma((1, 2, 7, 9, 32), seed, scale=0.05)
+@HALF
+def test_mma_explicit_scale_and_top_left_mask(name, seed):
+    run_mma((1, 2, 7, 9, 32), seed, scale=0.05, name=name)
     q, k, v = half_inputs((1, 2, 7, 4, 16), seed)
-    out = run_mma(None, seed, causal=True, scale=3, inputs=(q, k, v))
+    out = run_mma(None, seed, causal=True, scale=3, inputs=(q, k, v), name=name)
     np.testing.assert_allclose(out[:, :, 0], v[:, :, 0], rtol=1e-6, atol=1e-6)  # query 0 sees key 0 alone
     with pytest.raises(LaunchError, match=r"scale must be a finite number > 0.*got -1.0"):
-        at.mma(q, k, v, scale=-1.0)
+        at.VERSIONS[name](q, k, v, scale=-1.0)
 
 
-def test_mma_device_arrays_and_empty_inputs(seed):
+@HALF
+def test_mma_device_arrays_and_empty_inputs(name, seed):
     q, k, v = half_inputs((1, 2, 5, 6, 16), seed)
     d = [cuda.to_device(x) for x in (q, k, v)]
-    out = at.mma(*d, causal=True)
+    out = at.VERSIONS[name](*d, causal=True)
     assert is_device_array(out)
     assert compare(out.copy_to_host(), at.reference(q, k, v, causal=True), TOLERANCE_F16).ok
     for shape in [(0, 2, 3, 4, 16), (1, 2, 0, 4, 16)]:
-        out = at.mma(*half_inputs(shape, 0))
+        out = at.VERSIONS[name](*half_inputs(shape, 0))
         assert out.shape == shape[:3] + shape[4:] and out.dtype == np.float32
 
 
@@ -470,10 +478,11 @@ MMA_BAD = [
 ]
 
 
+@HALF
 @pytest.mark.parametrize("case,make,message", MMA_BAD, ids=[c[0] for c in MMA_BAD])
-def test_mma_bad_inputs_say_what_is_wrong(case, make, message):
+def test_mma_bad_inputs_say_what_is_wrong(case, make, message, name):
     with pytest.raises(LaunchError, match=message) as err:
-        at.mma(*make())
+        at.VERSIONS[name](*make())
     assert "\n" not in str(err.value)
 
 
@@ -496,18 +505,34 @@ def test_mma_launch_plan():
     [la] = at.mma.launches(q, k, v)
     assert la.kernel is at.mma_kernel_for(80) and la.kernel.tile == (64, 64, 80)
     assert la.block == (128,) and la.grid == (6 * 2,)  # 6 heads x 2 query tiles of 64
-    assert list(at.VERSIONS).index("mma") == list(at.VERSIONS).index("optimized") - 1
+    assert list(at.VERSIONS).index("mma") == list(at.VERSIONS).index("pipelined") - 1
 
 
-def _traced_mma(causal, seed):
+def test_pipelined_launch_plan_and_order():
+    q, k, v = half_inputs((2, 3, 100, 70, 80), 0)
+    [la] = at.pipelined.launches(q, k, v)
+    assert la.kernel is at.pipelined_kernel_for(80) and la.kernel.tile == (64, 64, 80)
+    assert la.block == (128,) and la.grid == (6 * 2,)
+    assert list(at.VERSIONS).index("pipelined") == list(at.VERSIONS).index("optimized") - 1
+    # a view that does not start on 16 bytes cannot be copied by cp.async: step 4's kernel runs it, correctly
+    buf = np.zeros(k.size + 1, np.float16)
+    k1 = buf[1:].reshape(k.shape)
+    k1[...] = k
+    [lb] = at.pipelined.launches(q, k1, v)
+    assert lb.kernel is at.mma_kernel_for(80)
+    run_mma(None, 0, inputs=(q, k1, v), name="pipelined")
+
+
+def _traced_mma(causal, seed, name="mma"):
     # 2 query tiles (the second with 2 warps past Sq), 3 K/V tiles (the last ragged)
-    return _traced(at.mma, half_inputs((1, 1, 70, 130, 16), seed), causal, TOLERANCE_F16)
+    return _traced(at.VERSIONS[name], half_inputs((1, 1, 70, 130, 16), seed), causal, TOLERANCE_F16)
 
 
 @pytest.mark.skipif(not SIM, reason="the tracer runs on the simulator")
+@HALF
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_mma_has_no_races(causal, seed):
-    t = _traced_mma(causal, seed)
+def test_mma_has_no_races(causal, name, seed):
+    t = _traced_mma(causal, seed, name)
     _assert_no_hazards(t)
     loads = {x.array: x.loads for x in t.traffic()}
     # without the mask both blocks load all 130 keys; with it the block of queries 0-63 loads keys 0-63 (one tile),
@@ -523,14 +548,15 @@ from gpukernels import attention as at
 from gpukernels.resources import _assemble
 h3, f3 = types.Array(types.float16, 3, "C"), types.Array(types.float32, 3, "C")
 out = {}
-for k in at.MMA_KERNELS:
+for k in at.MMA_KERNELS + at.PIPELINED_KERNELS:
     ptx, _ = cuda.compile_ptx(k.py_func, (h3, h3, h3, f3, types.float32, types.boolean), cc=(9, 0))
     log = _assemble(ptx, "sm_90")
     res = re.search(r"used (\d+) registers.*?(\d+) bytes smem.*?(\d+) bytes lmem", log, re.S)
-    out[f"mma_d{k.tile[2]}"] = {"registers": int(res[1]), "smem": int(res[2]), "lmem": int(res[3]),
+    out[f"{k.py_func.__name__}_d{k.tile[2]}"] = {"registers": int(res[1]), "smem": int(res[2]), "lmem": int(res[3]),
                                 "local": ptx.count("ld.local") + ptx.count("st.local"),
                                 "mma": ptx.count("mma.sync.aligned.m16n8k16"), "ldmatrix": ptx.count("ldmatrix.sync"),
-                                "shfl": ptx.count("shfl.sync"), "d": k.tile[2]}
+                                "shfl": ptx.count("shfl.sync"), "d": k.tile[2],
+                                "cp_async": ptx.count("cp.async.cg.shared.global")}
 print(json.dumps(out))
 """
 
@@ -540,7 +566,8 @@ def test_mma_kernels_compile_to_tensor_core_instructions():
     from gpukernels.resources import run_with_real_cuda
 
     out = json.loads(run_with_real_cuda(_MMA_KERNELS_CHILD))
-    assert len(out) == len(at.MMA_KERNELS) == 8  # D = 16, 32, ..., 128
+    assert len(at.MMA_KERNELS) == len(at.PIPELINED_KERNELS) == 8  # D = 16, 32, ..., 128
+    assert len(out) == 16
     for name, r in out.items():
         # the fragments (Q's, the scores', the accumulators') are indexed by constants: registers, not local memory
         assert r["lmem"] == 0 and r["local"] == 0, f"{name} uses local memory: {r}"
@@ -549,3 +576,9 @@ def test_mma_kernels_compile_to_tensor_core_instructions():
         d = r["d"]
         assert r["mma"] == 8 * (d // 16) + 4 * (d // 8), r
         assert r["ldmatrix"] == 4 * (d // 16) + 4 * (d // 16), r
+        if name.startswith("pipelined"):
+            # K and V copied 16 bytes at a time: D / 8 pieces per key row, so a pass of 128 threads copies 128 // (D / 8)
+            # rows of 64; the passes are unrolled (three copy loops: V, and K twice -- the first tile and the next)
+            assert r["cp_async"] == 3 * -(-64 // (128 // (d // 8))), r
+        else:
+            assert r["cp_async"] == 0, r

@@ -26,7 +26,7 @@ Each step changes one thing, and its file's docstring says what and why (``k03_t
 3. ``tiled``       FlashAttention's tiling: a block of 32 query rows stages a tile of keys and values in shared
                    memory and all 32 rows use it -- K and V read 32 times less; the online softmax a tile at a time;
                    under the causal mask, tiles that no row of the block can see are skipped.
-4. ``mma``         FlashAttention-2 on tensor cores (``k05_mma.py``), float16 inputs, float32 output, D a
+4. ``mma``         FlashAttention-2 on tensor cores (``k04_mma.py``), float16 inputs, float32 output, D a
                    multiple of 16: a warp per 16 query rows, S = Q K^T and O += P V as mma.sync instructions with
                    their B fragments read from the K and V tiles by ldmatrix (.trans for V), the online softmax on
                    the mma's output registers, and P turned into the second mma's A fragment without leaving them
@@ -183,10 +183,11 @@ from .k02_fused_rows import (FUSED_ROWS_KERNELS, FUSED_WARPS, dims_per_lane, fus
                              fused_rows_kernel_for, fused_rows_launches)
 from .k03_tiled import (ROW_THREADS, TILE_ROWS, TILED_KERNELS, TILED_THREADS, padded_dims, tile_keys,  # noqa: E402,F401
                         tiled, tiled_kernel_for, tiled_launches)
-from .k04_optimized import FILL, FUSED_MAX_SQ, choose, describe, optimized  # noqa: E402,F401
-from .k05_mma import MMA_KERNELS, MMA_KEYS, MMA_ROWS, MMA_THREADS, mma, mma_kernel_for, mma_launches  # noqa: E402,F401
+from .k04_mma import MMA_KERNELS, MMA_KEYS, MMA_ROWS, MMA_THREADS, mma, mma_kernel_for, mma_launches  # noqa: E402,F401
+from .k05_pipelined import PIPELINED_KERNELS, pipelined, pipelined_kernel_for, pipelined_launches  # noqa: E402,F401
+from .k06_optimized import FILL, FUSED_MAX_SQ, choose, describe, optimized  # noqa: E402,F401
 
 #: Every version, naive first and the dispatcher last. Tests, benchmarks, plots and docs iterate over this. ``mma``
 #: takes float16 inputs (the others float32): ``FLOAT16_VERSIONS`` names it.
-VERSIONS = {v.name: v for v in (naive, fused_rows, tiled, mma, optimized)}
-FLOAT16_VERSIONS = ("mma",)
+VERSIONS = {v.name: v for v in (naive, fused_rows, tiled, mma, pipelined, optimized)}
+FLOAT16_VERSIONS = ("mma", "pipelined")

@@ -1,4 +1,4 @@
-"""Step 5 of the attention lesson, ``mma``: FlashAttention-2 on tensor cores -- both products of the tile loop, Q K^T
+"""Step 4 of the attention lesson, ``mma``: FlashAttention-2 on tensor cores -- both products of the tile loop, Q K^T
 and P V, as ``mma.sync`` instructions on float16, with the online softmax done on the mma's own output registers.
 
 Inputs are float16 (``q.astype(np.float16)``), the output float32; D a multiple of 16 up to 128. The tensor-core

@@ -1,4 +1,4 @@
-"""Step 4 of the attention lesson, ``optimized``: the dispatcher -- per shape, ``fused_rows`` or ``tiled``, by rules a
+"""Step 6 of the attention lesson, ``optimized``: the dispatcher -- per shape, ``fused_rows`` or ``tiled``, by rules a
 student can call and read (``attention.optimized.choose(B, H, Sq, Sk, D, causal)``).
 
 No kernel here is new. ``tiled`` shares each K/V tile between 32 query rows, so it reads K and V 32 times less

@@ -1,0 +1,145 @@
+"""Attention against torch's scaled_dot_product_attention on a GPU, peer in the same run:
+
+    python3 benchmarks/attention_peer.py [--quick]
+
+float16 steps (``attention.FLOAT16_VERSIONS``) against SDPA's flash backend on float16 inputs; float32 steps
+against SDPA in float32 (whichever backend torch picks: flash takes no float32). CUDA-graph replay (torch events),
+inputs rotated past L2, median of the runs; every output checked against SDPA in float64 first (NaN-poisoned).
+Prints one line per (shape, causal, version) and writes JSON to the path in $OUT (or results/attention_peer.json).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import sys
+
+os.environ.setdefault("GPUKERNELS_DEVICE", "gpu")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from numba import cuda  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+
+from gpukernels import attention as at  # noqa: E402
+from gpukernels.bench import Timer, _l2_bytes  # noqa: E402
+from gpukernels.check import compare  # noqa: E402
+
+CASES = [((8, 16, 4096, 4096, 128), False), ((8, 16, 4096, 4096, 128), True), ((4, 32, 8192, 8192, 64), False),
+         ((32, 16, 1024, 1024, 64), False)]
+MORE = [((4, 32, 8192, 8192, 64), True), ((16, 12, 512, 512, 64), False), ((16, 8, 1024, 77, 64), False),
+        ((8, 16, 4096, 256, 80), False), ((64, 32, 1, 4096, 128), False), ((1, 4, 512, 512, 64), False),
+        ((1, 32, 16384, 16384, 128), True), ((32, 16, 1024, 1024, 64), True)]
+
+
+def sdpa(backend):
+    def run(q, k, v, causal):
+        if backend is None:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return run
+
+
+def reference(q, k, v, causal):
+    """SDPA's math backend in float64, a few heads at a time (the whole score matrix in float64 would not fit)."""
+    b, h, sq, d = q.shape
+    step = max(1, int(4e9 // (8 * sq * k.shape[2] * 3)))
+    out = np.empty((b, h, sq, d), np.float32)
+    for i in range(b):
+        for j in range(0, h, step):
+            part = [x[i:i + 1, j:j + step].double() for x in (q, k, v)]
+            out[i:i + 1, j:j + step] = sdpa(SDPBackend.MATH)(*part, causal).float().cpu().numpy()
+    return out
+
+
+def time_case(shape, causal, versions, timer, log):
+    b, h, sq, sk, d = shape
+    q, k, v = at.make_inputs(shape, seed=7)
+    rows = []
+    for dtype in (np.float16, np.float32):
+        names = [n for n in versions if (n.split("@")[0] in at.FLOAT16_VERSIONS) == (dtype == np.float16)]
+        if dtype == np.float32 and HALF_ONLY:
+            continue
+        if dtype == np.float16 and d % 16:
+            names = []
+        t_in = [torch.from_numpy(x.astype(dtype)).cuda() for x in (q, k, v)]
+        with torch.no_grad():
+            ref = reference(*t_in, causal)
+        if not names and HALF_ONLY:
+            continue
+        set_bytes = sum(x.nbytes for x in t_in) + 4 * b * h * sq * d
+        sets = int(min(8, max(1, math.ceil(4 * _l2_bytes() / set_bytes))))
+        sets_in = [t_in] + [[x.clone() for x in t_in] for _ in range(sets - 1)]
+        sets_out = [torch.empty((b, h, sq, d), device="cuda") for _ in range(sets)]
+        tol = 1e-2 if dtype == np.float16 else 1e-4
+        for name in names:
+            version = at.VERSIONS[name.split("@")[0]]
+            if "@" in name:  # a variant: pipelined@W, W warps per block
+                plans = [at.pipelined_launches(*(cuda.as_cuda_array(x) for x in sets_in[i]),
+                                               cuda.as_cuda_array(sets_out[i]), causal, 1 / math.sqrt(d),
+                                               warps=int(name.split("@")[1])) for i in range(sets)]
+            else:
+                plans = [version.launches(*(cuda.as_cuda_array(x) for x in sets_in[i]),
+                                          out=cuda.as_cuda_array(sets_out[i]), causal=causal) for i in range(sets)]
+            sets_out[0].fill_(float("nan"))
+            for launch in plans[0]:
+                launch()
+            cuda.synchronize()
+            check = compare(sets_out[0].cpu().numpy(), ref, tol)
+            if not check.ok:
+                log(f"{shape} causal={causal} {name}: WRONG {check}")
+                rows.append({"shape": shape, "causal": causal, "name": name, "ok": False, "check": str(check)})
+                continue
+
+            def enqueue(i, plans=plans):
+                s = timer.stream()
+                for launch in plans[i]:
+                    launch(stream=s)
+
+            ms = statistics.median(timer.time(enqueue, sets, min_runs=10, budget_ms=400))
+            rows.append({"shape": shape, "causal": causal, "name": name, "dtype": np.dtype(dtype).name, "ms": ms,
+                         "tflops": at.flops(shape, causal) / ms / 1e9, "rel_error": check.rel_error})
+            log(f"{shape} causal={causal!s:5} {name:12} {np.dtype(dtype).name}: {ms:8.3f} ms "
+                f"{rows[-1]['tflops']:6.1f} TFLOP/s  err {check.rel_error:.1e}")
+        peers = [("flash", SDPBackend.FLASH_ATTENTION)] if dtype == np.float16 else [("sdpa-default", None)]
+        for pname, backend in peers:
+            fn = sdpa(backend)
+            with torch.no_grad():
+                try:
+                    check = compare(fn(*t_in, causal).float().cpu().numpy(), ref, tol * 10)
+                    ms = statistics.median(timer.time(lambda i: fn(*sets_in[i], causal), sets, min_runs=10,
+                                                      budget_ms=400))
+                except RuntimeError as err:
+                    log(f"{shape} {pname}: {err}".splitlines()[0])
+                    continue
+            rows.append({"shape": shape, "causal": causal, "name": pname, "dtype": np.dtype(dtype).name, "ms": ms,
+                         "tflops": at.flops(shape, causal) / ms / 1e9, "rel_error": check.rel_error, "peer": True})
+            log(f"{shape} causal={causal!s:5} {pname:12} {np.dtype(dtype).name}: {ms:8.3f} ms "
+                f"{rows[-1]['tflops']:6.1f} TFLOP/s  err {check.rel_error:.1e}")
+        del sets_in, sets_out
+        torch.cuda.empty_cache()
+    return rows
+
+
+HALF_ONLY = "--half" in sys.argv
+
+
+def main() -> int:
+    quick = "--quick" in sys.argv
+    versions = [a for a in sys.argv[1:] if not a.startswith("--")] or [n for n in at.VERSIONS if n != "naive"]
+    timer = Timer(torch)
+    rows = []
+    for shape, causal in CASES + ([] if quick else MORE):
+        rows += time_case(shape, causal, versions, timer, lambda s: print(s, flush=True))
+    path = os.path.join(os.environ.get("OUT", "benchmarks/results"), "attention_peer.json")
+    with open(path, "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "method": timer.method, "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
