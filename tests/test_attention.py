@@ -314,7 +314,11 @@ def test_dispatcher_follows_readable_thresholds():
     assert "skipped" in choose(8, 16, 4096, 4096, 128, causal=True, sms=132).why
     assert choose(8, 16, 4096, 4096, 128, causal=True, sms=132).step == "tiled"
     assert "stops at its query" in choose(1, 1, 1, 4096, 128, causal=True, sms=132).why
-    assert at.optimized.steps == ("fused_rows", "tiled") and list(at.VERSIONS)[-1] == "optimized"
+    assert at.optimized.steps == ("fused_rows", "tiled", "pipelined") and list(at.VERSIONS)[-1] == "optimized"
+    # float16: the tensor cores at every shape, decoding included
+    for shape in [(8, 16, 4096, 4096, 128), (64, 32, 1, 4096, 128), (1, 4, 512, 512, 64)]:
+        assert choose(*shape, half=True, sms=132).step == "pipelined"
+    assert "float16" in choose(1, 1, 1, 1, 16, half=True, sms=132).why
     assert list(at.VERSIONS)[0] == "naive"
 
 
@@ -582,3 +586,18 @@ def test_mma_kernels_compile_to_tensor_core_instructions():
             assert r["cp_async"] == 3 * -(-64 // (128 // (d // 8))), r
         else:
             assert r["cp_async"] == 0, r
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_optimized_takes_float16_to_the_tensor_cores(causal, seed):
+    q, k, v = half_inputs((1, 2, 70, 33, 64), seed)
+    assert at.optimized.launches(q, k, v)[0].kernel is at.pipelined_kernel_for(64)
+    assert at.optimized.describe(q, k, v).startswith("pipelined") and "float16" in at.optimized.describe(q, k, v)
+    out = np.full((1, 2, 70, 64), np.nan, np.float32)
+    at.optimized(q, k, v, causal=causal, out=out)
+    assert compare(out, at.reference(q, k, v, causal=causal), TOLERANCE_F16).ok
+    # float16 with a head dimension the tensor cores cannot take: their message, naming the float32 steps
+    with pytest.raises(LaunchError, match=r"multiple of 16 .*got D = 24.*float32 steps"):
+        at.optimized(*half_inputs((1, 1, 3, 3, 24), seed))
+    with pytest.raises(LaunchError, match=r"q must have dtype float32"):
+        at.optimized(q.astype(np.float64), k, v)
