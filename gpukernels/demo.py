@@ -20,12 +20,14 @@ from pathlib import Path
 
 import gpukernels
 from gpukernels import LESSONS
-from gpukernels.check import TOLERANCE, compare
+from gpukernels.check import compare, supports, tolerance, version_inputs
 
 
 def demo_sim(lesson: str, shape: tuple, progress=None, task=None) -> list[dict]:
     """Run every version in the simulator: check it (its output poisoned with NaN), and count its global traffic
-    with the tracer."""
+    with the tracer. Each version gets the inputs it takes (`gpukernels.check.version_inputs`: attention's
+    tensor-core steps float16 copies) and is checked against the reference of those; a version that does not run at
+    ``shape`` (`supports`) gets a row that says why (``skipped``) instead."""
     import numpy as np
     from numba import cuda
 
@@ -35,11 +37,24 @@ def demo_sim(lesson: str, shape: tuple, progress=None, task=None) -> list[dict]:
     except ImportError:  # the tracer is optional: correctness alone still makes a demo
         _trace = None
     mod = LESSONS[lesson]
-    inputs = mod.make_inputs(shape, seed=None)
-    ref = mod.reference(*inputs)
+    host = mod.make_inputs(shape, seed=None)
+    refs: dict = {}  # one reference per kind of inputs (attention: float32, and the float16 steps' float16)
     rows = []
     for name, version in mod.VERSIONS.items():
         row = {"lesson": lesson, "shape": shape, "version": name, "idea": version.idea}
+        inputs = version_inputs(lesson, name, host)
+        if not supports(lesson, name, shape):
+            row.update(ok=True, rel_error=None, skipped=_why_not(version, inputs), check="not run")
+            rows.append(row)
+            if progress is not None:
+                progress.advance(task)
+            continue
+        kind = tuple(str(x.dtype) for x in inputs)
+        if kind not in refs:
+            refs[kind] = mod.reference(*inputs)
+        ref = refs[kind]
+        # the least a version can move: its inputs, as it takes them, read once and the float32 output written once
+        row["min_bytes"] = sum(int(x.nbytes) for x in inputs) + 4 * int(np.prod(ref.shape))
         # The output starts as NaN on the device, so that an element no thread writes fails the check.
         d_out = cuda.to_device(np.full(ref.shape, np.nan, np.float32))
         if _trace is not None:
@@ -62,12 +77,23 @@ def demo_sim(lesson: str, shape: tuple, progress=None, task=None) -> list[dict]:
                                "kernel_coalescing": coalesced.get(a.kernel, 1.0)} for a in t.traffic("global")]
         else:
             version(*inputs, out=d_out)
-        check = compare(d_out.copy_to_host(), ref, TOLERANCE[lesson])
+        check = compare(d_out.copy_to_host(), ref, tolerance(lesson, name, inputs))
         row.update(ok=check.ok, rel_error=check.rel_error, detail="" if check.ok else str(check), check=str(check))
         rows.append(row)
         if progress is not None:
             progress.advance(task)
     return rows
+
+
+def _why_not(version, inputs) -> str:
+    """The version's own reason for refusing these inputs (its LaunchError), for a row that was not run."""
+    from gpukernels._launch import LaunchError
+
+    try:
+        version.launches(*inputs)
+    except LaunchError as err:
+        return str(err)
+    return "it does not take this shape"
 
 
 def demo_gpu(lesson: str, shape: tuple, progress=None, task=None) -> list[dict]:
@@ -90,14 +116,17 @@ def demo_gpu(lesson: str, shape: tuple, progress=None, task=None) -> list[dict]:
 def sim_table(rows: list[dict]):
     """``demo_sim``'s rows as a table (``gpukernels._tables.Table``): printed by the demo, shown by the notebooks'
     ``traffic_table``. ``x minimum``: global bytes moved / the lesson's ``min_bytes`` (each input read once, the
-    output written once)."""
+    output written once; a row's own ``min_bytes`` where it has one: attention's float16 steps read half the bytes)."""
     from gpukernels._tables import Table
 
     lesson, shape = rows[0]["lesson"], rows[0]["shape"]
-    floor = LESSONS[lesson].min_bytes(shape)
     body = []
     for r in rows:
+        floor = r.get("min_bytes") or LESSONS[lesson].min_bytes(shape)
         moved = (r.get("loaded_bytes") or 0) + (r.get("stored_bytes") or 0)
+        if r.get("skipped"):
+            body.append([r["version"], r["idea"], "not run", "-", "-", "-", "-", "-"])
+            continue
         body.append([r["version"], r["idea"], "yes" if r["ok"] else "NO", f"{r['rel_error']:.1e}",
                      _bytes(r.get("loaded_bytes")), _bytes(r.get("stored_bytes")),
                      f"{moved / floor:.1f}x" if "loaded_bytes" in r else "-", r.get("reuse", "-")])
@@ -108,9 +137,14 @@ def sim_table(rows: list[dict]):
 
 
 def print_sim_table(console, rows: list[dict]) -> None:
+    from rich.markup import escape
+
     console.print(sim_table(rows))
     for r in rows:
-        if not r["ok"]:
+        if r.get("skipped"):
+            console.print(f"[yellow]{r['lesson']}.{r['version']} not run at this shape:[/] {escape(r['skipped'])}",
+                          highlight=False)
+        elif not r["ok"]:
             console.print(f"[red]{r['lesson']}.{r['version']}:[/] {r['detail']}")
 
 
@@ -183,7 +217,8 @@ def save_figures(lesson: str, directory: Path, console, in_child: bool | None = 
 
 
 def demo_main(argv: list[str]) -> int:
-    from gpukernels._simtime import check_size, watch
+    from gpukernels._launch import LaunchError
+    from gpukernels._simtime import check_size
     from gpukernels.cli import ArgumentParser, UsageError, fail, parse_size
 
     prog = "gpukernels demo"
@@ -211,17 +246,37 @@ def demo_main(argv: list[str]) -> int:
     gpu = gpukernels.MODE == "gpu"
     for name, shape in sizes.items():  # before any array is made: memory, and what the simulator cannot finish
         check_size(name, shape, runs=len(LESSONS[name].VERSIONS), simulator=not gpu, given=args.size)
+    for name, shape in sizes.items():  # a size no version takes (attention's D past 128): the first one's reason
+        if not any(supports(name, v, shape) for v in LESSONS[name].VERSIONS):
+            first = next(iter(LESSONS[name].VERSIONS))
+            inputs = version_inputs(name, first, LESSONS[name].make_inputs(shape, 0))
+            return fail(prog, f"--size {args.size}: {_why_not(LESSONS[name].VERSIONS[first], inputs)}")
     if args.save is not None:
         from gpukernels.cli import output_dir
 
         output_dir(args.save, "--save")
 
     from rich.console import Console
-    from rich.progress import Progress
 
     console = Console(width=150)
     console.print(f"[bold]gpukernels demo[/] on {gpukernels.device_info().get('device')} "
                   f"({'real GPU timings' if gpu else 'simulator: correctness and counted traffic, no timings'})")
+    try:
+        all_ok = _run_lessons(console, lessons, sizes, args, gpu)
+    except LaunchError as err:  # a --size a version's argument check refuses (cbr: a filter larger than the image)
+        if args.size is None:
+            raise
+        return fail(prog, f"--size {args.size}: {err}")
+    if not all_ok:
+        console.print("[bold red]some versions gave wrong results (see above)[/]")
+    return 0 if all_ok else 1
+
+
+def _run_lessons(console, lessons, sizes, args, gpu) -> bool:
+    from rich.progress import Progress
+
+    from gpukernels._simtime import watch
+
     all_ok = True
     with Progress(console=console, transient=True) as progress:
         for lesson in lessons:
@@ -243,6 +298,4 @@ def demo_main(argv: list[str]) -> int:
             if args.save:
                 for path in save_figures(lesson, args.save / lesson, progress.console):
                     progress.console.print(f"  wrote {path}")
-    if not all_ok:
-        console.print("[bold red]some versions gave wrong results (see above)[/]")
-    return 0 if all_ok else 1
+    return all_ok

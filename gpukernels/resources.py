@@ -326,9 +326,12 @@ def lesson_shape(lesson: str, shape_key: str = "demo_gpu") -> tuple:
 
 
 def launches_for(lesson: str, version: str, shape: tuple, seed: int = 0):
-    """The `Launch` list that ``lesson.VERSIONS[version]`` makes for inputs of ``shape`` (nothing runs)."""
+    """The `Launch` list that ``lesson.VERSIONS[version]`` makes for inputs of ``shape``, as it takes them (attention's
+    tensor-core steps: float16; `gpukernels.check.version_inputs`). Nothing runs."""
+    from .check import version_inputs
+
     mod = _lesson(lesson)
-    return mod.VERSIONS[version].launches(*mod.make_inputs(shape, seed))
+    return mod.VERSIONS[version].launches(*version_inputs(lesson, version, mod.make_inputs(shape, seed)))
 
 
 def kernel_name(kernel: Any) -> str:
@@ -364,13 +367,17 @@ _PLANS: dict = {}
 
 def plans_for(lesson: str, shape: tuple) -> dict[str, list[LaunchPlan]]:
     """Every version's launches for inputs of ``shape``, memoised per process (making 4096^2 random inputs
-    costs a second; the plan only depends on their shapes)."""
+    costs a second; the plan only depends on their shapes). Each version is planned on the inputs it takes
+    (`gpukernels.check.version_inputs`); a version that does not take ``shape`` (`supports`) has no launches."""
+    from .check import supports, version_inputs
+
     key = (lesson, tuple(shape))
     if key not in _PLANS:
         mod = _lesson(lesson)
         inputs = mod.make_inputs(tuple(shape), 0)
         _PLANS[key] = {name: [LaunchPlan(l.kernel, tuple(l.grid), tuple(l.block), l.shared_bytes, _signature(l))
-                              for l in v.launches(*inputs)] for name, v in mod.VERSIONS.items()}
+                              for l in v.launches(*version_inputs(lesson, name, inputs))]
+                       if supports(lesson, name, shape) else [] for name, v in mod.VERSIONS.items()}
     return _PLANS[key]
 
 

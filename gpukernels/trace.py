@@ -1167,8 +1167,16 @@ def trace_main(argv=None) -> int:
         return run_in_mode("sim", module="gpukernels", args=["trace", *argv], capture=False).returncode
     from rich.progress import Progress
 
-    inputs = lesson.make_inputs(shape, args.seed)
+    from ._launch import LaunchError
+    from .check import version_inputs
+
+    # the inputs this version takes (attention's tensor-core steps: float16 copies)
+    inputs = version_inputs(args.lesson, version, lesson.make_inputs(shape, args.seed))
     size = "x".join(map(str, shape))
+    try:  # the version's own argument check first: a shape it does not take is refused with its reason, one line
+        lesson.VERSIONS[version].check(*inputs)
+    except LaunchError as err:
+        return fail(prog, f"--size {args.size or size}: {err}")
     with Progress(transient=True) as progress, watch(progress, f"{args.lesson}.{version} {size}",
                                                      size=args.size or size):
         with trace(events=args.events) as t:
