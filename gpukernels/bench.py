@@ -21,7 +21,15 @@ among, and a textbook baseline), the dispatcher's choice and the regime in the r
 
 Peers: cuBLAS SGEMM through ``torch.mm`` (TF32 off), ``torch.softmax``, cuDNN through
 ``F.relu(F.conv2d(x, w, b, padding=p))`` with ``torch.backends.cudnn.allow_tf32 = False`` and
-``cudnn.benchmark = True`` (cuDNN picks its fastest algorithm).
+``cudnn.benchmark = True`` (cuDNN picks its fastest algorithm), cuBLAS's FP16 GEMM for the tensor cores, and
+``F.scaled_dot_product_attention`` for attention: on float32 inputs with torch's default choice of backend, and on
+the float16 inputs of the tensor-core steps with its FlashAttention backend (``sdpa_kernel(FLASH_ATTENTION)``).
+
+A lesson whose versions take different inputs (attention: float32 steps, float16 tensor-core steps;
+``gpukernels.check.version_inputs``) is measured in groups by input type, each against the float64 reference of its
+own inputs; a group on other inputs than the lesson's own is compared with that type's peer, timed in the same run
+(the row's ``extra``: ``inputs``, ``peer``, ``peer_ms``), as ``tensor_core.tf32x3`` is on float32.
+``SHAPES["bench_causal"]`` (attention) runs with ``causal=True``: those rows carry ``extra["causal"]``.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ import numpy as np
 
 import gpukernels
 from gpukernels import LESSONS
-from gpukernels.check import TOLERANCE, compare
+from gpukernels.check import TOLERANCE, compare, supports, tolerance, version_inputs
 
 L2_BYTES = 60 * 2**20  # H200; read from the device when possible
 
@@ -202,12 +210,24 @@ class Timer:
 # ----------------------------------------------------------------------------------------------------------
 
 
-def _peer(lesson: str, torch):
-    """(name, fn(*torch inputs) -> torch output, reference_fn) for a lesson, or None."""
+def _peer(lesson: str, torch, inputs: str | None = None):
+    """(name, fn(*torch inputs, **launch parameters) -> torch output) for a lesson, or None. ``inputs``: the dtype of
+    the inputs when it is not the lesson's own (attention's float16 steps: "float16"); None where the lesson has no
+    peer on them."""
     if torch is None:
         return None
-    import torch.nn.functional as F
+    F = torch.nn.functional
 
+    if lesson == "attention":
+        if inputs == "float16":  # FlashAttention-2's own kernels (float16 in, float16 out), as the steps they face
+            return "torch SDPA, FlashAttention backend (float16)", lambda q, k, v, causal=False: _sdpa(
+                torch, q, k, v, causal, "FLASH_ATTENTION")
+        if inputs is None:
+            return "torch SDPA (float32, default backend)", lambda q, k, v, causal=False: (
+                F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+        return None
+    if inputs is not None:
+        return None
     if lesson == "matmul":
         return "cuBLAS (torch.mm, TF32 off)", lambda a, b: torch.mm(a, b)
     if lesson == "softmax":
@@ -219,6 +239,49 @@ def _peer(lesson: str, torch):
         # overflows past 65504: the suite's outlier inputs reach that); torch without out_dtype: a float16 C
         return "cuBLAS FP16 (torch.mm, float32 out)", lambda a, b: _mm_f32_out(torch, a, b)
     return None
+
+
+def _sdpa(torch, q, k, v, causal, backend):
+    """``F.scaled_dot_product_attention`` on one backend of torch's (``SDPBackend.<backend>``): torch refuses, rather
+    than falls back, when that backend cannot take the inputs."""
+    attention = torch.nn.attention
+    with attention.sdpa_kernel(getattr(attention.SDPBackend, backend)):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+#: The float64 attention reference computes every head's scores S in float64 (and P beside them): this many bytes of
+#: S at a time, a few heads per call (all at once would be 69 GB at 4 x 32 x 8192^2).
+ATTENTION_REFERENCE_BYTES = 2**31
+
+
+def _attention_reference(torch, q, k, v, causal=False):
+    """softmax(q k^T / sqrt(D) [causal]) v in float64 on the GPU -- SDPA's MATH backend (plain matmuls and softmax, as
+    the definition reads) on ``.double()`` of the inputs as given -- a few heads at a time, as float32."""
+    b, h, sq, d = q.shape
+    sk = k.shape[2]
+    heads = [x.reshape(b * h, 1, x.shape[2], x.shape[3]) for x in (q, k, v)]
+    per = max(1, ATTENTION_REFERENCE_BYTES // max(1, 8 * sq * sk))
+    out = torch.empty((b * h, 1, sq, v.shape[3]), dtype=torch.float32, device=q.device)
+    for i in range(0, b * h, per):
+        qs, ks, vs = (x[i:i + per].double() for x in heads)
+        out[i:i + per] = _sdpa(torch, qs, ks, vs, causal, "MATH").float()
+    return out.reshape(b, h, sq, v.shape[3])
+
+
+def _reference(lesson: str, torch, t_inputs, params: dict):
+    """The lesson's result in float64 on the GPU (its inputs as given, made float64), as a torch tensor."""
+    F = torch.nn.functional
+    if lesson in ("matmul", "tensor_core"):
+        a, b = t_inputs
+        return torch.mm(a.double(), b.double())
+    if lesson == "softmax":
+        return torch.softmax(t_inputs[0].double(), dim=-1)
+    if lesson == "cbr":
+        x, w, b = t_inputs
+        return torch.relu(F.conv2d(x.double(), w.double(), b.double(), padding=params.get("padding", 1)))
+    if lesson == "attention":
+        return _attention_reference(torch, *t_inputs, causal=params.get("causal", False))
+    raise ValueError(f"no float64 reference on the GPU for the lesson {lesson!r}")
 
 
 def _mm_f32_out(torch, a, b):
@@ -274,7 +337,8 @@ def _l2_bytes() -> int:
 
 #: The step each lesson's suite times besides ``optimized`` and the steps ``optimized`` dispatches to: the textbook
 #: version a student would write first (the CBR target is ">= 3x naive").
-SUITE_BASELINE = {"matmul": "tiled", "softmax": "naive", "cbr": "naive", "tensor_core": "mma_global"}
+SUITE_BASELINE = {"matmul": "tiled", "softmax": "naive", "cbr": "naive", "tensor_core": "mma_global",
+                  "attention": "naive"}
 #: Lessons whose suite times every step: softmax's kernels compile in seconds and run in microseconds, so the whole
 #: ladder fits in the run and its heatmap shows each step's regime (matmul's 21 steps would take an hour).
 SUITE_ALL_STEPS = ("softmax",)
@@ -296,29 +360,67 @@ def suite_versions(lesson: str) -> list[str]:
 
 
 def bench_shape(lesson: str, shape: tuple, timer: Timer, torch, versions=None, log=print, regime: str = "",
-                budget_ms: float = 1500.0) -> list[Result]:
+                budget_ms: float = 1500.0, params: dict | None = None) -> list[Result]:
+    """Check and time the versions of ``lesson`` at ``shape`` (``versions``: only these), and the lesson's peer.
+    ``params``: the launchers' keyword arguments (attention's ``causal``), given to the peer and the reference too.
+    Versions are measured in groups by the inputs they take (`gpukernels.check.version_inputs`); the rows come back
+    in the registry's order, the peer last."""
+    mod = LESSONS[lesson]
+    params = dict(params or {})
+    host_inputs = mod.make_inputs(shape, seed=hash((lesson, shape)) % 2**32)
+    flops, nbytes = _of_shape(mod.flops, shape, params), _of_shape(mod.min_bytes, shape, params)
+    set_bytes = sum(x.nbytes for x in host_inputs) + 4 * math.prod(_out_shape(mod, host_inputs))
+    sets = int(min(32, max(1, math.ceil(4 * _l2_bytes() / max(set_bytes, 1)))))
+    tags = {**({"regime": regime} if regime else {}), **{k: v for k, v in params.items() if v is True}}
+
+    own = _dtypes(host_inputs)
+    groups: dict = {own: (tuple(host_inputs), [])}  # the lesson's own inputs first: its peer runs on them
+    for name in mod.VERSIONS:
+        if versions and name not in versions:
+            continue
+        if not supports(lesson, name, shape):
+            log(f"  {lesson} {shape} {name}: not run (it does not take this shape)")
+            continue
+        inputs = version_inputs(lesson, name, host_inputs)
+        groups.setdefault(_dtypes(inputs), (inputs, []))[1].append(name)
+    results = []
+    for key, (inputs, names) in groups.items():
+        if names or key == own:
+            results += _bench_group(lesson, shape, inputs, names, key == own, timer, torch, sets, flops, nbytes,
+                                    log, tags, budget_ms, params)
+    order = list(mod.VERSIONS)
+    return sorted(results, key=lambda r: (r.kind == "peer", order.index(r.name) if r.name in order else len(order)))
+
+
+def _dtypes(inputs) -> tuple:
+    return tuple(np.dtype(x.dtype).name for x in inputs)
+
+
+def _of_shape(fn, shape, params):
+    """``fn(shape, **params)`` with the parameters ``fn`` takes (attention's flops count only what causal leaves)."""
+    import inspect
+
+    accepted = inspect.signature(fn).parameters
+    return fn(shape, **{k: v for k, v in params.items() if k in accepted})
+
+
+def _bench_group(lesson, shape, host_inputs, names, own, timer, torch, sets, flops, nbytes, log, tags, budget_ms,
+                 params) -> list[Result]:
+    """Check and time ``names`` on ``host_inputs`` (the inputs they all take), against the float64 reference of these
+    inputs. ``own``: they are the lesson's own inputs, and the lesson's peer runs on them as a row of its own; other
+    inputs get the peer for their type (if the lesson has one), timed here and named in each row's ``extra``."""
     from numba import cuda
 
     mod = LESSONS[lesson]
-    params = {}
-    host_inputs = mod.make_inputs(shape, seed=hash((lesson, shape)) % 2**32)
-    flops, nbytes = mod.flops(shape), mod.min_bytes(shape)
-    set_bytes = sum(x.nbytes for x in host_inputs) + 4 * math.prod(_out_shape(mod, host_inputs))
-    sets = int(min(32, max(1, math.ceil(4 * _l2_bytes() / max(set_bytes, 1)))))
-
+    tol = tolerance(lesson, None, host_inputs)
     # Reference in float64, on the GPU when PyTorch is there (a 4096^3 product in float64 takes ~10 s on a CPU).
-    peer = _peer(lesson, torch)
+    peer = _peer(lesson, torch, None if own else _dtypes(host_inputs)[0])
     if torch is not None:
-        t_inputs = [torch.from_numpy(x).cuda() for x in host_inputs]
+        t_inputs = [torch.from_numpy(np.ascontiguousarray(x)).cuda() for x in host_inputs]
         with torch.no_grad():
-            ref = {"matmul": lambda a, b: torch.mm(a.double(), b.double()),
-                   "tensor_core": lambda a, b: torch.mm(a.double(), b.double()),
-                   "softmax": lambda x: torch.softmax(x.double(), dim=-1),
-                   "cbr": lambda x, w, b: torch.relu(torch.nn.functional.conv2d(x.double(), w.double(), b.double(),
-                                                                                padding=1))}[lesson](*t_inputs)
-        ref = ref.float().cpu().numpy()
+            ref = _reference(lesson, torch, t_inputs, params).float().cpu().numpy()
     else:
-        ref = mod.reference(*host_inputs)
+        ref = mod.reference(*host_inputs, **params)
 
     # Input/output sets for rotation; set 0 holds the checked inputs.
     if torch is not None:
@@ -332,9 +434,9 @@ def bench_shape(lesson: str, shape: tuple, timer: Timer, torch, versions=None, l
         as_numba = lambda x: x  # noqa: E731
 
     results = []
-    for name, version in mod.VERSIONS.items():
-        if versions and name not in versions:
-            continue
+    regime = tags.get("regime", "")
+    for name in names:
+        version = mod.VERSIONS[name]
         if getattr(version, "bench_inputs", None) is not None and torch is not None:
             # a step made for other inputs (tensor_core.tf32x3: float32) is timed on those, beside its own peer
             results.append(_bench_other_inputs(mod, version, host_inputs, shape, timer, torch, sets, flops, nbytes,
@@ -349,11 +451,11 @@ def bench_shape(lesson: str, shape: tuple, timer: Timer, torch, versions=None, l
         for launch in plans[0]:
             launch()
         cuda.synchronize()
-        check = compare(nb_out[0].copy_to_host(), ref, TOLERANCE[lesson])
+        check = compare(nb_out[0].copy_to_host(), ref, tol)
         if not check.ok:
             log(f"  {lesson} {shape} {name}: WRONG RESULT, not timed: {check}")
             results.append(Result(lesson, shape, name, "kernel", math.nan, math.nan, math.nan, 0, flops, nbytes,
-                                  check.rel_error, False, str(check)))
+                                  check.rel_error, False, str(check), extra=dict(tags)))
             continue
 
         def enqueue(i, plans=plans):
@@ -362,27 +464,34 @@ def bench_shape(lesson: str, shape: tuple, timer: Timer, torch, versions=None, l
                 launch(stream=s)
 
         times = timer.time(enqueue, sets, budget_ms=budget_ms)
-        extra = {"regime": regime} if regime else {}
+        extra = dict(tags)
         if hasattr(version, "describe"):  # a dispatcher says what it chose for these inputs
-            extra["choice"] = version.describe(*nb_in[0])
+            extra["choice"] = version.describe(*nb_in[0], **params)
         results.append(Result(lesson, shape, name, "kernel", statistics.median(times), min(times), max(times),
                               len(times), flops, nbytes, check.rel_error, extra=extra))
         log(f"  {lesson} {shape} {name}: {results[-1].median_ms:.4f} ms")
 
-    if peer is not None:
+    if peer is not None and (own or results):
         pname, pfn = peer
         with torch.no_grad():
-            out = pfn(*sets_in[0])
-            check = compare(out.float().cpu().numpy(), ref, TOLERANCE[lesson] * 10)
+            out = pfn(*sets_in[0], **params)
+            check = compare(out.float().cpu().numpy(), ref, tol * 10)
 
             def enqueue_peer(i):
-                pfn(*sets_in[i])
+                pfn(*sets_in[i], **params)
 
             times = timer.time(enqueue_peer, sets, budget_ms=budget_ms)
-        results.append(Result(lesson, shape, pname, "peer", statistics.median(times), min(times), max(times),
-                              len(times), flops, nbytes, check.rel_error, check.ok,
-                              extra={"regime": regime} if regime else {}))
-        log(f"  {lesson} {shape} {pname}: {results[-1].median_ms:.4f} ms")
+        if own:
+            results.append(Result(lesson, shape, pname, "peer", statistics.median(times), min(times), max(times),
+                                  len(times), flops, nbytes, check.rel_error, check.ok, extra=dict(tags)))
+        else:  # the rows of these inputs are compared with this peer ("x peer"), as tensor_core.tf32x3's
+            for r in results:
+                r.extra.update(inputs=_dtypes(host_inputs)[0], peer=pname, peer_ms=statistics.median(times),
+                               peer_rel_error=check.rel_error)
+        log(f"  {lesson} {shape} {pname}: {statistics.median(times):.4f} ms")
+    elif not own:  # no peer for these inputs: the rows still say what they ran on
+        for r in results:
+            r.extra["inputs"] = _dtypes(host_inputs)[0]
     return results
 
 
@@ -434,6 +543,8 @@ def _out_shape(mod, inputs):
         return (inputs[0].shape[0], inputs[1].shape[1])
     if mod.__name__.endswith("softmax"):
         return inputs[0].shape
+    if mod.__name__.endswith("attention"):  # (B, H, Sq, D): a query's row of values
+        return tuple(inputs[0].shape[:3]) + tuple(inputs[2].shape[3:])
     from gpukernels.cbr import out_shape
 
     return out_shape(inputs[0].shape, inputs[1].shape)
@@ -486,10 +597,14 @@ def run(lessons, sizes=None, versions=None, log=print, save=None, suite: bool = 
         else:  # a suite shape given by --sizes keeps its regime (a re-measured shape merges into a suite report)
             regimes = {s: r for r, s in suite_shapes(lesson)} if suite else {}
             shapes = [(regimes.get(tuple(s), ""), tuple(s)) for s in sizes or LESSONS[lesson].SHAPES["bench"]]
+        # the lesson's causal cases (attention): its own shapes again with causal=True, beside the others
+        causal = [] if suite or sizes else [tuple(s) for s in LESSONS[lesson].SHAPES.get("bench_causal", [])]
         names = versions or (suite_versions(lesson) if suite else None)
-        for regime, shape in shapes:
+        for regime, shape, params in [(r, s, {}) for r, s in shapes] + [("", s, {"causal": True}) for s in causal]:
             # The suite has 40 shapes: 0.3 s of timed replays per version is plenty for a median of >= 25 runs.
             kw = {"regime": regime, "budget_ms": 300.0} if suite else {}
+            if params:
+                kw["params"] = params
             results += bench_shape(lesson, shape, timer, torch, names, log, **kw)
             if save:
                 save(report(False))
@@ -516,6 +631,17 @@ def suite_summary(report: dict) -> dict:
             for key, vs in ratios.items()}
 
 
+def _group(r: dict) -> tuple:
+    """A result row's group: its lesson, its shape, and whether it ran under the causal mask (attention's causal rows
+    share their shape with its other rows, and are compared with the peer of their own run)."""
+    return r["lesson"], tuple(r["shape"]), bool((r.get("extra") or {}).get("causal"))
+
+
+def _shape_label(lesson_shape_causal: tuple) -> str:
+    _, shape, causal = lesson_shape_causal
+    return "x".join(map(str, shape)) + (" causal" if causal else "")
+
+
 def merge(reports: list[dict]) -> dict:
     """Several runs' reports as one: each (lesson, shape) group is taken whole from the last report that has it,
     so every ratio still compares a kernel with the peer measured in the same run. Environment, method and
@@ -526,7 +652,7 @@ def merge(reports: list[dict]) -> dict:
         earlier = f"run of {rep['environment'].get('date', '?')}" if i < len(reports) - 1 else ""
         taken: dict = {}
         for r in rep["results"]:
-            taken.setdefault((r["lesson"], tuple(r["shape"])), []).append(dict(r, note=r.get("note") or earlier))
+            taken.setdefault(_group(r), []).append(dict(r, note=r.get("note") or earlier))
         groups.update(taken)
     last = reports[-1]
     merged = {**last, "complete": all(rep.get("complete", True) for rep in reports),
@@ -534,11 +660,11 @@ def merge(reports: list[dict]) -> dict:
     if any(rep.get("suite") for rep in reports):
         # A suite run cut off by a time limit and finished by a later run (`--suite --sizes` the missing shapes) is
         # complete when together they hold every suite shape of every lesson they touch.
-        lessons = list(dict.fromkeys(lesson for lesson, _ in groups))
+        lessons = list(dict.fromkeys(key[0] for key in groups))
         merged["complete"] = merged["complete"] or all(
-            (lesson, shape) in groups for lesson in lessons for _, shape in suite_shapes(lesson))
+            (lesson, shape, False) in groups for lesson in lessons for _, shape in suite_shapes(lesson))
         # rows in the suite's order (lesson, then the lesson's regimes), whichever run measured them
-        order = {(lesson, shape): (i, j) for i, lesson in enumerate(lessons)
+        order = {(lesson, shape, False): (i, j) for i, lesson in enumerate(lessons)
                  for j, (_, shape) in enumerate(suite_shapes(lesson))}
         keys = sorted(groups, key=lambda k: order.get(k, (lessons.index(k[0]), len(order))))
         merged["results"] = [r for k in keys for r in groups[k]]
@@ -558,8 +684,9 @@ def rows(report: dict) -> list[dict]:
     out = []
     groups: dict = {}
     for r in report["results"]:
-        groups.setdefault((r["lesson"], tuple(r["shape"])), []).append(r)
-    for (lesson, shape), rs in groups.items():
+        groups.setdefault(_group(r), []).append(r)
+    for key, rs in groups.items():
+        lesson = key[0]
         # "x naive": over the lesson's first step (naive; tensor_core's mma_global)
         first = next(iter(LESSONS[lesson].VERSIONS)) if lesson in LESSONS else "naive"
         naive = next((r for r in rs if r["name"] == first and r["ok"]), None)
@@ -569,16 +696,18 @@ def rows(report: dict) -> list[dict]:
             floor_ms = None
             if ceil.get("sgemm_TFLOPs") and ceil.get("copy_GBps"):
                 floor_ms = 1e3 * max(r["flops"] / (ceil["sgemm_TFLOPs"] * 1e12), r["bytes"] / (ceil["copy_GBps"] * 1e9))
+            extra = r.get("extra") or {}
+            # a step timed on other inputs than its lesson's (tensor_core.tf32x3: float32; attention's tensor-core
+            # steps: float16) says so in tables, and whose time its "x peer" divides
+            peer_ms = extra.get("peer_ms") if extra.get("inputs") else peer and peer["median_ms"]
             out.append({
-                "lesson": lesson, "shape": "x".join(map(str, shape)), "version": r["name"], "kind": r["kind"],
-                # a step timed on other inputs than its lesson's (tensor_core.tf32x3: float32) says so in tables,
-                # and whose time its "x peer" divides
-                "label": (f"{r['name']} ({r['extra']['inputs']} in; x peer: {r['extra']['peer']})"
-                          if (r.get("extra") or {}).get("inputs") else r["name"]),
+                "lesson": lesson, "shape": _shape_label(key), "version": r["name"], "kind": r["kind"],
+                "label": (r["name"] if not extra.get("inputs") else
+                          f"{r['name']} ({extra['inputs']} in; x peer: {extra['peer']})" if extra.get("peer") else
+                          f"{r['name']} ({extra['inputs']} in)"),
                 "ms": ms, "tflops": r.get("tflops"), "gbps": r.get("gbps"), "ok": r["ok"],
                 "speedup": (naive["median_ms"] / ms) if naive and r["ok"] else None,
-                "of_peer": ((r.get("extra") or {}).get("peer_ms", peer and peer["median_ms"]) / ms
-                            if (peer or (r.get("extra") or {}).get("peer_ms")) and r["ok"] else None),
+                "of_peer": peer_ms / ms if peer_ms and r["ok"] else None,
                 "of_ceiling": (floor_ms / ms) if floor_ms and r["ok"] else None,
                 "note": r.get("note", ""),
             })
@@ -669,8 +798,9 @@ def suite_markdown(report: dict) -> str:
     groups: dict = {}
     noted = False
     for r in report["results"]:
-        groups.setdefault((r["lesson"], tuple(r["shape"])), []).append(r)
-    for (lesson, shape), rs in groups.items():
+        groups.setdefault(_group(r), []).append(r)
+    for key, rs in groups.items():
+        lesson = key[0]
         opt = next((r for r in rs if r["name"] == "optimized"), None)
         peer = next((r for r in rs if r["kind"] == "peer"), None)
         base = next((r for r in rs if r["name"] == SUITE_BASELINE.get(lesson) and r["ok"]), None)
@@ -682,7 +812,7 @@ def suite_markdown(report: dict) -> str:
         mark = " †" if opt.get("extra", {}).get("superseded") else ""
         noted = noted or bool(mark)
         lines.append(
-            f"| {lesson} | {opt.get('extra', {}).get('regime', '')} | {'x'.join(map(str, shape))}{mark} | {chose} | "
+            f"| {lesson} | {opt.get('extra', {}).get('regime', '')} | {_shape_label(key)}{mark} | {chose} | "
             f"{_fmt(opt['median_ms'], '.4f') if ok else 'WRONG'} | {_fmt(peer and peer['median_ms'], '.4f')} | "
             f"{_fmt(peer['median_ms'] / opt['median_ms'] if peer and ok else None, '.2f')} | "
             f"{_fmt(base['median_ms'] / opt['median_ms'] if base and ok else None, '.1f')} |")
