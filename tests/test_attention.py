@@ -517,6 +517,8 @@ def test_pipelined_launch_plan_and_order():
     [la] = at.pipelined.launches(q, k, v)
     assert la.kernel is at.pipelined_kernel_for(80) and la.kernel.tile == (64, 64, 80)
     assert la.block == (128,) and la.grid == (6 * 2,)
+    [wide] = at.pipelined.launches(*half_inputs((2, 3, 129, 70, 128), 0))  # past D = 96: blocks of 128 rows
+    assert wide.kernel is at.pipelined_kernel_for(128, 8) and wide.block == (256,) and wide.grid == (6 * 2,)
     assert list(at.VERSIONS).index("pipelined") == list(at.VERSIONS).index("optimized") - 1
     # a view that does not start on 16 bytes cannot be copied by cp.async: step 4's kernel runs it, correctly
     buf = np.zeros(k.size + 1, np.float16)
@@ -560,7 +562,8 @@ for k in at.MMA_KERNELS + at.PIPELINED_KERNELS:
                                 "local": ptx.count("ld.local") + ptx.count("st.local"),
                                 "mma": ptx.count("mma.sync.aligned.m16n8k16"), "ldmatrix": ptx.count("ldmatrix.sync"),
                                 "shfl": ptx.count("shfl.sync"), "d": k.tile[2],
-                                "cp_async": ptx.count("cp.async.cg.shared.global")}
+                                "cp_async": ptx.count("cp.async.cg.shared.global"),
+                                "threads": getattr(k, "threads", 128)}
 print(json.dumps(out))
 """
 
@@ -581,9 +584,11 @@ def test_mma_kernels_compile_to_tensor_core_instructions():
         assert r["mma"] == 8 * (d // 16) + 4 * (d // 8), r
         assert r["ldmatrix"] == 4 * (d // 16) + 4 * (d // 16), r
         if name.startswith("pipelined"):
-            # K and V copied 16 bytes at a time: D / 8 pieces per key row, so a pass of 128 threads copies 128 // (D / 8)
-            # rows of 64; the passes are unrolled (three copy loops: V, and K twice -- the first tile and the next)
-            assert r["cp_async"] == 3 * -(-64 // (128 // (d // 8))), r
+            # K and V copied 16 bytes at a time: D / 8 pieces per key row, so a pass of the block's threads copies
+            # threads // (D / 8) rows of 64; the passes are unrolled (three copy loops: V, and K twice -- the first
+            # tile and the next)
+            assert r["threads"] == 32 * at.warps_for(d), r
+            assert r["cp_async"] == 3 * -(-64 // (r["threads"] // (d // 8))), r
         else:
             assert r["cp_async"] == 0, r
 

@@ -184,7 +184,8 @@ from .k02_fused_rows import (FUSED_ROWS_KERNELS, FUSED_WARPS, dims_per_lane, fus
 from .k03_tiled import (ROW_THREADS, TILE_ROWS, TILED_KERNELS, TILED_THREADS, padded_dims, tile_keys,  # noqa: E402,F401
                         tiled, tiled_kernel_for, tiled_launches)
 from .k04_mma import MMA_KERNELS, MMA_KEYS, MMA_ROWS, MMA_THREADS, mma, mma_kernel_for, mma_launches  # noqa: E402,F401
-from .k05_pipelined import PIPELINED_KERNELS, pipelined, pipelined_kernel_for, pipelined_launches  # noqa: E402,F401
+from .k05_pipelined import (PIPELINED_KERNELS, pipelined, pipelined_kernel_for, pipelined_launches,  # noqa: E402,F401
+                            warps_for)
 from .k06_optimized import FILL, FUSED_MAX_SQ, choose, describe, optimized  # noqa: E402,F401
 
 #: Every version, naive first and the dispatcher last. Tests, benchmarks, plots and docs iterate over this. ``mma``

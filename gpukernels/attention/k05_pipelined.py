@@ -25,8 +25,8 @@ Step 4 spends most of its time not on its mmas. Measured on an H200 at (B, H, S,
    all come after its 16 queries (causal) -- the barriers and copies it still shares with the block.
 
 The copies need 16-byte aligned rows of K and V: D is a multiple of 16 and the data must start on a 16-byte boundary
-(every array this toolkit allocates does; a view that does not takes step 4's kernel). ``PIPELINED_WARPS`` warps of
-16 query rows make a block.
+(every array this toolkit allocates does; a view that does not takes step 4's kernel). A block is 4 warps of 16
+query rows, or 8 past D = 96 (`warps_for`).
 """
 
 from __future__ import annotations
@@ -43,14 +43,24 @@ from .._mma import async_commit, async_wait, copy_async16_f16, ldmatrix_x4, ldma
 from ._common import MAX_D, check_half, heads
 from .k04_mma import half_at, mma_launches
 
-PIPELINED_WARPS = 4  # warps per block, 16 query rows each: 64 rows
+PIPELINED_WARPS = 4  # warps per block, 16 query rows each: 64 rows (D <= WIDE_D)
+WIDE_WARPS, WIDE_D = 8, 96  # past D = 96: 8 warps, 128 rows
+
+
+def warps_for(d: int) -> int:
+    """Warps per block for head dimension ``d``. At D = 128 a thread holds ~230 registers, so an SM runs 8 warps
+    either way -- as one block of 128 query rows, each K/V tile read from L2 once per 128 rows, not per 64: 205
+    against 191 TFLOP/s on an H200 at 8 x 16 x 4096^2. At D = 64 (160 registers) three blocks of 4 warps fit, and
+    blocks of 8 lose (182 against 219 TFLOP/s at 4 x 32 x 8192^2): fewer, larger blocks fill the SMs worse."""
+    return WIDE_WARPS if d > WIDE_D else PIPELINED_WARPS
 KEYS = 64  # keys per K/V tile
 LOG2E = 1.4426950408889634
 
 
-def pipelined_kernel_for(d: int, warps: int = PIPELINED_WARPS):
-    """The kernel for head dimension ``d`` (a multiple of 16) with ``warps`` warps of 16 query rows per block."""
-    return _kernel(d, warps)  # one cache key per kernel, however the warps are given
+def pipelined_kernel_for(d: int, warps: int | None = None):
+    """The kernel for head dimension ``d`` (a multiple of 16) with ``warps`` warps of 16 query rows per block
+    (default: `warps_for`)."""
+    return _kernel(d, warps or warps_for(d))  # one cache key per kernel, however the warps are given
 
 
 @functools.cache
@@ -219,14 +229,14 @@ def _kernel(d: int, warps: int):
 PIPELINED_KERNELS = [pipelined_kernel_for(d) for d in range(16, MAX_D + 1, 16)]
 
 
-def pipelined_launches(q, k, v, out, causal: bool, scale: float, warps: int = PIPELINED_WARPS) -> list[Launch]:
+def pipelined_launches(q, k, v, out, causal: bool, scale: float, warps: int | None = None) -> list[Launch]:
     q3, k3, v3, o3 = heads(q), heads(k), heads(v), heads(out)
     if address(k3) % 16 or address(v3) % 16:  # cp.async needs 16-byte aligned rows: step 4's loads instead
         return mma_launches(q, k, v, out, causal, scale)
     bhs, sq, dim = q3.shape
     kernel = pipelined_kernel_for(dim, warps)
     # one block per (query tile, head), the query tiles of a head consecutive (they share K and V in L2)
-    return [Launch(kernel, (bhs * ceil_div(sq, 16 * warps),), (kernel.threads,),
+    return [Launch(kernel, (bhs * ceil_div(sq, kernel.tile[0]),), (kernel.threads,),
                    (q3, k3, v3, o3, np.float32(scale * LOG2E), causal))]
 
 

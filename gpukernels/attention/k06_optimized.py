@@ -31,7 +31,7 @@ from ..tensor_core._common import itemsize
 from ._common import check, check_half
 from .k02_fused_rows import FUSED_ROWS_KERNELS, FUSED_WARPS, dims_per_lane, fused_rows_launches
 from .k03_tiled import TILE_ROWS, TILED_KERNELS, padded_dims, tile_keys, tiled_launches
-from .k05_pipelined import PIPELINED_KERNELS, PIPELINED_WARPS, pipelined_launches
+from .k05_pipelined import PIPELINED_KERNELS, pipelined_launches, warps_for
 
 FUSED_MAX_SQ = 8  # at most this many queries per head: a warp per row (a 32-row tile would be mostly padding)
 FILL = 1.0  # tiled needs at least this many blocks per SM; fewer: fused_rows
@@ -43,9 +43,10 @@ def choose(b: int, h: int, sq: int, sk: int, d: int, causal: bool = False, half:
     (default: this GPU's, or an H200's 132)."""
     sms = sms or sm_count()
     if half:
-        tiles = b * h * ceil_div(sq, 16 * PIPELINED_WARPS)
-        return Choice("pipelined", {"rows": 16 * PIPELINED_WARPS, "keys": 64, "width": d},
-                      f"float16: tensor cores, {count(tiles, 'block')} of {16 * PIPELINED_WARPS} queries walking "
+        rows = 16 * warps_for(d)
+        tiles = b * h * ceil_div(sq, rows)
+        return Choice("pipelined", {"rows": rows, "keys": 64, "width": d},
+                      f"float16: tensor cores, {count(tiles, 'block')} of {rows} queries walking "
                       f"K/V tiles of 64 keys copied by cp.async" + (", causal: tiles past a block's queries skipped"
                                                                      if causal else ""))
     mask = ", causal: each row stops at its query" if causal else ""
