@@ -521,11 +521,12 @@ def test_pipelined_launch_plan_and_order():
     assert wide.kernel is at.pipelined_kernel_for(128, 8) and wide.block == (256,) and wide.grid == (6 * 2,)
     assert list(at.VERSIONS).index("pipelined") == list(at.VERSIONS).index("optimized") - 1
     # a view that does not start on 16 bytes cannot be copied by cp.async: step 4's kernel runs it, correctly
+    q, k, v = half_inputs((1, 1, 20, 70, 16), 0)
     buf = np.zeros(k.size + 1, np.float16)
     k1 = buf[1:].reshape(k.shape)
     k1[...] = k
     [lb] = at.pipelined.launches(q, k1, v)
-    assert lb.kernel is at.mma_kernel_for(80)
+    assert lb.kernel is at.mma_kernel_for(16)
     run_mma(None, 0, inputs=(q, k1, v), name="pipelined")
 
 
@@ -553,8 +554,11 @@ from numba import cuda, types
 from gpukernels import attention as at
 from gpukernels.resources import _assemble
 h3, f3 = types.Array(types.float16, 3, "C"), types.Array(types.float32, 3, "C")
+import sys
 out = {}
 for k in at.MMA_KERNELS + at.PIPELINED_KERNELS:
+    if k.tile[2] not in map(int, sys.argv[1:]):
+        continue
     ptx, _ = cuda.compile_ptx(k.py_func, (h3, h3, h3, f3, types.float32, types.boolean), cc=(9, 0))
     log = _assemble(ptx, "sm_90")
     res = re.search(r"used (\d+) registers.*?(\d+) bytes smem.*?(\d+) bytes lmem", log, re.S)
@@ -569,12 +573,16 @@ print(json.dumps(out))
 
 
 @pytest.mark.needs_cuda_toolchain
-def test_mma_kernels_compile_to_tensor_core_instructions():
+@pytest.mark.parametrize("dims", [pytest.param((16, 80, 128), id="some"),
+                                  pytest.param(tuple(range(16, 129, 16)), id="all", marks=pytest.mark.slow)])
+def test_mma_kernels_compile_to_tensor_core_instructions(dims):
+    # the default tier compiles the smallest, an odd and the largest D (both block sizes of pipelined); the long
+    # tier all eight
     from gpukernels.resources import run_with_real_cuda
 
-    out = json.loads(run_with_real_cuda(_MMA_KERNELS_CHILD))
+    out = json.loads(run_with_real_cuda(_MMA_KERNELS_CHILD, *map(str, dims)))
     assert len(at.MMA_KERNELS) == len(at.PIPELINED_KERNELS) == 8  # D = 16, 32, ..., 128
-    assert len(out) == 16
+    assert len(out) == 2 * len(dims)
     for name, r in out.items():
         # the fragments (Q's, the scores', the accumulators') are indexed by constants: registers, not local memory
         assert r["lmem"] == 0 and r["local"] == 0, f"{name} uses local memory: {r}"
