@@ -12,10 +12,10 @@ if MODE == "sim":
 
     _sim.install()  # every @cuda.jit launch from now on runs on gpukernels' simulator
 
-from . import cbr, matmul, softmax, tensor_core  # noqa: E402,F401
+from . import attention, cbr, matmul, softmax, tensor_core  # noqa: E402,F401
 from .trace import trace  # noqa: E402,F401  (the module stays importable as gpukernels.trace via sys.modules)
 
-LESSONS = {"matmul": matmul, "softmax": softmax, "cbr": cbr, "tensor_core": tensor_core}
+LESSONS = {"matmul": matmul, "softmax": softmax, "cbr": cbr, "tensor_core": tensor_core, "attention": attention}
 
-__all__ = ["matmul", "softmax", "cbr", "tensor_core", "LESSONS", "trace", "device_info", "is_simulator", "MODE", "DeviceError"]
+__all__ = ["matmul", "softmax", "cbr", "tensor_core", "attention", "LESSONS", "trace", "device_info", "is_simulator", "MODE", "DeviceError"]
 __version__ = "0.1.0"

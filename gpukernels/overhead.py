@@ -34,6 +34,7 @@ import numpy as np
 
 import gpukernels
 from gpukernels import LESSONS, _fastlaunch
+from gpukernels.check import version_inputs
 
 CALLS = 300  # timed calls per row (after warm-up)
 WARM = 20
@@ -41,7 +42,7 @@ SPIN_UP_S = 1.0  # seconds of untimed calls before the first row (below)
 TARGET_US = {"numba": 15.0, "torch": 25.0, "cupy": 25.0}  # the per-call overhead the project aims for on the H200
 #: Small work: the kernel takes a few microseconds, so a call's time is its host overhead.
 SHAPES = {"softmax": (64, 1024), "matmul": (64, 64, 64), "cbr": (1, 16, 16, 16, 16, 3, 3),
-          "tensor_core": (64, 64, 64)}
+          "tensor_core": (64, 64, 64), "attention": (1, 4, 64, 64, 64)}
 KINDS = ("numba", "torch", "cupy")
 
 
@@ -116,12 +117,18 @@ def host_us(fn, calls: int = CALLS, warm: int = WARM) -> float:
 
 
 def _peer(lesson: str, torch, t_inputs, t_out):
-    import torch.nn.functional as F
+    F = torch.nn.functional
 
     if lesson == "softmax":
         return lambda: torch.softmax(t_inputs[0], dim=-1)
     if lesson == "matmul":
         return lambda: torch.mm(t_inputs[0], t_inputs[1], out=t_out)
+    if lesson == "tensor_core":  # float16 in, float32 out, as the lesson's kernels
+        from gpukernels.bench import _mm_f32_out
+
+        return lambda: _mm_f32_out(torch, t_inputs[0], t_inputs[1])
+    if lesson == "attention":
+        return lambda: F.scaled_dot_product_attention(*t_inputs)
     return lambda: F.relu(F.conv2d(t_inputs[0], t_inputs[1], t_inputs[2], padding=1))
 
 
@@ -161,7 +168,7 @@ def measure(lessons=None, kinds=None, log=print) -> dict:
     rows, stages_rows = [], []
     lesson0 = (lessons or list(LESSONS))[0]
     version0 = LESSONS[lesson0].VERSIONS[versions(lesson0)[0]]
-    host = LESSONS[lesson0].make_inputs(SHAPES[lesson0], seed=18)
+    host = version_inputs(lesson0, version0.name, LESSONS[lesson0].make_inputs(SHAPES[lesson0], seed=18))
     d_in = [cuda.to_device(x) for x in host]
     d_out = cuda.device_array(LESSONS[lesson0].reference(*host).shape, np.float32)
     log(f"  spin-up: {spin_up(lambda: version0(*d_in, out=d_out))} untimed calls of {lesson0}.{version0.name}")
@@ -179,6 +186,8 @@ def measure(lessons=None, kinds=None, log=print) -> dict:
             log(f"  {lesson} {shape} peer: {peer_us:.1f} us per call")
         for name in versions(lesson):
             version = mod.VERSIONS[name]
+            host = version_inputs(lesson, name, mod.make_inputs(shape, seed=18))  # as this version takes them
+            ref = mod.reference(*host)
             d_in = [cuda.to_device(x) for x in host]
             d_out = cuda.device_array(ref.shape, np.float32)
             dev_us = device_us(version, d_in, d_out, torch)
@@ -201,11 +210,11 @@ def measure(lessons=None, kinds=None, log=print) -> dict:
                     checked = host_us(call, calls=min(CALLS, 100))
                 finally:
                     _fastlaunch.enable()
-                from gpukernels.check import TOLERANCE, compare
+                from gpukernels.check import compare, tolerance
 
                 back = out.copy_to_host() if kind == "numba" else (out.cpu().numpy() if kind == "torch"
                                                                     else __import__("cupy").asnumpy(out))
-                ok = compare(back, ref, TOLERANCE[lesson]).ok
+                ok = compare(back, ref, tolerance(lesson, name, host)).ok
                 rows.append({"kind": "overhead", "lesson": lesson, "name": name, "array_kind": kind,
                              "shape": list(shape), "us_per_call": fast, "peer_us_per_call": peer_us,
                              "checked_us_per_call": checked, "device_us": dev_us, "ok": ok,

@@ -49,24 +49,32 @@ def bench_markdown() -> str:
 def not_measured(report: dict) -> str:
     """A note naming the versions of each lesson's ``VERSIONS`` that ``report`` has no row of (added after the run):
     the table shows what was measured, and the note what the registry holds besides, so the two never disagree
-    silently (tests/test_outputs_registry.py)."""
+    silently (tests/test_outputs_registry.py). A lesson with no row at all (one not yet run on a GPU) is named as
+    such, with all its versions."""
     from gpukernels import LESSONS
 
     measured = {(r["lesson"], r["name"]) for r in report.get("results", [])}
+    lessons = {r["lesson"] for r in report.get("results", [])}
     parts = []
     for lesson, mod in LESSONS.items():
         missing = [name for name in mod.VERSIONS if (lesson, name) not in measured]
         if missing:
-            parts.append(f"{lesson} {', '.join(f'`{name}`' for name in missing)}")
+            whole = "" if lesson in lessons else " (the whole lesson, not benchmarked yet)"
+            parts.append(f"{lesson}{whole} {', '.join(f'`{name}`' for name in missing)}")
     return "\n\nNot in this benchmark run (added since): " + "; ".join(parts) + "." if parts else ""
 
 
 def suite_markdown() -> str:
     from gpukernels.bench import suite_markdown as table
 
+    from gpukernels import LESSONS
+
     if not SUITE.exists():
         return "No suite results committed yet."
-    return table(json.loads(SUITE.read_text()))
+    report = json.loads(SUITE.read_text())
+    missing = [lesson for lesson in LESSONS if not any(r["lesson"] == lesson for r in report.get("results", []))]
+    note = (f"\n\nNot in this suite run (no GPU run of their suite yet): {', '.join(missing)}." if missing else "")
+    return table(report) + note
 
 
 def overhead_markdown() -> str:

@@ -267,3 +267,157 @@ def test_suite_table_says_when_its_rows_come_from_several_runs():
     two = bench.suite_markdown(bench.merge([suite_report("2026-12-02T15:19:00", shapes[:4]),
                                             suite_report("2026-12-02T15:30:00", shapes[4:])]))
     assert "2 runs, 2026-12-02 15:19 to 2026-12-02 15:30 UTC, merged shape by shape" in two
+
+
+# ----------------------------------------------------------------------------------------------------------
+# A lesson whose versions take different inputs (attention: float32 steps, float16 tensor-core steps), causal runs
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_attention_versions_are_measured_on_the_inputs_they_take():
+    """bench_shape gives each version the inputs it takes (the tensor-core steps float16) and checks it against the
+    reference of those, within its own tolerance; the rows come back in the registry's order, the float16 ones
+    saying so; a version that does not take the shape (D not a multiple of 16) is logged, not run. (On the
+    simulator: torch is absent, the timer counts.)"""
+    from gpukernels import attention
+    from gpukernels.check import tolerance
+
+    logged = []
+    results = bench.bench_shape("attention", (1, 2, 33, 40, 16), _CountingTimer(), None, log=logged.append)
+    assert [r.name for r in results] == list(attention.VERSIONS)
+    for r in results:
+        half = r.name in attention.FLOAT16_VERSIONS
+        assert r.ok and r.runs > 0, r
+        assert r.extra.get("inputs") == ("float16" if half else None), r.extra
+        assert r.rel_error <= tolerance("attention", r.name), r
+    assert "fused_rows" in results[-1].extra["choice"]  # the dispatcher says what it ran
+    # causal: flops of the visible pairs only, the rows marked; D = 8: the float16 steps are not run
+    results = bench.bench_shape("attention", (1, 1, 20, 20, 8), _CountingTimer(), None, log=logged.append,
+                                params={"causal": True})
+    assert [r.name for r in results] == [n for n in attention.VERSIONS if n not in attention.FLOAT16_VERSIONS]
+    assert all(r.ok and r.extra["causal"] is True and r.flops == attention.flops((1, 1, 20, 20, 8), causal=True)
+               for r in results)
+    assert sum("not run (it does not take this shape)" in line for line in logged) == 2
+
+
+def test_run_adds_the_causal_shapes_with_causal_true(monkeypatch):
+    monkeypatch.setattr(bench, "measure_ceilings", lambda timer, torch: {})
+    monkeypatch.setattr(bench, "environment", lambda: {"device": "Test GPU", "date": "D"})
+    seen = []
+
+    def fake_shape(lesson, shape, timer, torch, versions, log, params=None):
+        seen.append((shape, params))
+        return []
+
+    monkeypatch.setattr(bench, "bench_shape", fake_shape)
+    shapes = gpukernels.attention.SHAPES
+    bench.run(["attention"], log=lambda *_: None)
+    assert seen == [(tuple(s), None) for s in shapes["bench"]] + [(tuple(s), {"causal": True})
+                                                                  for s in shapes["bench_causal"]]
+    seen.clear()
+    bench.run(["attention"], [(1, 2, 64, 64, 64)], log=lambda *_: None)  # --sizes: those shapes only
+    assert seen == [((1, 2, 64, 64, 64), None)]
+
+
+def test_causal_rows_and_float16_rows_keep_their_own_groups_and_peers():
+    """A causal row shares its shape with a non-causal one: merging and the tables keep them apart (each compared
+    with the peer of its own group); a float16 row is compared with the float16 peer timed beside it."""
+    shape = (8, 16, 4096, 4096, 128)
+
+    def row(name, kind, ms, causal=False, **extra):
+        r = _row("attention", shape, name, kind, ms)
+        r["extra"] = dict(extra, **({"causal": True} if causal else {}))
+        return r
+
+    full = [row("naive", "kernel", 40.0), row("mma", "kernel", 2.0, inputs="float16", peer="flash", peer_ms=1.0),
+            row("optimized", "kernel", 10.0), row("torch SDPA", "peer", 5.0)]
+    causal = [row("naive", "kernel", 20.0, True), row("optimized", "kernel", 4.0, True),
+              row("torch SDPA", "peer", 2.0, True)]
+    merged = bench.merge([_report("A", full), _report("B", causal)])
+    assert len(merged["results"]) == 7
+    got = {(r["shape"], r["version"]): r for r in bench.rows(merged)}
+    assert got["8x16x4096x4096x128", "optimized"]["of_peer"] == 0.5
+    assert got["8x16x4096x4096x128 causal", "optimized"]["of_peer"] == 0.5
+    assert got["8x16x4096x4096x128 causal", "optimized"]["speedup"] == 5.0
+    mma = got["8x16x4096x4096x128", "mma"]
+    assert mma["of_peer"] == 0.5 and mma["label"] == "mma (float16 in; x peer: flash)"
+    merged["environment"]["versions"] = {}
+    assert "| attention | 8x16x4096x4096x128 causal | optimized" in bench.markdown_table(merged)
+
+
+class _FakeTensor:
+    """Just what the attention reference and peers ask of a torch tensor, over a NumPy array."""
+
+    def __init__(self, a):
+        self.a = np.asarray(a)
+        self.shape, self.dtype, self.device = self.a.shape, self.a.dtype, "cuda"
+
+    def double(self):
+        return _FakeTensor(self.a.astype(np.float64))
+
+    def float(self):
+        return _FakeTensor(self.a.astype(np.float32))
+
+    def reshape(self, *shape):
+        return _FakeTensor(self.a.reshape(*shape))
+
+    def __getitem__(self, i):
+        return _FakeTensor(self.a[i])
+
+    def __setitem__(self, i, value):
+        self.a[i] = value.a
+
+    def numpy(self):
+        return self.a
+
+
+def _fake_torch(calls):
+    """A torch with F.scaled_dot_product_attention (computed by the lesson's reference) and sdpa_kernel, recording
+    each call's backend (None: torch's own choice), dtype, heads and causal flag."""
+    import contextlib
+    import types
+
+    from gpukernels import attention
+
+    backend = [None]
+
+    @contextlib.contextmanager
+    def sdpa_kernel(which):
+        backend[0] = which
+        try:
+            yield
+        finally:
+            backend[0] = None
+
+    def sdpa(q, k, v, is_causal=False):
+        calls.append((backend[0], q.dtype.name, q.shape[0], is_causal))
+        return _FakeTensor(attention.reference(q.a, k.a, v.a, causal=is_causal).astype(q.dtype))
+
+    ns = types.SimpleNamespace
+    return ns(float32=np.float32, empty=lambda shape, dtype, device: _FakeTensor(np.empty(shape, dtype)),
+              nn=ns(functional=ns(scaled_dot_product_attention=sdpa),
+                    attention=ns(sdpa_kernel=sdpa_kernel, SDPBackend=ns(MATH="math", FLASH_ATTENTION="flash"))))
+
+
+def test_attention_reference_and_peers_use_the_backends_they_name(monkeypatch):
+    """The float64 reference is SDPA's MATH backend on float64 inputs, a few heads at a time; the float16 steps'
+    peer is SDPA's FlashAttention backend, the float32 steps' torch's default choice; causal reaches all three."""
+    from gpukernels import attention
+
+    calls = []
+    torch = _fake_torch(calls)
+    q, k, v = attention.make_inputs((2, 3, 5, 7, 16), 0)
+    monkeypatch.setattr(bench, "ATTENTION_REFERENCE_BYTES", 8 * 5 * 7 * 4)  # 4 heads of S at a time: 2 calls
+    ref = bench._reference("attention", torch, [_FakeTensor(x) for x in (q, k, v)], {"causal": True})
+    assert calls == [("math", "float64", 4, True), ("math", "float64", 2, True)]
+    assert ref.dtype == np.float32 and ref.shape == (2, 3, 5, 16)
+    assert np.allclose(ref.a, attention.reference(q, k, v, causal=True), rtol=1e-6, atol=1e-6)
+
+    calls.clear()
+    name, fn = bench._peer("attention", torch, "float16")
+    half = [_FakeTensor(x.astype(np.float16)) for x in (q, k, v)]
+    assert "FlashAttention" in name and fn(*half, causal=True).dtype == np.float16
+    name, fn = bench._peer("attention", torch)
+    fn(*[_FakeTensor(x) for x in (q, k, v)])
+    assert "float32" in name and calls == [("flash", "float16", 2, True), (None, "float32", 2, False)]
+    assert bench._peer("matmul", torch, "float16") is None and bench._peer("attention", torch, "float64") is None

@@ -13,6 +13,7 @@ import pytest
 
 import gpukernels
 from gpukernels import classroom
+from gpukernels.check import version_inputs
 from gpukernels.trace import trace
 
 from .browser import console_errors
@@ -36,7 +37,7 @@ def page(request, tmp_path_factory):
 def _tracer_loads(lesson, version, shape):
     mod = gpukernels.LESSONS[lesson]
     with trace() as t:
-        mod.VERSIONS[version](*mod.make_inputs(shape, 0))
+        mod.VERSIONS[version](*version_inputs(lesson, version, mod.make_inputs(shape, 0)))
     loads = {}
     for a in t.traffic():
         loads[a.array] = loads.get(a.array, 0) + a.loads

@@ -1,4 +1,8 @@
-"""Every version of every lesson against its float64 reference, on odd shapes, with poisoned outputs."""
+"""Every version of every lesson against its float64 reference, on odd shapes, with poisoned outputs.
+
+Each version gets the inputs it takes (`gpukernels.check.version_inputs`: attention's tensor-core steps float16
+copies of q, k, v), at the shapes it runs (`supports`), and is held to the tolerance of its run (`tolerance`) against
+the reference of those very inputs."""
 
 import numpy as np
 import pytest
@@ -6,7 +10,7 @@ from numba import cuda
 
 from gpukernels import LESSONS
 from gpukernels._launch import is_device_array
-from gpukernels.check import TOLERANCE, compare
+from gpukernels.check import TOLERANCE, compare, supports, tolerance, version_inputs
 
 from .conftest import GPU
 
@@ -16,9 +20,19 @@ def cases(kind):
     # GPU each worker compiles only its versions' kernels (the largest take ~20 s each) instead of all of them.
     for lesson, mod in LESSONS.items():
         for name in mod.VERSIONS:
-            for shape in mod.SHAPES[kind]:
+            for shape in shapes(lesson, name, kind):
                 yield pytest.param(lesson, name, shape, id=f"{lesson}-{name}-{'x'.join(map(str, shape))}",
                                    marks=pytest.mark.xdist_group(f"{lesson}.{name}"))
+
+
+def shapes(lesson, name, kind="test"):
+    """The lesson's ``SHAPES[kind]`` that ``name`` runs at (attention's tensor-core steps: D a multiple of 16)."""
+    return [tuple(s) for s in LESSONS[lesson].SHAPES[kind] if supports(lesson, name, s)]
+
+
+def inputs_for(lesson, name, shape, seed):
+    """The lesson's inputs at ``shape`` as ``name`` takes them."""
+    return version_inputs(lesson, name, LESSONS[lesson].make_inputs(shape, seed))
 
 
 def versions(lessons=None):
@@ -33,13 +47,13 @@ def versions(lessons=None):
 
 def run_checked(lesson, name, shape, seed, **params):
     mod = LESSONS[lesson]
-    inputs = mod.make_inputs(shape, seed)
+    inputs = inputs_for(lesson, name, shape, seed)
     before = [x.copy() for x in inputs]
-    ref = mod.reference(*inputs, **params)
+    ref = mod.reference(*inputs, **params)  # float64 of the inputs the version gets (float16 ones for float16 steps)
     out = np.full(ref.shape, np.nan, dtype=np.float32)  # poison: an unwritten element fails
     result = mod.VERSIONS[name](*inputs, out=out, **params)
     assert result is out
-    check = compare(out, ref, TOLERANCE[lesson])
+    check = compare(out, ref, tolerance(lesson, name, inputs))
     assert check.ok, f"{lesson}.{name} shape={shape} {params} seed={seed}: {check}"
     for x, x0 in zip(inputs, before):
         assert np.array_equal(x, x0, equal_nan=True), f"{lesson}.{name} modified its input"
@@ -63,14 +77,21 @@ def test_cbr_padding(name, padding, seed):
     run_checked("cbr", name, (2, 3, 6, 9, 4, 3, 3), seed, padding=padding)
 
 
+# Sq > Sk (the last queries see every key) and Sq < Sk over several K/V tiles (tiled's 32 keys at D = 16, the
+# tensor-core steps' 64: the tiles no query of a block sees are skipped); D a multiple of 16, so every step runs
+@pytest.mark.parametrize("name", list(LESSONS["attention"].VERSIONS))
+@pytest.mark.parametrize("shape", [(1, 2, 33, 20, 64), (2, 1, 17, 70, 16)], ids=lambda s: "x".join(map(str, s)))
+def test_attention_causal(name, shape, seed):
+    run_checked("attention", name, shape, seed, causal=True)
+
+
 @pytest.mark.parametrize("lesson,name", list(versions()))
 def test_returns_new_host_array_without_out(lesson, name, seed):
     mod = LESSONS[lesson]
-    shape = mod.SHAPES["test"][2]
-    inputs = mod.make_inputs(shape, seed)
+    inputs = inputs_for(lesson, name, shapes(lesson, name)[2], seed)
     result = mod.VERSIONS[name](*inputs)
     assert isinstance(result, np.ndarray) and result.dtype == np.float32
-    check = compare(result, mod.reference(*inputs), TOLERANCE[lesson])
+    check = compare(result, mod.reference(*inputs), tolerance(lesson, name, inputs))
     assert check.ok, f"{lesson}.{name} seed={seed}: {check}"
 
 
@@ -78,21 +99,21 @@ def test_returns_new_host_array_without_out(lesson, name, seed):
 def test_device_arrays_in_device_array_out(lesson, name, seed):
     mod = LESSONS[lesson]
     version = mod.VERSIONS[name]
-    shape = mod.SHAPES["test"][3]
-    inputs = mod.make_inputs(shape, seed)
+    inputs = inputs_for(lesson, name, shapes(lesson, name)[3], seed)
     ref = mod.reference(*inputs)
+    tol = tolerance(lesson, name, inputs)
     d_inputs = [cuda.to_device(x) for x in inputs]
-    small = list(mod.make_inputs(mod.SHAPES["test"][1], seed))
+    small = list(inputs_for(lesson, name, shapes(lesson, name)[1], seed))
     small_ref = mod.reference(*small)
     d_small = [cuda.to_device(x) for x in small]
     d_out = cuda.to_device(np.full(ref.shape, np.nan, dtype=np.float32))
     assert version(*d_inputs, out=d_out) is d_out
-    check = compare(d_out.copy_to_host(), ref, TOLERANCE[lesson])
+    check = compare(d_out.copy_to_host(), ref, tol)
     assert check.ok, f"{lesson}.{name} seed={seed}: {check}"
     # without out=: a new device array, checked at the smallest odd shape (the launch above checked the values)
     fresh = version(*d_small)
     assert is_device_array(fresh), f"{lesson}.{name} returned {type(fresh)} for device inputs"
-    assert compare(fresh.copy_to_host(), small_ref, TOLERANCE[lesson]).ok
+    assert compare(fresh.copy_to_host(), small_ref, tol).ok
     for d, x in zip(d_inputs + d_small, list(inputs) + small):
         assert np.array_equal(d.copy_to_host(), x, equal_nan=True)
 
@@ -101,7 +122,7 @@ def test_device_arrays_in_device_array_out(lesson, name, seed):
 @pytest.mark.parametrize("lesson,name", list(versions()))
 def test_torch_and_cupy_arrays(lesson, name, seed):
     mod = LESSONS[lesson]
-    inputs = mod.make_inputs(mod.SHAPES["test"][3], seed)
+    inputs = inputs_for(lesson, name, shapes(lesson, name)[3], seed)
     ref = mod.reference(*inputs)
     tried = 0
     for lib in ("torch", "cupy"):
@@ -112,7 +133,7 @@ def test_torch_and_cupy_arrays(lesson, name, seed):
         tried += 1
         to = (lambda x: m.from_numpy(x).cuda()) if lib == "torch" else m.asarray
         out = mod.VERSIONS[name](*[to(x) for x in inputs])
-        assert compare(out.copy_to_host(), ref, TOLERANCE[lesson]).ok, f"{lib} {lesson}.{name}"
+        assert compare(out.copy_to_host(), ref, tolerance(lesson, name, inputs)).ok, f"{lib} {lesson}.{name}"
     if not tried:
         pytest.skip("neither torch nor cupy is installed")
 
@@ -168,12 +189,14 @@ def test_softmax_long_rows_gpu(n, seed):
         ("softmax", (4, 0), (4, 0)),
         ("cbr", (0, 2, 5, 5, 3, 3, 3), (0, 3, 5, 5)),
         ("cbr", (1, 2, 5, 5, 0, 3, 3), (1, 0, 5, 5)),
+        ("attention", (0, 2, 3, 4, 16), (0, 2, 3, 16)),
+        ("attention", (1, 2, 0, 4, 16), (1, 2, 0, 16)),
     ],
 )
 def test_zero_size_returns_empty_without_launch(lesson, shape, expected):
     mod = LESSONS[lesson]
     for name, version in mod.VERSIONS.items():
-        out = version(*mod.make_inputs(shape, 0))
+        out = version(*inputs_for(lesson, name, shape, 0))
         assert out.shape == expected and out.dtype == np.float32, name
 
 
@@ -192,9 +215,9 @@ def test_empty_sums_have_their_value():
 
 
 def test_registry_order_and_aliases():
-    from gpukernels import cbr, matmul, softmax
+    from gpukernels import attention, cbr, matmul, softmax
 
-    for mod in (matmul, softmax, cbr):
+    for mod in (matmul, softmax, cbr, attention):
         names = list(mod.VERSIONS)
         assert names[0] == "naive"
         assert mod.optimized is list(mod.VERSIONS.values())[-1]

@@ -25,7 +25,7 @@ from numba import cuda
 
 import gpukernels
 from gpukernels import LESSONS
-from gpukernels.check import TOLERANCE, compare
+from gpukernels.check import TOLERANCE, case, compare, version_inputs
 
 pytestmark = pytest.mark.skipif(gpukernels.MODE != "sim", reason="the tracer runs on the simulator")
 
@@ -41,6 +41,9 @@ SHAPES = {
     # K = 72: 3 k tiles of 32 through the cp.async ring (K, N multiples of 8: rows 16-byte aligned), 5 of 16 for
     # tf32x3; M, N ragged against every tile
     "tensor_core": [((33, 40, 72), {})],
+    # Sq = 40: two query tiles of tiled's 32 (one block of the tensor-core steps' 64); Sk = 70: three K/V tiles of 32
+    # (tiled at D = 16), two of 64 (mma, pipelined), the last ragged
+    "attention": [((1, 1, 40, 70, 16), {})],
 }
 
 #: One version at a shape that takes it down another path: (lesson, version, shape, params, barriers per block).
@@ -59,7 +62,23 @@ PATHS = [
     # read asynchronously); then the same unaligned (N, K odd: loads and stores)
     ("tensor_core", "wgmma", (70, 200, 300), {}, 5),
     ("tensor_core", "wgmma", (9, 261, 299), {}, 5),
+    # the causal mask: the blocks of the first queries stop after their tiles (3 query tiles: 1, 2 and 3 K/V tiles
+    # of tiled's 32 keys; 2 blocks of 64 rows for the tensor-core steps)
+    ("attention", "tiled", (1, 1, 96, 70, 16), {"causal": True}, 3),
+    ("attention", "mma", (1, 1, 96, 70, 16), {"causal": True}, 3),
+    ("attention", "pipelined", (1, 1, 96, 70, 16), {"causal": True}, 3),
+    ("attention", "pipelined", (1, 1, 17, 200, 16), {}, 3),  # four K/V tiles of 64 through its buffers
 ]
+
+#: attention's kernels are specialised per head dimension D: fused_rows by the values per lane (D up to 32, 64, 96,
+#: 128), tiled by the tiles' width (16, 32, 64, 128; 16 keys a tile at 128), mma and pipelined by D / 16 (16 to 128).
+#: One case per kernel that the D = 16 shape above misses; the tensor-core ones between 32 and 112 in the long tier
+#: (the same code with fewer fragments than D = 128's). (version, shape, barriers per block, long tier)
+ATTENTION_DIMS = ([("fused_rows", (1, 1, 3, 20, d), 0, False) for d in (48, 80, 128)]
+                  + [("tiled", (1, 1, 17, 70, d), 3, False) for d in (32, 64)]
+                  + [("tiled", (1, 1, 17, 40, 128), 3, False)]
+                  + [(name, (1, 1, 17, 70, d), 3, d != 128) for name in ("mma", "pipelined")
+                     for d in range(32, 129, 16)])
 
 MIN_BARRIERS = 3  # per block, for a launch that has barriers at all: several phases, so reuse across them is seen
 #: Versions that slice a small image's channels as finely as the GPU's SMs ask (split_c, and the dispatcher that picks
@@ -117,19 +136,22 @@ def _version_cases():
                                    id=f"{lesson}-{name}-{'x'.join(map(str, shape))}", marks=marks)
     for lesson, name, shape, params, min_barriers in PATHS:
         yield pytest.param(lesson, name, shape, params, min_barriers,
-                           id=f"{lesson}-{name}-{'x'.join(map(str, shape))}-path")
+                           id=f"{lesson}-{name}-{'x'.join(map(str, shape))}-path"
+                              + ("-causal" if params.get("causal") else ""))
+    for name, shape, min_barriers, slow in ATTENTION_DIMS:
+        yield pytest.param("attention", name, shape, {}, min_barriers, marks=[pytest.mark.slow] if slow else [],
+                           id=f"attention-{name}-{'x'.join(map(str, shape))}-D")
 
 
 @pytest.mark.parametrize("lesson,name,shape,params,min_barriers", list(_version_cases()))
 def test_version_has_no_hazards(lesson, name, shape, params, min_barriers, seed):
     mod = LESSONS[lesson]
-    inputs = mod.make_inputs(shape, seed)
-    ref = mod.reference(*inputs, **params)
+    inputs, ref, tol = case(lesson, name, shape, seed, **params)  # the inputs the version takes, their reference
     out = np.full(ref.shape, np.nan, np.float32)
     t = _run_traced(lambda: mod.VERSIONS[name](*inputs, out=out, **params))
     problems = hazard_report(t, min_barriers)
     assert not problems, f"{lesson}.{name} at {shape} {params}:\n" + "\n".join(problems)
-    check = compare(out, ref, TOLERANCE[lesson])
+    check = compare(out, ref, tol)
     assert check.ok, f"{lesson}.{name} at {shape} seed={seed}: {check}"
 
 
@@ -144,7 +166,8 @@ def _planned_kernels() -> set:
     for param in _version_cases():
         lesson, name, shape, params, _ = param.values
         mod = LESSONS[lesson]
-        reached |= {id(l.kernel) for l in mod.VERSIONS[name].launches(*mod.make_inputs(shape, 0), **params)}
+        inputs = version_inputs(lesson, name, mod.make_inputs(shape, 0))
+        reached |= {id(l.kernel) for l in mod.VERSIONS[name].launches(*inputs, **params)}
     return reached
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from gpukernels import LESSONS, _fastlaunch, matmul, softmax
 from gpukernels._launch import LaunchError
-from gpukernels.check import TOLERANCE, compare
+from gpukernels.check import TOLERANCE, case, compare
 
 from .conftest import GPU
 from .test_launch_fast import FakeDev, fake  # noqa: F401  (fake: the fixture)
@@ -117,8 +117,7 @@ def test_torch_current_stream_is_used(lesson, seed):
     side = torch.cuda.Stream()
     for name in ("optimized", list(mod.VERSIONS)[1]):
         for i in range(3):
-            host = mod.make_inputs(OVERHEAD_SHAPES[lesson], seed + i)
-            ref = mod.reference(*host)
+            host, ref, tol = case(lesson, name, OVERHEAD_SHAPES[lesson], seed + i)  # as the version takes them
             t_in = [torch.from_numpy(x).cuda() for x in host]
             torch.cuda.synchronize()
             with torch.cuda.stream(side):
@@ -127,7 +126,7 @@ def test_torch_current_stream_is_used(lesson, seed):
                 mod.VERSIONS[name](*produced, out=out)
                 result = out.clone()  # the consumer, on the same stream
             torch.cuda.synchronize()
-            check = compare(result.cpu().numpy(), ref, TOLERANCE[lesson])
+            check = compare(result.cpu().numpy(), ref, tol)
             assert check.ok, f"{lesson}.{name} call {i}: {check}"
 
 

@@ -49,6 +49,9 @@ PAGES = {
     # one warp's mma.sync fragments straight from global memory beside the swizzled shared tiles read by ldmatrix;
     # K = 96: three k tiles of 32 through the shared tiles
     "tensor_core": (("mma_global", "swizzled"), (32, 32, 96), "k tile"),
+    # a warp per query row streaming K and V from global memory, beside a block of 32 rows sharing each K/V tile
+    # staged in shared memory; Sk = 96 at D = 16: three K/V tiles of 32 keys, two barriers each
+    "attention": (("fused_rows", "tiled"), (1, 2, 32, 96, 16), "K/V tile"),
 }
 
 
@@ -56,6 +59,7 @@ def page_data(lesson: str, versions=None, shape=None, seed: int = 0, broken: boo
     """The data one page embeds: each version traced on the simulator (plus the lesson's broken variant)."""
     import gpukernels
 
+    from ..check import version_inputs
     from . import data
     from .racy import BROKEN
 
@@ -71,7 +75,8 @@ def page_data(lesson: str, versions=None, shape=None, seed: int = 0, broken: boo
            "title": f"{lesson} {'x'.join(map(str, shape))}: {' vs '.join(versions)}"}
     for name in versions:
         v = mod.VERSIONS[name]
-        t, _ = data.record(v, inputs, f"{lesson}.{name}")
+        # the inputs this version takes (attention's tensor-core steps: float16 copies of the same values)
+        t, _ = data.record(v, version_inputs(lesson, name, inputs), f"{lesson}.{name}")
         out["versions"].append(data.version_data(t, name, v.idea, word))
     b = BROKEN.get(lesson) if broken else None
     out["broken"], out["missing"] = None, ""
