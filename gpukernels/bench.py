@@ -862,6 +862,14 @@ def bench_main(argv: list[str]) -> int:
         if not all(part.isdigit() and int(part) >= 1 for part in text.split(",")):
             parser.error(f"--sizes {text!r}: expected a shape of whole numbers >= 1 joined by commas, e.g. "
                          "4096,4096,4096")
+        for name in lessons:  # as many numbers as each lesson's shape has (attention's B,H,Sq,Sk,D: five)
+            from .cli import shape_names
+
+            dims = shape_names(LESSONS[name])
+            if len(text.split(",")) != len(dims):
+                example = ",".join(map(str, LESSONS[name].SHAPES["bench"][0]))
+                parser.error(f"--sizes {text!r}: {name} takes {len(dims)} numbers, {','.join(dims)} (e.g. {example}); "
+                             f"got {len(text.split(','))}")
     # every file named is checked before anything is measured: a typo must not cost a benchmark run, nor its results
     reports = [input_json(f, "--from-json", key="results", what="a `gpukernels bench --json` report")
                for f in args.from_json or []]

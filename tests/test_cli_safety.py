@@ -98,6 +98,7 @@ CASES = [
     (["bench", "--update-readme", "/proc/x"], "--update-readme '/proc/x'", 2),
     (["bench", "--json", "NOPARENT"], "--json", 2),
     (["bench", "--sizes", "4096,0"], "--sizes '4096,0'", 2),
+    (["bench", "attention", "--sizes", "64,64,64"], "--sizes '64,64,64': attention takes 5 numbers, B,H,Sq,Sk,D", 2),
 ]
 
 
