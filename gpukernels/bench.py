@@ -832,7 +832,7 @@ def update_readme(report: dict, readme: Path) -> None:
 
 
 def bench_main(argv: list[str]) -> int:
-    from .cli import ArgumentParser, input_json, output_file
+    from .cli import ArgumentParser, input_json, output_file, shape_names
 
     parser = ArgumentParser(prog="gpukernels bench", description=__doc__.split("\n")[0])
     parser.add_argument("lessons", nargs="*", help=f"lessons among {', '.join(LESSONS)} (default: all)")
@@ -863,8 +863,6 @@ def bench_main(argv: list[str]) -> int:
             parser.error(f"--sizes {text!r}: expected a shape of whole numbers >= 1 joined by commas, e.g. "
                          "4096,4096,4096")
         for name in lessons:  # as many numbers as each lesson's shape has (attention's B,H,Sq,Sk,D: five)
-            from .cli import shape_names
-
             dims = shape_names(LESSONS[name])
             if len(text.split(",")) != len(dims):
                 example = ",".join(map(str, LESSONS[name].SHAPES["bench"][0]))
