@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from .. import resources as _res
+from ..check import version_inputs
 from ._common import _lessons, _trace_module
 
 # ----------------------------------------------------------------------------------------------------------
@@ -123,7 +124,7 @@ def traced(lesson: str, version: str, shape=None, seed: int = 0) -> Traced:
     key = (lesson, version, shape, seed)
     if key in _TRACES:
         return _TRACES[key]
-    inputs = mod.make_inputs(shape, seed)
+    inputs = version_inputs(lesson, version, mod.make_inputs(shape, seed))  # float16 for attention's mma steps
     ver = mod.VERSIONS[version]
     # Parameter names of the output and the inputs, from the launch plan (the tracer names arrays by them).
     out = np.empty(0, np.float32)
@@ -196,7 +197,7 @@ def traffic(lesson: str, version: str, shape=None) -> dict:
     except (OSError, ValueError):
         pass
     with gpukernels.trace() as t:
-        mod.VERSIONS[version](*mod.make_inputs(shape, 0))
+        mod.VERSIONS[version](*version_inputs(lesson, version, mod.make_inputs(shape, 0)))
     rows = t.traffic()
     out = {"loads": sum(r.loads for r in rows), "stores": sum(r.stores for r in rows),
            "bytes": t.global_bytes(), "shape": list(shape)}
