@@ -419,7 +419,12 @@ def committed_results(lesson: str | None = None):
                       "on a GPU writes them), and the simulator has no speed to measure.")
     env = report.get("environment", {})
     here = "" if GPU else ", not on this machine"
-    return report, (f"**Measured on {env.get('device')} on {(env.get('date') or '')[:10]}{here}** "
+    date = (env.get("date") or "")[:10]
+    # a lesson's rows merged in from a later run carry that run's date ("run of 2026-12-04T...")
+    notes = {r.get("note", "") for r in report.get("results", []) if lesson is None or r.get("lesson") == lesson}
+    if notes and all(n.startswith("run of ") for n in notes) and len({n[7:17] for n in notes}) == 1:
+        date = notes.pop()[7:17]
+    return report, (f"**Measured on {env.get('device')} on {date}{here}** "
                     f"(`benchmarks/results/{Path(report.get('_path', '')).name}`, {report.get('method')})")
 
 
