@@ -88,7 +88,7 @@ def test_attention_causal(name, shape, seed):
 @pytest.mark.parametrize("lesson,name", list(versions()))
 def test_returns_new_host_array_without_out(lesson, name, seed):
     mod = LESSONS[lesson]
-    inputs = inputs_for(lesson, name, shapes(lesson, name)[2], seed)
+    inputs = inputs_for(lesson, name, shapes(lesson, name)[1], seed)  # what is returned; odd shapes: above
     result = mod.VERSIONS[name](*inputs)
     assert isinstance(result, np.ndarray) and result.dtype == np.float32
     check = compare(result, mod.reference(*inputs), tolerance(lesson, name, inputs))
@@ -99,11 +99,13 @@ def test_returns_new_host_array_without_out(lesson, name, seed):
 def test_device_arrays_in_device_array_out(lesson, name, seed):
     mod = LESSONS[lesson]
     version = mod.VERSIONS[name]
-    inputs = inputs_for(lesson, name, shapes(lesson, name)[3], seed)
+    # on a GPU a shape of several blocks; the simulator's device arrays are host arrays in a wrapper, so there the
+    # smaller odd shape says as much (the values at every shape are test_matches_reference's)
+    inputs = inputs_for(lesson, name, shapes(lesson, name)[3 if GPU else 1], seed)
     ref = mod.reference(*inputs)
     tol = tolerance(lesson, name, inputs)
     d_inputs = [cuda.to_device(x) for x in inputs]
-    small = list(inputs_for(lesson, name, shapes(lesson, name)[1], seed))
+    small = list(inputs_for(lesson, name, shapes(lesson, name)[1 if GPU else 0], seed))
     small_ref = mod.reference(*small)
     d_small = [cuda.to_device(x) for x in small]
     d_out = cuda.to_device(np.full(ref.shape, np.nan, dtype=np.float32))
