@@ -87,6 +87,11 @@ class Result:
 #: A launch of at least this many milliseconds is timed on its own (`Timer.time`): its own traffic dwarfs L2 and the
 #: graph launch's few microseconds, and timing `sets` of them per region made slow baselines cost minutes.
 SLOW_MS = 2.0
+#: A launch this long is timed at least LONG_MIN_RUNS times instead of ``min_runs`` (25): its run-to-run spread is
+#: a fraction of a percent (attention's float32 steps on an H200, 25 runs each: naive 1546.3-1546.6 ms, fused_rows
+#: 544.9-546.0, tiled 226.4-226.6), and 25 runs of the attention lesson's float32 steps at its bench shapes took
+#: longer than a benchmark run may.
+LONG_MS, LONG_MIN_RUNS = 100.0, 5
 
 
 class Timer:
@@ -148,7 +153,8 @@ class Timer:
             # A launch this long: one per timed region, the input sets taken in turn across the runs (each set is
             # evicted from L2 by the others before its next turn), events around it (graph replay would save < 1%).
             # Put `sets` launches in each region instead and naive softmax at 1 x 2^20 (338 ms) took 211 s.
-            return self._time_events(enqueue, sets, 1, int(min(200, max(min_runs, budget_ms / est))))
+            floor = min(min_runs, LONG_MIN_RUNS) if est >= LONG_MS else min_runs
+            return self._time_events(enqueue, sets, 1, int(min(200, max(floor, budget_ms / est))))
         # Enough launches per timed region to dwarf the event resolution (~0.5 us) and replay overhead.
         inner = int(min(200, max(1, math.ceil(2.0 / est))))
         inner = max(sets, inner - inner % sets if inner >= sets else sets)

@@ -217,7 +217,8 @@ def test_bench_measures_a_small_shape_end_to_end(tmp_path):
 def test_timer_caps_runs_and_budget_for_a_quick_run(monkeypatch):
     """Timer(min_runs=, budget_ms=) caps what each time() asks (the notebooks' quick tables); without them the
     harness's own asks stand. At 1 ms a launch, 2 launches a timed region: 1500 ms buys 750 regions (capped at
-    200), 300 ms buys 150, and min_runs=5 lets a slow kernel stop at 5 instead of 25."""
+    200), 300 ms buys 150, and min_runs=5 lets a slow kernel stop at 5 instead of 25. A launch of LONG_MS or more
+    is timed LONG_MIN_RUNS times at least (5) or its budget's worth, one below it 25 times or its budget's worth."""
     asked = []
 
     def fake(timer_cls_kwargs, est):
@@ -229,7 +230,10 @@ def test_timer_caps_runs_and_budget_for_a_quick_run(monkeypatch):
 
     assert fake({}, 1.0) == (2, 200)
     assert fake({"budget_ms": 300.0}, 1.0) == (2, 150)
-    assert fake({}, 1000.0) == (1, 25)  # slow: the floor of runs decides
+    assert fake({}, 50.0) == (1, 30)  # slow: one launch a region, the budget's 30 runs
+    assert fake({}, 99.0) == (1, 25)  # the floor of runs decides
+    assert fake({}, bench.LONG_MS) == (1, 15)  # long: the budget's 15 runs, no floor of 25
+    assert fake({}, 1000.0) == (1, bench.LONG_MIN_RUNS) == (1, 5)  # 1.5 runs' budget: 5 runs say enough
     assert fake({"min_runs": 5, "budget_ms": 300.0}, 1000.0) == (1, 5)
 
 
