@@ -71,6 +71,67 @@ def half_at(x, bh, i, d):
 
 
 @functools.cache
+def fragment_steps(d: int):
+    """The parts of the tile loop that ``mma`` and ``pipelined`` share, for head dimension ``d``, as device functions
+    (inlined: the fragments stay in registers): ``load_q`` -- Q's A fragments from global memory, and the
+    accumulators zeroed; ``add_pv`` -- O += P V for one K/V tile, P's A fragments packed from the score fragments
+    ``s`` and V's B fragments read by ldmatrix.x4.trans from the tile ``vs``; ``store_rows`` -- each row's sum over
+    its 4 lanes, then O / l stored (rows past Sq are not)."""
+    nd, no = d // 16, d // 8
+    pitch = d + 8
+
+    @cuda.jit(device=True, forceinline=True)
+    def load_q(q, bh, row, t, qf, acc):
+        # Q's A fragments (a_frag_coords): words (row, 2t..), (row + 8, 2t..), (row, 8 + 2t..), (row + 8, 8 + 2t..)
+        for kd in range(nd):
+            c = 16 * kd + 2 * t
+            qf[kd, 0] = pack_half2(half_at(q, bh, row, c), half_at(q, bh, row, c + 1))
+            qf[kd, 1] = pack_half2(half_at(q, bh, row + 8, c), half_at(q, bh, row + 8, c + 1))
+            qf[kd, 2] = pack_half2(half_at(q, bh, row, c + 8), half_at(q, bh, row, c + 9))
+            qf[kd, 3] = pack_half2(half_at(q, bh, row + 8, c + 8), half_at(q, bh, row + 8, c + 9))
+        for n in range(no):
+            for e in range(4):
+                acc[n, e] = float32(0.0)
+
+    @cuda.jit(device=True, forceinline=True)
+    def add_pv(s, vs, acc, r8, j8):
+        # a k16 slice of keys at a time: P's A fragment is the C fragments of n-tiles 2 kk and 2 kk + 1 rounded to
+        # float16; V's B fragments by ldmatrix.x4.trans -- matrices: keys +0..7 and +8..15 at dims +0..7 (b0 b1 of
+        # n-tile 2p of O), then at dims +8..15 (of n-tile 2p + 1)
+        for kk in range(MMA_KEYS // 16):
+            a0 = pack_half2(s[2 * kk, 0], s[2 * kk, 1])
+            a1 = pack_half2(s[2 * kk, 2], s[2 * kk, 3])
+            a2 = pack_half2(s[2 * kk + 1, 0], s[2 * kk + 1, 1])
+            a3 = pack_half2(s[2 * kk + 1, 2], s[2 * kk + 1, 3])
+            for p in range(nd):
+                b00, b01, b10, b11 = ldmatrix_x4_trans(
+                    vs, (16 * kk + r8 + 8 * (j8 & 1)) * pitch + 16 * p + 8 * (j8 >> 1))
+                acc[2 * p, 0], acc[2 * p, 1], acc[2 * p, 2], acc[2 * p, 3] = mma_f16(
+                    a0, a1, a2, a3, b00, b01, acc[2 * p, 0], acc[2 * p, 1], acc[2 * p, 2], acc[2 * p, 3])
+                acc[2 * p + 1, 0], acc[2 * p + 1, 1], acc[2 * p + 1, 2], acc[2 * p + 1, 3] = mma_f16(
+                    a0, a1, a2, a3, b10, b11,
+                    acc[2 * p + 1, 0], acc[2 * p + 1, 1], acc[2 * p + 1, 2], acc[2 * p + 1, 3])
+
+    @cuda.jit(device=True, forceinline=True)
+    def store_rows(out, acc, l0, l1, bh, row, t, sq):
+        # element e of n-tile n is (row + 8 (e >> 1), 8 n + 2t + (e & 1))
+        for off in (1, 2):
+            l0 += cuda.shfl_xor_sync(0xFFFFFFFF, l0, off)
+            l1 += cuda.shfl_xor_sync(0xFFFFFFFF, l1, off)
+        inv0, inv1 = float32(1.0) / l0, float32(1.0) / l1
+        for n in range(no):
+            c = 8 * n + 2 * t
+            if row < sq:
+                out[bh, row, c] = acc[n, 0] * inv0
+                out[bh, row, c + 1] = acc[n, 1] * inv0
+            if row + 8 < sq:
+                out[bh, row + 8, c] = acc[n, 2] * inv1
+                out[bh, row + 8, c + 1] = acc[n, 3] * inv1
+
+    return load_q, add_pv, store_rows
+
+
+@functools.cache
 def mma_kernel_for(d: int):
     """The kernel for head dimension ``d`` (a multiple of 16): the fragment counts are compile-time constants."""
     nd = d // 16  # k16 slices of a Q row (QK^T), and pairs of 8-dimension n-tiles of O (P V)
@@ -78,6 +139,7 @@ def mma_kernel_for(d: int):
     ns = MMA_KEYS // 8  # 8-key n-tiles of S
     pitch = d + 8  # a tile row: d halves + 16 bytes, so the 8 rows of an ldmatrix matrix fall in different banks
     tile = MMA_KEYS * pitch  # halves per tile (a plain int: shared array sizes are constants)
+    load_q, add_pv, store_rows = fragment_steps(d)
 
     @cuda.jit
     def mma_kernel(q, k, v, out, scale, causal):
@@ -100,15 +162,7 @@ def mma_kernel_for(d: int):
         row = q0 + 16 * warp + g  # this lane's rows: row and row + 8
 
         # Q's A fragments (a_frag_coords): words (row, 2t..), (row + 8, 2t..), (row, 8 + 2t..), (row + 8, 8 + 2t..)
-        for kd in range(nd):
-            c = 16 * kd + 2 * t
-            qf[kd, 0] = pack_half2(half_at(q, bh, row, c), half_at(q, bh, row, c + 1))
-            qf[kd, 1] = pack_half2(half_at(q, bh, row + 8, c), half_at(q, bh, row + 8, c + 1))
-            qf[kd, 2] = pack_half2(half_at(q, bh, row, c + 8), half_at(q, bh, row, c + 9))
-            qf[kd, 3] = pack_half2(half_at(q, bh, row + 8, c + 8), half_at(q, bh, row + 8, c + 9))
-        for n in range(no):
-            for e in range(4):
-                acc[n, e] = float32(0.0)
+        load_q(q, bh, row, t, qf, acc)
         m0 = m1 = float32(-math.inf)  # running max of rows row and row + 8
         l0 = l1 = float32(0.0)  # this lane's part of their running sums
 
@@ -178,33 +232,10 @@ def mma_kernel_for(d: int):
             # 3. + 4. O += P V, a k16 slice of keys at a time: P's A fragment is the C fragments of n-tiles 2 kk and
             # 2 kk + 1 rounded to float16; V's B fragments by ldmatrix.x4.trans -- matrices: keys +0..7 and +8..15
             # at dims +0..7 (b0 b1 of n-tile 2p of O), then at dims +8..15 (of n-tile 2p + 1)
-            for kk in range(MMA_KEYS // 16):
-                a0 = pack_half2(s[2 * kk, 0], s[2 * kk, 1])
-                a1 = pack_half2(s[2 * kk, 2], s[2 * kk, 3])
-                a2 = pack_half2(s[2 * kk + 1, 0], s[2 * kk + 1, 1])
-                a3 = pack_half2(s[2 * kk + 1, 2], s[2 * kk + 1, 3])
-                for p in range(nd):
-                    b00, b01, b10, b11 = ldmatrix_x4_trans(
-                        vs, (16 * kk + r8 + 8 * (j8 & 1)) * pitch + 16 * p + 8 * (j8 >> 1))
-                    acc[2 * p, 0], acc[2 * p, 1], acc[2 * p, 2], acc[2 * p, 3] = mma_f16(
-                        a0, a1, a2, a3, b00, b01, acc[2 * p, 0], acc[2 * p, 1], acc[2 * p, 2], acc[2 * p, 3])
-                    acc[2 * p + 1, 0], acc[2 * p + 1, 1], acc[2 * p + 1, 2], acc[2 * p + 1, 3] = mma_f16(
-                        a0, a1, a2, a3, b10, b11,
-                        acc[2 * p + 1, 0], acc[2 * p + 1, 1], acc[2 * p + 1, 2], acc[2 * p + 1, 3])
+            add_pv(s, vs, acc, r8, j8)
 
         # The rows' sums over their 4 lanes, then O / l: element e of n-tile n is (row + 8 (e >> 1), 8 n + 2t + (e & 1))
-        for off in (1, 2):
-            l0 += cuda.shfl_xor_sync(0xFFFFFFFF, l0, off)
-            l1 += cuda.shfl_xor_sync(0xFFFFFFFF, l1, off)
-        inv0, inv1 = float32(1.0) / l0, float32(1.0) / l1
-        for n in range(no):
-            c = 8 * n + 2 * t
-            if row < sq:
-                out[bh, row, c] = acc[n, 0] * inv0
-                out[bh, row, c + 1] = acc[n, 1] * inv0
-            if row + 8 < sq:
-                out[bh, row + 8, c] = acc[n, 2] * inv1
-                out[bh, row + 8, c + 1] = acc[n, 3] * inv1
+        store_rows(out, acc, l0, l1, bh, row, t, sq)
 
     mma_kernel.tile = (MMA_ROWS, MMA_KEYS, d)
     return mma_kernel

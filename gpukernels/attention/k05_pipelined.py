@@ -39,9 +39,9 @@ from numba import cuda, float32, types, uint32
 
 from .._intrinsics import address
 from .._launch import Launch, ceil_div, version
-from .._mma import async_commit, async_wait, copy_async16_f16, ldmatrix_x4, ldmatrix_x4_trans, mma_f16, pack_half2
+from .._mma import async_commit, async_wait, copy_async16_f16, ldmatrix_x4, mma_f16
 from ._common import MAX_D, check_half, heads
-from .k04_mma import half_at, mma_launches
+from .k04_mma import MMA_KEYS, fragment_steps, mma_launches
 
 PIPELINED_WARPS = 4  # warps per block, 16 query rows each: 64 rows (D <= WIDE_D)
 WIDE_WARPS, WIDE_D = 8, 96  # past D = 96: 8 warps, 128 rows
@@ -53,7 +53,7 @@ def warps_for(d: int) -> int:
     against 191 TFLOP/s on an H200 at 8 x 16 x 4096^2. At D = 64 (160 registers) three blocks of 4 warps fit, and
     blocks of 8 lose (182 against 219 TFLOP/s at 4 x 32 x 8192^2): fewer, larger blocks fill the SMs worse."""
     return WIDE_WARPS if d > WIDE_D else PIPELINED_WARPS
-KEYS = 64  # keys per K/V tile
+KEYS = MMA_KEYS  # keys per K/V tile: 64, as step 4's (the P V step they share walks that many)
 LOG2E = 1.4426950408889634
 
 
@@ -70,6 +70,7 @@ def _kernel(d: int, warps: int):
     tile = KEYS * pitch
     rows, threads = 16 * warps, 32 * warps
     chunks = d // 8  # 16-byte pieces of a row
+    load_q, add_pv, store_rows = fragment_steps(d)
 
     per_pass = threads // chunks  # rows a pass of the block's threads copies (each thread: one column of pieces)
     passes = (KEYS + per_pass - 1) // per_pass
@@ -112,15 +113,7 @@ def _kernel(d: int, warps: int):
             cr = KEYS  # threads past the last whole row of a pass (D = 80: 128 = 12 rows of 10 pieces + 8) copy none
         base = bh * sk * d + cc
 
-        for kd in range(nd):
-            c = 16 * kd + 2 * t
-            qf[kd, 0] = pack_half2(half_at(q, bh, row, c), half_at(q, bh, row, c + 1))
-            qf[kd, 1] = pack_half2(half_at(q, bh, row + 8, c), half_at(q, bh, row + 8, c + 1))
-            qf[kd, 2] = pack_half2(half_at(q, bh, row, c + 8), half_at(q, bh, row, c + 9))
-            qf[kd, 3] = pack_half2(half_at(q, bh, row + 8, c + 8), half_at(q, bh, row + 8, c + 9))
-        for n in range(no):
-            for e in range(4):
-                acc[n, e] = float32(0.0)
+        load_q(q, bh, row, t, qf, acc)
         m0 = m1 = float32(-math.inf)  # running max (in log2 units) of rows row and row + 8
         l0 = l1 = float32(0.0)
 
@@ -193,32 +186,9 @@ def _kernel(d: int, warps: int):
                         acc[n, 1] *= alpha0
                         acc[n, 2] *= alpha1
                         acc[n, 3] *= alpha1
-                for kk in range(KEYS // 16):
-                    a0 = pack_half2(s[2 * kk, 0], s[2 * kk, 1])
-                    a1 = pack_half2(s[2 * kk, 2], s[2 * kk, 3])
-                    a2 = pack_half2(s[2 * kk + 1, 0], s[2 * kk + 1, 1])
-                    a3 = pack_half2(s[2 * kk + 1, 2], s[2 * kk + 1, 3])
-                    for p in range(nd):
-                        b00, b01, b10, b11 = ldmatrix_x4_trans(
-                            vs, (16 * kk + r8 + 8 * (j8 & 1)) * pitch + 16 * p + 8 * (j8 >> 1))
-                        acc[2 * p, 0], acc[2 * p, 1], acc[2 * p, 2], acc[2 * p, 3] = mma_f16(
-                            a0, a1, a2, a3, b00, b01, acc[2 * p, 0], acc[2 * p, 1], acc[2 * p, 2], acc[2 * p, 3])
-                        acc[2 * p + 1, 0], acc[2 * p + 1, 1], acc[2 * p + 1, 2], acc[2 * p + 1, 3] = mma_f16(
-                            a0, a1, a2, a3, b10, b11,
-                            acc[2 * p + 1, 0], acc[2 * p + 1, 1], acc[2 * p + 1, 2], acc[2 * p + 1, 3])
+                add_pv(s, vs, acc, r8, j8)
 
-        for off in (1, 2):
-            l0 += cuda.shfl_xor_sync(0xFFFFFFFF, l0, off)
-            l1 += cuda.shfl_xor_sync(0xFFFFFFFF, l1, off)
-        inv0, inv1 = float32(1.0) / l0, float32(1.0) / l1
-        for n in range(no):
-            c = 8 * n + 2 * t
-            if row < sq:
-                out[bh, row, c] = acc[n, 0] * inv0
-                out[bh, row, c + 1] = acc[n, 1] * inv0
-            if row + 8 < sq:
-                out[bh, row + 8, c] = acc[n, 2] * inv1
-                out[bh, row + 8, c + 1] = acc[n, 3] * inv1
+        store_rows(out, acc, l0, l1, bh, row, t, sq)
 
     pipelined_kernel.tile = (rows, KEYS, d)
     pipelined_kernel.threads = threads
