@@ -10,6 +10,11 @@ result is the table of issue 17 -- tests run, failures + errors, seconds -- and 
 with gpukernels but pass with stock. Those must be none, apart from the deliberate differences: the rows of
 the one table in ``docs/simulator.md`` (section "Deliberate differences"), whose first column names the test.
 Exit status: 0 when there are no other regressions, 1 otherwise.
+
+Stock's results depend only on the versions installed, so a run can take them from a file instead of running them
+again (half the time: the long test tier does): ``--stock-from FILE`` reads a report this script wrote
+(``--engine stock --json FILE``) and uses its stock rows when they were measured with the same numba-cuda, Numba,
+NumPy and Python; otherwise it runs stock, and says why. ``STOCK_BASELINE`` is the committed one.
 """
 
 from __future__ import annotations
@@ -29,6 +34,36 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "simulator.md"
 ENGINES = ("stock", "gpukernels")
 PACKAGE = "numba.cuda.tests.cudapy"
+STOCK_BASELINE = ROOT / "benchmarks" / "numba_peer_stock.json"
+
+
+def versions() -> dict:
+    """What stock's results depend on: the versions of numba-cuda, Numba, NumPy and Python."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": ".".join(map(str, sys.version_info[:3]))}
+    for dist in ("numba-cuda", "numba", "numpy"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def stock_from(path: Path, names: list) -> tuple[list | None, str]:
+    """(stock's rows for ``names`` from the report at ``path``, "") when it was measured with this machine's
+    versions and holds every module; (None, why) otherwise."""
+    try:
+        report = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:
+        return None, f"{path}: unreadable ({err})"
+    if report.get("versions") != versions():
+        return None, f"{path} was measured with {report.get('versions')}, this machine has {versions()}"
+    rows = {r["module"]: r for r in report.get("results", []) if r.get("engine") == "stock"}
+    missing = [m for m in names if m not in rows]
+    if missing:
+        return None, f"{path} has no stock result for {', '.join(missing[:5])}"
+    return [rows[m] for m in names], ""
 
 
 # Seconds per module on 2 cores (the slowest; the rest take about 1 s each), to start the long ones first.
@@ -177,6 +212,8 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at once")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per module")
     parser.add_argument("--json", metavar="FILE", help="write every module's result and the comparison")
+    parser.add_argument("--stock-from", metavar="FILE", help="take stock's results from this report (written by "
+                        "--engine stock --json) when its versions are this machine's; else run stock")
     parser.add_argument("--child", metavar="MODULE", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -187,15 +224,21 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"unknown module(s) {', '.join(unknown)}; choose from {', '.join(modules())}")
     engines = ENGINES if args.engine == "both" else (args.engine,)
-    jobs = [(m, e) for m in names for e in engines]
+    recorded = None
+    if args.stock_from and "stock" in engines:
+        recorded, why = stock_from(Path(args.stock_from), names)
+        print(f"stock: from {args.stock_from}" if recorded else f"stock: run now ({why})")
+    jobs = [(m, e) for m in names for e in engines if not (e == "stock" and recorded)]
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as site, ThreadPoolExecutor(max(1, args.jobs)) as pool:
         Path(site, "sitecustomize.py").write_text(_SITECUSTOMIZE)
         # longest first (the ufunc and atomics modules), so that two jobs finish together
         jobs.sort(key=lambda job: -_EXPECTED_SECONDS.get(job[0], 1))
-        results = list(pool.map(lambda job: run_one(*job, args.timeout, site), jobs))
+        results = list(pool.map(lambda job: run_one(*job, args.timeout, site), jobs)) + (recorded or [])
     results.sort(key=lambda r: (r["module"], r["engine"]))
     report = compare(results, deliberate_differences())
+    report["versions"] = versions()
+    report["stock_recorded"] = bool(recorded)
     report["wall_seconds"] = time.perf_counter() - started
     print(f"{'engine':<12} {'ran':>6} {'failures+errors':>16} {'seconds (sum)':>14}")
     for e in engines:

@@ -104,13 +104,41 @@ def check_array(name: str, x: Any, ndim: int, axes: str) -> Any:
         )
     if arr.ndim != ndim:
         raise LaunchError(f"{name} must be {ndim}-D {axes}; got {arr.ndim}-D with shape {tuple(arr.shape)}")
+    return contiguous(name, arr)
+
+
+def _c_strides(shape: tuple, itemsize: int) -> tuple:
+    strides, step = [], itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(int(n), 1)
+    return tuple(reversed(strides))
+
+
+def contiguous(name: str, arr: Any) -> Any:
+    """``arr`` (a NumPy array or a Numba device view) C-contiguous with C strides: a host array copied only when
+    needed; a device array that is not contiguous refused, naming ``name``.
+
+    An array can be contiguous and still carry other strides on its axes of length 1 (NumPy's ``x[None]``, torch's
+    ``unsqueeze``, a slice of one row): NumPy and the kernels never read those strides, but Numba's device arrays
+    do -- ``reshape`` refuses them ("operation requires copying"). Such an array comes back as a view of the same
+    bytes with C strides."""
+    shape = tuple(int(n) for n in arr.shape)
+    item = np.dtype(arr.dtype).itemsize
+    want = _c_strides(shape, item)
     if isinstance(arr, np.ndarray):
-        return np.ascontiguousarray(arr)
-    if not arr.is_c_contiguous():
+        arr = np.ascontiguousarray(arr)
+        if arr.strides != want:  # contiguous (NumPy's flags ignore the strides of length-1 axes): a view, no copy
+            arr = np.lib.stride_tricks.as_strided(arr, shape, want, writeable=False)
+        return arr
+    # Numba's own is_c_contiguous() reads the strides of length-1 axes too: contiguity as NumPy defines it
+    if math.prod(shape) and any(n != 1 and st != w for n, st, w in zip(shape, arr.strides, want)):
         raise LaunchError(
             f"{name} is a non-contiguous device array (strides {arr.strides}); pass a contiguous copy "
             "(e.g. cupy.ascontiguousarray or tensor.contiguous())"
         )
+    if tuple(arr.strides) != want and hasattr(arr, "gpu_data"):  # a Numba device array; the simulator's reshape
+        arr = type(arr)(shape, want, arr.dtype, stream=arr.stream, gpu_data=arr.gpu_data)  # as NumPy's does
     return arr
 
 
@@ -272,7 +300,7 @@ class Version:
                 ns.synchronize()
             else:
                 d_out.copy_to_host(out)
-            return out
+            return given
         if on_device:
             if record is not None:
                 record.done(launches)
@@ -364,10 +392,13 @@ def _check_out(out: Any, shape: tuple) -> Any:
     if isinstance(arr, np.ndarray):
         if not arr.flags.c_contiguous or not arr.flags.writeable:
             raise LaunchError("out must be a writeable C-contiguous array")
+        if arr.strides != _c_strides(arr.shape, arr.itemsize):  # length-1 axes' strides (see `contiguous`)
+            arr = np.lib.stride_tricks.as_strided(arr, arr.shape, _c_strides(arr.shape, arr.itemsize))
         return arr
-    if not arr.is_c_contiguous():
-        raise LaunchError("out must be a C-contiguous device array")
-    return arr
+    try:
+        return contiguous("out", arr)
+    except LaunchError:
+        raise LaunchError("out must be a C-contiguous device array") from None
 
 
 def count(n: int, word: str) -> str:

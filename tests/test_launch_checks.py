@@ -70,3 +70,28 @@ def test_a_launcher_reports_the_first_bad_argument():
     x = np.zeros((2, 3), np.float32)
     with pytest.raises(LaunchError, match="out must have shape"):
         softmax.optimized(x, out=np.zeros((3, 3), np.float32))
+
+
+def test_length_one_axes_get_c_strides_without_a_copy():
+    """A contiguous array whose axes of length 1 carry other strides (``x[None]``, a one-row slice) comes back as a
+    read-only view of the same bytes with C strides; a non-contiguous one is copied; ``out`` is written in place."""
+    from gpukernels._launch import _c_strides, contiguous
+
+    assert _c_strides((2, 1, 3), 4) == (12, 12, 4) and _c_strides((0, 5), 2) == (10, 2) and _c_strides((), 4) == ()
+    base = np.arange(6, dtype=np.float32)
+    odd = np.lib.stride_tricks.as_strided(base, (1, 2, 1, 3), (0, 12, 999, 4), writeable=False)
+    assert odd.flags.c_contiguous  # NumPy ignores the strides of length-1 axes
+    got = check_array("x", odd, 4, "(A, B, C, D)")
+    assert got.strides == (24, 12, 12, 4) and np.shares_memory(got, base) and np.array_equal(got, odd)
+    assert not got.flags.writeable
+    assert contiguous("x", base) is base
+    f = np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3))
+    c = contiguous("x", f)
+    assert c.strides == (12, 4) and not np.shares_memory(c, f) and np.array_equal(c, f)
+    out = np.lib.stride_tricks.as_strided(np.full(3, np.nan, np.float32), (1, 3), (64, 4))
+    checked = _check_out(out, (1, 3))
+    assert checked.strides == (12, 4) and np.shares_memory(checked, out) and checked.flags.writeable
+    d = cuda.to_device(np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert contiguous("x", d) is d  # already C strides: the same device array
+    with pytest.raises(LaunchError, match=r"^x is a non-contiguous device array"):
+        contiguous("x", d[:, ::2])

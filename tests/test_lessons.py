@@ -261,3 +261,44 @@ def test_cbr_variants_script_runs_its_variants_on_the_simulator():
             launch()
         check = compare(y.copy_to_host(), ref, TOLERANCE["cbr"])
         assert check.ok, f"{name}: {check}"
+
+
+def _odd_strides(x):
+    """``x`` (contiguous) viewed with strides its length-1 axes never use: 0 on the first axis, a large one on others
+    -- what NumPy's ``x[None]`` and torch's ``unsqueeze`` or a one-row slice give."""
+    strides = [st if n != 1 else 0 if i == 0 else 4099 * x.itemsize
+               for i, (n, st) in enumerate(zip(x.shape, x.strides))]
+    return np.lib.stride_tricks.as_strided(x, x.shape, strides, writeable=False)
+
+
+def _ends_first(params):
+    """``versions()`` with every version but each lesson's first and last (optimized) in the long tier when the
+    simulator runs them: what a test checks of the launcher there is the same for every version (on a GPU every
+    version stays in the default tier: the device arrays are real)."""
+    for p in params:
+        names = list(LESSONS[p.values[0]].VERSIONS)
+        middle = p.values[1] not in (names[0], names[-1])
+        yield pytest.param(*p.values, id=p.id, marks=[*p.marks, *([pytest.mark.slow] if middle and not GPU else [])])
+
+
+@pytest.mark.parametrize("lesson,name", list(_ends_first(versions())))
+def test_length_one_axes_with_any_strides(lesson, name, seed):
+    """Contiguous inputs and ``out`` whose axes of length 1 carry strides nobody reads: host arrays and device arrays
+    (Numba's device arrays refused to reshape them -- attention.tiled failed on ``q[None, None, None]``)."""
+    mod = LESSONS[lesson]
+    with_one = [s for s in shapes(lesson, name) if 1 in s]
+    shape = min(with_one, key=lambda s: (set(s) == {1}, np.prod(s)))
+    inputs = [np.ascontiguousarray(x) for x in inputs_for(lesson, name, shape, seed)]
+    ref = mod.reference(*inputs)
+    tol = tolerance(lesson, name, inputs)
+    odd = [_odd_strides(x) for x in inputs]
+    assert any(o.strides != x.strides for o, x in zip(odd, inputs)), f"{shape}: no axis of length 1"
+    host = mod.VERSIONS[name](*odd)
+    assert compare(host, ref, tol).ok, f"{lesson}.{name} {shape} seed={seed}: host inputs"
+    out = _odd_strides(np.full(ref.shape, np.nan, np.float32))
+    out = np.lib.stride_tricks.as_strided(out.copy(), ref.shape, out.strides)  # writeable, same strides
+    assert mod.VERSIONS[name](*odd, out=out) is out
+    assert compare(out, ref, tol).ok, f"{lesson}.{name} {shape} seed={seed}: out with odd strides"
+    d_odd = [cuda.to_device(o) for o in odd]  # Numba keeps the strides it is given
+    fresh = mod.VERSIONS[name](*d_odd)
+    assert compare(fresh.copy_to_host(), ref, tol).ok, f"{lesson}.{name} {shape} seed={seed}: device inputs"

@@ -25,10 +25,11 @@ def _peer():
     return module
 
 
-def run_peer(tmp_path, *modules) -> dict:
+def run_peer(tmp_path, *modules, stock_from=None) -> dict:
     out = tmp_path / "peer.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), *modules, "--jobs", str(os.cpu_count() or 1), "--json",
-                           str(out)], capture_output=True, text=True, timeout=1800)
+    extra = ["--stock-from", str(stock_from)] if stock_from else []
+    proc = subprocess.run([sys.executable, str(SCRIPT), *modules, *extra, "--jobs", str(os.cpu_count() or 1),
+                           "--json", str(out)], capture_output=True, text=True, timeout=1800)
     assert out.exists(), proc.stdout + proc.stderr
     report = json.loads(out.read_text())
     assert report["regressions"] == [], proc.stdout  # the script's exit status says the same
@@ -49,26 +50,36 @@ def test_every_deliberate_difference_names_a_real_test():
 
 def test_exceptions_and_math_modules_match_stock(tmp_path):
     """A quick slice of the peer suite for every CI run: user exceptions (message, thread and block), debug
-    mode, math (math.gamma crashed once)."""
+    mode, math (math.gamma crashed once) -- both simulators run now, so their times compare too: inside the tests
+    gpukernels is faster, and with start-up (Python and Numba's import, about the same for both) no slower, give or
+    take a shared machine."""
     report = run_peer(tmp_path, "test_userexc", "test_exception", "test_math")
     totals = report["totals"]
+    assert not report["stock_recorded"]
     assert totals["gpukernels"]["ran"] == totals["stock"]["ran"] > 50
     assert totals["gpukernels"]["failed"] <= totals["stock"]["failed"]
+    _no_slower(report)
+
+
+def _no_slower(report):
+    def total(key):
+        return {e: sum(r.get(key, 0) for r in report["results"] if r["engine"] == e) for e in ("stock", "gpukernels")}
+
+    tests, wall = total("seconds"), total("wall")
+    assert tests["gpukernels"] <= tests["stock"], tests
+    assert wall["gpukernels"] <= 1.1 * wall["stock"], wall
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_numba_cuda_suite_passes_with_gpukernels_as_with_stock_and_no_slower(tmp_path):
-    report = run_peer(tmp_path)
+    """The whole suite. Stock's results come from the committed report (`numba_peer.STOCK_BASELINE`) when it was
+    measured with the versions installed here -- they depend on nothing else -- and are run now otherwise; the times
+    are compared only when both ran here (the quick slice above always compares them)."""
+    report = run_peer(tmp_path, stock_from=_peer().STOCK_BASELINE)
     totals = report["totals"]
     allowed = len(report["deliberate"])
     assert totals["gpukernels"]["ran"] == totals["stock"]["ran"] > 1000
     assert totals["gpukernels"]["failed"] <= totals["stock"]["failed"] + allowed
-    def total(key):
-        return {e: sum(r.get(key, 0) for r in report["results"] if r["engine"] == e) for e in ("stock", "gpukernels")}
-
-    # inside the tests (each module's process after start-up) gpukernels is 5-7x faster; with start-up (Python
-    # and Numba's import, about the same for both) it must still be no slower, give or take a shared machine
-    tests, wall = total("seconds"), total("wall")
-    assert tests["gpukernels"] <= tests["stock"], tests
-    assert wall["gpukernels"] <= 1.1 * wall["stock"], wall
+    if not report["stock_recorded"]:
+        _no_slower(report)

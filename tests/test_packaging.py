@@ -88,6 +88,7 @@ def active(reqs: list, platform: str, extra: str = "", python: str = "3.11") -> 
     return [r for r in reqs if r.marker is None or r.marker.evaluate(env)]
 
 
+@pytest.mark.slow  # building the wheel and resolving its metadata: 25 s, for what only a release changes
 @pytest.mark.xdist_group("wheel")  # one worker builds the wheel once (a module fixture is per worker)
 @pytest.mark.parametrize("platform", list(PLATFORMS))
 def test_the_built_package_requires_only_what_has_wheels_on(platform, built_requirements):
@@ -108,6 +109,8 @@ def test_the_built_package_requires_only_what_has_wheels_on(platform, built_requ
     assert ("numba-cuda" in names) == (platform in NOT_MAC)
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("wheel")
 def test_a_mac_gets_no_cuda_toolchain_from_any_extra(built_requirements):
     for platform in ("macOS arm64", "macOS x86_64"):
         for extra in EXTRAS:
@@ -287,6 +290,7 @@ def test_demo_runs_in_the_simulator_or_on_the_gpu(tmp_path):
     assert "softmax_performance.png" in figures and "roofline.png" in figures and "softmax_reuse.png" in figures
 
 
+@pytest.mark.slow  # the default tier runs the demo itself (above); this draws every figure again in a child
 def test_demo_draws_its_figures_in_a_simulator_child(tmp_path):
     """On a GPU machine the tracer can't run in the demo's process: the figures come from a simulator child."""
     from rich.console import Console

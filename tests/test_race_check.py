@@ -10,8 +10,8 @@ The shapes are small (tracing is slow) but odd, and deep enough that every multi
 barrier intervals: matmul's K is three tiles of 16 (five of 8), softmax's rows are longer than one pass of the
 block, CBR's input channels take two staging phases. Each case also checks how many barriers a block passed, so a
 shape that became too shallow to show a phase-to-phase race fails instead of passing vacuously. The split-K,
-split-row, skinny and online paths, and the interior (unguarded) copy of every tiled matmul kernel, have cases of
-their own; `test_cases_reach_every_registered_kernel` checks that together they launch every kernel a version
+split-row, skinny and online paths, and the interior (unguarded) copy of every tiled matmul kernel (in the long
+tier), have cases of their own; `test_cases_reach_every_registered_kernel` checks that together they launch every kernel a version
 names in its registry entry.
 """
 
@@ -235,8 +235,11 @@ def _softmax_config(n):
 
 
 def _kernel_cases():
+    # the long tier: the interior copy is the same code in every factory kernel; the default tier traces it through
+    # the versions' own kernels (their blocks wholly inside A and B)
     for kernel in _tiled_kernels():
-        yield pytest.param(lambda seed, k=kernel: _matmul_interior(k, seed), id=f"matmul-{kernel.__name__}-interior")
+        yield pytest.param(lambda seed, k=kernel: _matmul_interior(k, seed), id=f"matmul-{kernel.__name__}-interior",
+                           marks=pytest.mark.slow)
     from gpukernels import softmax
     from gpukernels.matmul import k19_stream_k, k20_async_copy
 

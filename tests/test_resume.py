@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from .conftest import finished_in, resume_key
 
 
@@ -18,6 +20,7 @@ def test_finished_in_reads_passed_and_skipped_with_xdist_groups(tmp_path):
                                  "tests/test_x.py::test_e"}
 
 
+@pytest.mark.slow  # a pytest run in a child
 def test_a_resumed_run_leaves_out_what_finished(tmp_path):
     first = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "tests/test_resume.py",
                             "-k", "finished_in"], capture_output=True, text=True, timeout=300)
@@ -31,6 +34,7 @@ def test_a_resumed_run_leaves_out_what_finished(tmp_path):
     assert " 0 selected" in again.stdout and "PASSED" not in again.stdout, again.stdout[-2000:]
 
 
+@pytest.mark.slow  # a pytest run in a child
 def test_a_folder_after_resume_from_is_a_usage_error_not_a_traceback():
     # nargs="+" takes `tests` as one more log; xdist then crashed with an INTERNALERROR in every worker
     run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--resume-from", "tests"],
@@ -40,6 +44,7 @@ def test_a_folder_after_resume_from_is_a_usage_error_not_a_traceback():
     assert "Traceback" not in run.stdout + run.stderr
 
 
+@pytest.mark.slow  # a pytest run in a child
 def test_long_tests_are_collected_first():
     run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
                           "tests/test_resume.py", "tests/test_notebooks.py"], capture_output=True, text=True,

@@ -24,8 +24,9 @@ from . import browser as _browser
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("myst_nb") is None,
-                                reason="needs sphinx and myst-nb (pip install -e '.[dev]')")
+# the long tier: a build of the whole site (10 s); .ci/run builds it again with `make site`
+pytestmark = [pytest.mark.skipif(importlib.util.find_spec("myst_nb") is None,
+                                 reason="needs sphinx and myst-nb (pip install -e '.[dev]')"), pytest.mark.slow]
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 BUILD_LIMIT = 60  # seconds: the site is built from committed outputs, so a slow build means something runs
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .conftest import LONG_TIER
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,6 +21,7 @@ def _collect(*args) -> list[str]:
     return [line for line in run.stdout.splitlines() if "::" in line]
 
 
+@pytest.mark.slow  # two collections in children
 def test_the_mutation_samples_tests_are_all_in_the_default_tier():
     """tools/mutate.py runs setup.cfg's selection of unit tests against each mutant: when none of them is in the
     long tier, the default tier kills every mutant the whole suite kills there (tests/MUTATION.md)."""

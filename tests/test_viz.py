@@ -358,6 +358,7 @@ FIGURES = {
 }
 
 
+@pytest.mark.slow  # every figure drawn and measured (30 s): presentation, not a kernel or a command
 @pytest.mark.parametrize("name", FIGURES)
 def test_figure_text_is_legible_where_it_is_shown(name, fake_compiles):
     """Every text of every figure is at least 10 px tall as a notebook or the course site shows it (a figure wider

@@ -38,7 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 MODULES = {
     "check": ("gpukernels.check", ["*"]),
-    "launch": ("gpukernels._launch", ["x_check_array__mutmut_*", "x__check_out__mutmut_*"]),
+    "launch": ("gpukernels._launch", ["x_check_array__mutmut_*", "x__check_out__mutmut_*", "x_contiguous__mutmut_*",
+                                      "x__c_strides__mutmut_*"]),
     "trace": ("gpukernels.trace", [f"xǁTraceǁ{m}__mutmut_*" for m in (
         "register", "hook_for", "end_block", "end", "_grow", "_mark_seen", "_analyse_block", "_hazards",
         "_race_cell", "traffic", "_count_seen", "global_bytes", "barriers", "coalescing", "bank_conflicts",

@@ -42,12 +42,7 @@ def check_matrix(name: str, x: Any, axes: str, dtypes: tuple = (np.float16,), nd
         raise LaunchError(f"{name} must have dtype {wanted}{purpose}; got {dtype}. {hint}")
     if arr.ndim != ndim:
         raise LaunchError(f"{name} must be {ndim}-D {axes}; got {arr.ndim}-D with shape {tuple(arr.shape)}")
-    if isinstance(arr, np.ndarray):
-        return np.ascontiguousarray(arr)
-    if not arr.is_c_contiguous():
-        raise LaunchError(f"{name} is a non-contiguous device array (strides {arr.strides}); pass a contiguous copy "
-                          "(e.g. cupy.ascontiguousarray or tensor.contiguous())")
-    return arr
+    return _launch.contiguous(name, arr)
 
 
 def _check(a, b, dtypes):
