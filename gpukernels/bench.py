@@ -825,7 +825,32 @@ def suite_markdown(report: dict) -> str:
     if noted:
         lines += ["", "† measured with code changed since (the row's `extra.superseded` in the JSON says how, and "
                       "where the final code's choice was measured)."]
+    other = other_inputs_summary(report)
+    if other:
+        lines += ["", "Steps timed on other inputs than their lesson's, against the library's kernel for those inputs "
+                      "in the same run (attention's tensor-core steps: float16; `optimized` takes them there too):", "",
+                  "| lesson | step (inputs) | against | shapes | geomean x peer | min x peer |",
+                  "| --- | --- | --- | ---: | ---: | ---: |"]
+        lines += [f"| {o['lesson']} | `{o['name']}` ({o['inputs']}) | {o['peer']} | {o['shapes']} | "
+                  f"{_fmt(o['geomean'], '.2f')} | {o['min']:.2f} |" for o in other]
     return "\n".join(lines)
+
+
+def other_inputs_summary(report: dict) -> list[dict]:
+    """Per (lesson, step) timed on other inputs than its lesson's (``extra.inputs``: attention's float16 tensor-core
+    steps), over the suite's shapes: the geometric mean and minimum of its own peer's time (``extra.peer_ms``, same
+    run) over its time; a wrong row counts as 0."""
+    out: dict = {}
+    for r in report["results"]:
+        extra = r.get("extra") or {}
+        if r["kind"] == "peer" or not extra.get("inputs") or not extra.get("peer_ms"):
+            continue
+        o = out.setdefault((r["lesson"], r["name"]), {"lesson": r["lesson"], "name": r["name"],
+                                                      "inputs": extra["inputs"], "peer": extra.get("peer", ""),
+                                                      "ratios": []})
+        o["ratios"].append(extra["peer_ms"] / r["median_ms"] if r["ok"] and r["median_ms"] else 0.0)
+    return [dict(o, shapes=len(o["ratios"]), min=min(o["ratios"]),
+                 geomean=_geomean(o["ratios"]) if all(o["ratios"]) else 0.0) for o in out.values()]
 
 
 def update_readme(report: dict, readme: Path) -> None:

@@ -425,3 +425,24 @@ def test_attention_reference_and_peers_use_the_backends_they_name(monkeypatch):
     fn(*[_FakeTensor(x) for x in (q, k, v)])
     assert "float32" in name and calls == [("flash", "float16", 2, True), (None, "float32", 2, False)]
     assert bench._peer("matmul", torch, "float16") is None and bench._peer("attention", torch, "float64") is None
+
+
+def test_steps_on_other_inputs_are_summarised_against_their_own_peer():
+    """attention's float16 steps are timed against FlashAttention in the same run (``extra.peer_ms``), not against
+    the float32 peer of the lesson: the suite's README block summarises them per step; a wrong row counts as 0."""
+    def row(shape, name, ms, peer_ms=None, ok=True, kind="version"):
+        extra = {"regime": "r", **({"inputs": "float16", "peer": "flash", "peer_ms": peer_ms} if peer_ms else {})}
+        return {"lesson": "attention", "shape": list(shape), "name": name, "kind": kind, "median_ms": ms, "ok": ok,
+                "extra": extra, "note": ""}
+
+    rep = {"environment": {"device": "GPU", "date": "2026-12-04T00:00:00"}, "method": "m", "suite": True,
+           "results": [row((1, 1, 8, 8, 16), "pipelined", 2.0, peer_ms=1.0), row((1, 1, 8, 8, 16), "optimized", 4.0),
+                       row((1, 1, 8, 8, 16), "peer", 1.0, kind="peer"),
+                       row((2, 1, 8, 8, 16), "pipelined", 1.0, peer_ms=2.0), row((2, 1, 8, 8, 16), "optimized", 1.0),
+                       row((2, 1, 8, 8, 16), "peer", 1.0, kind="peer")]}
+    (o,) = bench.other_inputs_summary(rep)
+    assert (o["name"], o["shapes"], o["min"]) == ("pipelined", 2, 0.5) and abs(o["geomean"] - 1.0) < 1e-12
+    assert "| attention | `pipelined` (float16) | flash | 2 | 1.00 | 0.50 |" in bench.suite_markdown(rep)
+    rep["results"][3]["ok"] = False
+    (o,) = bench.other_inputs_summary(rep)
+    assert o["geomean"] == 0.0 and o["min"] == 0.0
