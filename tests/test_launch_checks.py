@@ -79,7 +79,7 @@ def test_length_one_axes_get_c_strides_without_a_copy():
 
     assert _c_strides((2, 1, 3), 4) == (12, 12, 4) and _c_strides((0, 5), 2) == (10, 2) and _c_strides((), 4) == ()
     base = np.arange(6, dtype=np.float32)
-    odd = np.lib.stride_tricks.as_strided(base, (1, 2, 1, 3), (0, 12, 999, 4), writeable=False)
+    odd = np.lib.stride_tricks.as_strided(base, (1, 2, 1, 3), (0, 12, 999, 4))  # writeable: the view must not be
     assert odd.flags.c_contiguous  # NumPy ignores the strides of length-1 axes
     got = check_array("x", odd, 4, "(A, B, C, D)")
     assert got.strides == (24, 12, 12, 4) and np.shares_memory(got, base) and np.array_equal(got, odd)
@@ -93,5 +93,33 @@ def test_length_one_axes_get_c_strides_without_a_copy():
     assert checked.strides == (12, 4) and np.shares_memory(checked, out) and checked.flags.writeable
     d = cuda.to_device(np.arange(6, dtype=np.float32).reshape(2, 3))
     assert contiguous("x", d) is d  # already C strides: the same device array
-    with pytest.raises(LaunchError, match=r"^x is a non-contiguous device array"):
+    with pytest.raises(LaunchError) as e:
+        _check_out(d[:, ::2], (2, 2))
+    assert str(e.value) == "out must be a C-contiguous device array"
+    with pytest.raises(LaunchError, match=r"^b is a non-contiguous device array \(strides \(12, 8\)\); pass"):
+        check_array("b", d[:, ::2], 2, "(K, N)")
+    with pytest.raises(LaunchError) as e:
         contiguous("x", d[:, ::2])
+    assert str(e.value) == ("x is a non-contiguous device array (strides (12, 8)); pass a contiguous copy (e.g. "
+                            "cupy.ascontiguousarray or tensor.contiguous())")
+
+
+def test_a_numba_device_array_with_odd_strides_is_viewed_with_c_strides():
+    """Numba's device arrays (a GPU only; here a stand-in with their constructor) are rebuilt over the same memory
+    and stream with C strides -- the view `reshape` then accepts (tests/test_lessons.py runs the real ones)."""
+    from gpukernels._launch import contiguous
+
+    class Device:  # DeviceNDArray's constructor and the attributes contiguous() reads
+        def __init__(self, shape, strides, dtype, stream=0, gpu_data=None):
+            self.shape, self.strides, self.dtype, self.stream, self.gpu_data = shape, strides, dtype, stream, gpu_data
+
+    memory, stream = object(), object()
+    odd = Device((1, 2, 1, 3), (0, 12, 999, 4), np.dtype(np.float32), stream=stream, gpu_data=memory)
+    got = contiguous("q", odd)
+    assert type(got) is Device and got is not odd
+    assert (got.shape, got.strides, got.dtype) == ((1, 2, 1, 3), (24, 12, 12, 4), np.float32)
+    assert got.gpu_data is memory and got.stream is stream
+    same = Device((2, 3), (12, 4), np.dtype(np.float32), gpu_data=memory)
+    assert contiguous("q", same) is same
+    with pytest.raises(LaunchError, match=r"^q is a non-contiguous device array \(strides \(4, 8\)\)"):
+        contiguous("q", Device((2, 3), (4, 8), np.dtype(np.float32), gpu_data=memory))

@@ -9,7 +9,7 @@ Modules and the functions mutated (setup.cfg's [mutmut] section lists the files 
 runs, for each mutant, only the selected tests that call the mutated function):
 
 * ``check``        gpukernels/check.py: the comparison every test and the grader trust;
-* ``launch``       gpukernels/_launch.py: the launchers' argument checks (check_array, _check_out);
+* ``launch``       gpukernels/_launch.py: the launchers' argument checks (check_array, _check_out, contiguous);
 * ``trace``        gpukernels/trace.py: the tracer's analyses (traffic, coalescing, bank conflicts, hazards,
                    divergence, barriers and the per-block folding behind them), not its tables;
 * ``sim``          gpukernels/sim/_launch.py: barriers and warp primitives (barrier, release, warp ops, votes,
