@@ -3,8 +3,10 @@ a known log, and one real compile (no GPU needed: compile_ptx + nvJitLink)."""
 
 import json
 
+import numpy as np
 import pytest
 
+from gpukernels import LESSONS
 from gpukernels import resources as R
 
 # --------------------------------------------------------------------------------------------------------
@@ -188,3 +190,22 @@ def test_compiles_are_spread_over_child_processes_in_order(monkeypatch):
     assert R.compile_jobs(2) == 2 and R.compile_jobs(1) == 1
     monkeypatch.setenv("GPUKERNELS_COMPILE_JOBS", "")
     assert 1 <= R.compile_jobs(100) <= R.MAX_COMPILE_JOBS
+
+
+@pytest.mark.parametrize("lesson", list(LESSONS))
+def test_plans_from_the_input_shapes_are_the_plans_of_real_inputs(lesson):
+    """`plans_for` plans on zeros of each lesson's `input_shapes` (attention's random inputs at its GPU shape took
+    5 s): the shapes and dtypes are `make_inputs`'s, and every version's launches are the same as on real inputs."""
+    from gpukernels.check import supports, version_inputs
+    from gpukernels.resources import LaunchPlan, _signature
+
+    mod = LESSONS[lesson]
+    for shape in [tuple(s) for s in mod.SHAPES["test"] + mod.SHAPES["test_gpu"]]:
+        real = mod.make_inputs(shape, 1)
+        assert [(x.shape, x.dtype) for x in real] == [(tuple(s), np.dtype(d)) for s, d in mod.input_shapes(shape)]
+        R._PLANS.pop((lesson, shape), None)
+        planned = R.plans_for(lesson, shape)
+        for name, v in mod.VERSIONS.items():
+            want = ([LaunchPlan(l.kernel, tuple(l.grid), tuple(l.block), l.shared_bytes, _signature(l))
+                     for l in v.launches(*version_inputs(lesson, name, real))] if supports(lesson, name, shape) else [])
+            assert planned[name] == want, f"{lesson}.{name} at {shape}"

@@ -92,6 +92,12 @@ def reference(q, k, v, causal=False, scale=None) -> np.ndarray:
     return np.matmul(p, v).astype(np.float32)
 
 
+def input_shapes(shape):
+    """The (shape, dtype) of each array `make_inputs` returns: what a launch plan needs, without the values."""
+    b, h, sq, sk, d = shape
+    return [((b, h, sq, d), np.float32), ((b, h, sk, d), np.float32), ((b, h, sk, d), np.float32)]
+
+
 def make_inputs(shape, seed=None):
     """Fresh random (q, k, v) for ``shape = (B, H, Sq, Sk, D)``: standard normal values, and ~1% of q's elements
     replaced by outliers of +-40*sqrt(D). A query row holding one at dimension d has scores 40 * k[j, d] apart

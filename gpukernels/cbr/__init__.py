@@ -87,6 +87,12 @@ def reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, padding: int = 1) -> 
     return np.maximum(y, 0.0).astype(np.float32)
 
 
+def input_shapes(shape):
+    """The (shape, dtype) of each array `make_inputs` returns: what a launch plan needs, without the values."""
+    n, c, h, wd, k, r, s = shape
+    return [((n, c, h, wd), np.float32), ((k, c, r, s), np.float32), ((k,), np.float32)]
+
+
 def make_inputs(shape, seed=None):
     """Fresh random (x, w, b) for ``shape = (N, C, H, W, K, R, S)``, with outliers in x and a bias that makes
     about half of the outputs negative before the ReLU (so the ReLU really has work to do)."""

@@ -102,6 +102,13 @@ def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (np.asarray(a, np.float64) @ np.asarray(b, np.float64)).astype(np.float32)
 
 
+def input_shapes(shape):
+    """The (shape, dtype) of each array `make_inputs` returns for ``shape = (M, N, K)``: what a launch plan needs,
+    without the random values (tests/test_lessons.py holds the two to each other)."""
+    m, n, k = shape
+    return [((m, k), np.float32), ((k, n), np.float32)]
+
+
 def make_inputs(shape, seed=None):
     """Fresh random (A, B) for ``shape = (M, N, K)``: normal values plus a few large outliers."""
     m, n, k = shape

@@ -78,6 +78,12 @@ def reference(x: np.ndarray) -> np.ndarray:
         return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
 
 
+def input_shapes(shape):
+    """The (shape, dtype) of each array `make_inputs` returns: what a launch plan needs, without the values."""
+    m, n = shape
+    return [((m, n), np.float32)]
+
+
 def make_inputs(shape, seed=None):
     """Fresh random x of ``shape = (M, N)``: values of a few units, plus outliers up to +-1e4 and some -inf
     (masked attention), which a softmax without the max subtraction cannot survive."""

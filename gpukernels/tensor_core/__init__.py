@@ -68,6 +68,12 @@ def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return matmul.reference(a, b)
 
 
+def input_shapes(shape):
+    """The (shape, dtype) of each array `make_inputs` returns: what a launch plan needs, without the values."""
+    m, n, k = shape
+    return [((m, k), np.float16), ((k, n), np.float16)]
+
+
 def make_inputs(shape, seed=None, dtype=np.float16):
     """Fresh random (A, B) for ``shape = (M, N, K)``: the matmul lesson's inputs (normal values plus ~1% outliers
     of 100x, so that a wrong index cannot hide among similar values), as float16 (``dtype``: float32 for tf32x3's
