@@ -379,10 +379,23 @@ def plans_for(lesson: str, shape: tuple) -> dict[str, list[LaunchPlan]]:
         # zeros of the inputs' shapes and dtypes (calloc'd, never written): attention's 8 x 16 x 4096^2 x 128 random
         # inputs took 5 of the 7.7 s its plans cost
         specs = getattr(mod, "input_shapes", None)
-        inputs = ([np.zeros(s, d) for s, d in specs(tuple(shape))] if specs is not None
-                  else mod.make_inputs(tuple(shape), 0))
+        if specs is None:
+            inputs = mod.make_inputs(tuple(shape), 0)
+
+            def given(name):
+                return version_inputs(lesson, name, inputs)
+        else:
+            full = [(tuple(s), np.dtype(d)) for s, d in specs(tuple(shape))]
+
+            def given(name):
+                # the dtypes the version takes (attention's float16 copies), learnt on one element per array: a
+                # float16 copy of 800 MB of zeros per step cost seconds
+                probe = version_inputs(lesson, name, [np.zeros((1,) * len(s), d) for s, d in full])
+                if [x.shape for x in probe] != [(1,) * len(s) for s, _ in full]:
+                    return version_inputs(lesson, name, [np.zeros(s, d) for s, d in full])
+                return [np.zeros(s, x.dtype) for (s, _), x in zip(full, probe)]
         _PLANS[key] = {name: [LaunchPlan(l.kernel, tuple(l.grid), tuple(l.block), l.shared_bytes, _signature(l))
-                              for l in v.launches(*version_inputs(lesson, name, inputs))]
+                              for l in v.launches(*given(name))]
                        if supports(lesson, name, shape) else [] for name, v in mod.VERSIONS.items()}
     return _PLANS[key]
 
