@@ -325,13 +325,31 @@ def lesson_shape(lesson: str, shape_key: str = "demo_gpu") -> tuple:
     return tuple(shapes[0] if isinstance(shapes, list) else shapes)
 
 
-def launches_for(lesson: str, version: str, shape: tuple, seed: int = 0):
+def launches_for(lesson: str, version: str, shape: tuple):
     """The `Launch` list that ``lesson.VERSIONS[version]`` makes for inputs of ``shape``, as it takes them (attention's
     tensor-core steps: float16; `gpukernels.check.version_inputs`). Nothing runs."""
+    return _lesson(lesson).VERSIONS[version].launches(*plan_inputs(lesson, version, shape))
+
+
+def plan_inputs(lesson: str, version: str, shape: tuple) -> list:
+    """Inputs of ``shape`` for planning ``lesson.VERSIONS[version]``'s launches, which depend only on the inputs'
+    shapes and dtypes: zeros (calloc'd, never written) of the lesson's ``input_shapes``, in the dtypes the version
+    takes (attention's float16 copies), learnt on one element per array. Random inputs at attention's GPU shape took
+    5 s, and a float16 copy of 800 MB of zeros seconds more, for each planning process. A lesson without
+    ``input_shapes`` gets ``make_inputs``."""
+    import numpy as np
+
     from .check import version_inputs
 
     mod = _lesson(lesson)
-    return mod.VERSIONS[version].launches(*version_inputs(lesson, version, mod.make_inputs(shape, seed)))
+    specs = getattr(mod, "input_shapes", None)
+    if specs is None:
+        return list(version_inputs(lesson, version, mod.make_inputs(tuple(shape), 0)))
+    full = [(tuple(s), np.dtype(d)) for s, d in specs(tuple(shape))]
+    probe = version_inputs(lesson, version, [np.zeros((1,) * len(s), d) for s, d in full])
+    if [x.shape for x in probe] != [(1,) * len(s) for s, _ in full]:  # not a copy element for element
+        return list(version_inputs(lesson, version, [np.zeros(s, d) for s, d in full]))
+    return [np.zeros(s, x.dtype) for (s, _), x in zip(full, probe)]
 
 
 def kernel_name(kernel: Any) -> str:
@@ -366,36 +384,16 @@ _PLANS: dict = {}
 
 
 def plans_for(lesson: str, shape: tuple) -> dict[str, list[LaunchPlan]]:
-    """Every version's launches for inputs of ``shape``, memoised per process (making 4096^2 random inputs
-    costs a second; the plan only depends on their shapes). Each version is planned on the inputs it takes
-    (`gpukernels.check.version_inputs`); a version that does not take ``shape`` (`supports`) has no launches."""
-    import numpy as np
-
-    from .check import supports, version_inputs
+    """Every version's launches for inputs of ``shape`` (`plan_inputs`: zeros, never random values), memoised per
+    process. Each version is planned on the inputs it takes (`gpukernels.check.version_inputs`); a version that does
+    not take ``shape`` (`supports`) has no launches."""
+    from .check import supports
 
     key = (lesson, tuple(shape))
     if key not in _PLANS:
         mod = _lesson(lesson)
-        # zeros of the inputs' shapes and dtypes (calloc'd, never written): attention's 8 x 16 x 4096^2 x 128 random
-        # inputs took 5 of the 7.7 s its plans cost
-        specs = getattr(mod, "input_shapes", None)
-        if specs is None:
-            inputs = mod.make_inputs(tuple(shape), 0)
-
-            def given(name):
-                return version_inputs(lesson, name, inputs)
-        else:
-            full = [(tuple(s), np.dtype(d)) for s, d in specs(tuple(shape))]
-
-            def given(name):
-                # the dtypes the version takes (attention's float16 copies), learnt on one element per array: a
-                # float16 copy of 800 MB of zeros per step cost seconds
-                probe = version_inputs(lesson, name, [np.zeros((1,) * len(s), d) for s, d in full])
-                if [x.shape for x in probe] != [(1,) * len(s) for s, _ in full]:
-                    return version_inputs(lesson, name, [np.zeros(s, d) for s, d in full])
-                return [np.zeros(s, x.dtype) for (s, _), x in zip(full, probe)]
         _PLANS[key] = {name: [LaunchPlan(l.kernel, tuple(l.grid), tuple(l.block), l.shared_bytes, _signature(l))
-                              for l in v.launches(*given(name))]
+                              for l in v.launches(*plan_inputs(lesson, name, shape))]
                        if supports(lesson, name, shape) else [] for name, v in mod.VERSIONS.items()}
     return _PLANS[key]
 
