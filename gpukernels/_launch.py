@@ -115,21 +115,21 @@ def _c_strides(shape: tuple, itemsize: int) -> tuple:
     return tuple(reversed(strides))
 
 
-def contiguous(name: str, arr: Any) -> Any:
+def contiguous(name: str, arr: Any, writeable: bool = False) -> Any:
     """``arr`` (a NumPy array or a Numba device view) C-contiguous with C strides: a host array copied only when
     needed; a device array that is not contiguous refused, naming ``name``.
 
     An array can be contiguous and still carry other strides on its axes of length 1 (NumPy's ``x[None]``, torch's
     ``unsqueeze``, a slice of one row): NumPy and the kernels never read those strides, but Numba's device arrays
     do -- ``reshape`` refuses them ("operation requires copying"). Such an array comes back as a view of the same
-    bytes with C strides."""
+    bytes with C strides (read-only unless ``writeable``: an ``out`` the kernels write through)."""
     shape = tuple(int(n) for n in arr.shape)
     item = np.dtype(arr.dtype).itemsize
     want = _c_strides(shape, item)
     if isinstance(arr, np.ndarray):
         arr = np.ascontiguousarray(arr)
         if arr.strides != want:  # contiguous (NumPy's flags ignore the strides of length-1 axes): a view, no copy
-            arr = np.lib.stride_tricks.as_strided(arr, shape, want, writeable=False)
+            arr = np.lib.stride_tricks.as_strided(arr, shape, want, writeable=writeable)
         return arr
     # Numba's own is_c_contiguous() reads the strides of length-1 axes too: contiguity as NumPy defines it
     if math.prod(shape) and any(n != 1 and st != w for n, st, w in zip(shape, arr.strides, want)):
@@ -392,9 +392,7 @@ def _check_out(out: Any, shape: tuple) -> Any:
     if isinstance(arr, np.ndarray):
         if not arr.flags.c_contiguous or not arr.flags.writeable:
             raise LaunchError("out must be a writeable C-contiguous array")
-        if arr.strides != _c_strides(arr.shape, arr.itemsize):  # length-1 axes' strides (see `contiguous`)
-            arr = np.lib.stride_tricks.as_strided(arr, arr.shape, _c_strides(arr.shape, arr.itemsize))
-        return arr
+        return contiguous("out", arr, writeable=True)  # C-contiguous already: the same memory, C strides
     try:
         return contiguous("out", arr)
     except LaunchError:
