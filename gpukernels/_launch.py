@@ -23,6 +23,8 @@ from typing import Any, Callable, ClassVar, Sequence
 import numpy as np
 from numba import cuda
 
+from . import _kcache
+
 __all__ = ["Launch", "Version", "check_array", "ceil_div", "is_device_array", "LaunchError", "sm_count", "version"]
 
 
@@ -186,6 +188,8 @@ class Launch:
 
     def __call__(self, stream=0):
         """Launch through Numba, on ``stream``: a Numba stream, or a torch/CuPy stream or int handle (converted)."""
+        if MODE == "gpu":
+            _kcache.attach(self.kernel)  # compiled once for every process sharing GPUKERNELS_KERNEL_CACHE, if set
         if self.shared_bytes > STATIC_SHARED_LIMIT and MODE == "gpu":
             opt_in_shared(self.kernel, self.args, self.shared_bytes)
         if stream and MODE == "gpu":

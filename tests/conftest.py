@@ -23,13 +23,17 @@ Two tiers, chosen by the ``slow`` marker (the README says what each runs and how
 """
 
 import importlib.util
+import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import gpukernels
+from gpukernels import _kcache
 from gpukernels._device import cuda_toolchain_missing
 
 from . import browser as _browser
@@ -76,6 +80,23 @@ def pytest_itemcollected(item):
     # in the long tier whatever else it is marked.
     if item.get_closest_marker("slow") is None and any(item.get_closest_marker(m) for m in LONG_TIER):
         item.add_marker(pytest.mark.slow)
+
+
+def pytest_configure(config):
+    # On a GPU, every worker, notebook and demo child of this run shares one folder of compiled kernels
+    # (gpukernels._kcache): each of the package's kernels is compiled once per run, not once per process that
+    # launches it. The controller makes the folder before the workers start (they inherit the variable) and
+    # removes it at the end; a folder set by the caller is used as it is and kept (set empty: no cache).
+    if GPU and not hasattr(config, "workerinput") and _kcache.ENV not in os.environ:
+        config._kcache_dir = tempfile.mkdtemp(prefix="gpukernels-kernels-")
+        os.environ[_kcache.ENV] = config._kcache_dir
+
+
+def pytest_unconfigure(config):
+    path = getattr(config, "_kcache_dir", None)
+    if path:
+        os.environ.pop(_kcache.ENV, None)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def pytest_addoption(parser):

@@ -705,7 +705,7 @@ def test_tracer_counts_ldmatrix_wavefronts_per_phase_of_8_lanes():
     a, b = tc.make_inputs((64, 64, 64), 0)
     degrees = {}
     for name in ("ldmatrix", "swizzled", "wgmma"):
-        with gpukernels.trace() as t:
+        with gpukernels.trace(count_local=False) as t:  # shared-memory wavefronts only
             tc.VERSIONS[name](a, b)
         degrees[name] = {(x.array, x.kind): (x.requests, x.wavefronts, x.max_degree) for x in t.bank_conflicts()}
     # per array: 4 warps x 2 k tiles of 32 x 2 k16 slices x 2 ldmatrix.x4 = 32 instructions, 4 phases each

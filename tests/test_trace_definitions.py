@@ -134,18 +134,22 @@ def test_accesses_need_the_event_log():
 
 @sim_only
 def test_an_event_log_without_local_arrays_counts_them_the_same():
-    # regblock_2d keeps its accumulators in local arrays: local=False leaves them out of the log, not the counts
+    # regblock_2d keeps its accumulators in local arrays: local=False leaves them out of the log, not the counts;
+    # count_local=False leaves them unobserved (no counts either) and every other figure as it was
     from gpukernels import matmul
 
     rng = np.random.default_rng(3)
     a, b = rng.standard_normal((33, 17)).astype(np.float32), rng.standard_normal((17, 31)).astype(np.float32)
-    logs = {}
-    for local in (True, False):
-        with gpukernels.trace(events=True, local=local) as t:
+    logs, other = {}, {}
+    for local in (True, False, "unobserved"):
+        with gpukernels.trace(events=True, local=local is True, count_local=local != "unobserved") as t:
             matmul.regblock_2d(a, b)
         spaces = {arr.index: arr.space for arr in t.arrays()}
         logs[local] = ({spaces[i] for i in t.accesses()["array"].tolist()},
                        [(x.array, x.space, x.loads, x.stores) for x in t.traffic(space=None)], len(t.accesses()))
+        other[local] = {k: v for k, v in t.summary().to_dict().items() if k != "seconds"}  # every analysis
     assert "local" in logs[True][0] and "local" not in logs[False][0]
     assert logs[True][1] == logs[False][1] and any(s == "local" and n for _, s, n, _ in logs[False][1])
     assert logs[False][2] < logs[True][2]
+    assert "local" not in {s for _, s, _, _ in logs["unobserved"][1]} and "local" not in logs["unobserved"][0]
+    assert logs["unobserved"][2] == logs[False][2] and other["unobserved"] == other[False] == other[True]

@@ -44,11 +44,11 @@ class TooLarge(ValueError):
 
 
 def count_accesses(run, inputs) -> int:
-    """Accesses of global and shared memory one run records (what the page's log keeps; local arrays are only
-    counted): a cheap trace without the event log, to decide before the real one."""
-    with trace() as t:
+    """Accesses of global and shared memory one run records (what the page's log keeps; local arrays are not
+    observed): a cheap trace without the event log, to decide before the real one."""
+    with trace(count_local=False) as t:
         run(*inputs)
-    return sum(x.loads + x.stores - x.atomics for x in t.traffic(space=None) if x.space != "local")
+    return sum(x.loads + x.stores - x.atomics for x in t.traffic(space=None))
 
 
 def record(run, inputs, label: str = "", limit: int | None = MAX_EVENTS):
@@ -58,7 +58,7 @@ def record(run, inputs, label: str = "", limit: int | None = MAX_EVENTS):
         if n > limit:
             raise TooLarge(f"{label or 'this version'} records {n:,} accesses at this size (a page holds at most "
                            f"{limit:,}); choose a smaller --size")
-    with trace(events=True, local=False) as t:  # the page shows global and shared memory, never registers
+    with trace(events=True, count_local=False) as t:  # the page shows global and shared memory, never registers
         out = run(*inputs)
     return t, out
 

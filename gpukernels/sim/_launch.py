@@ -285,7 +285,10 @@ class Launch:
 
     # -- arrays ---------------------------------------------------------------------------------------------
     def new_array(self, a, name, space, key=None):
-        aid = self.tracer.register(self, a, name, space, key) if self.tracer is not None else -1
+        tracer = self.tracer
+        if tracer is not None and space is arrays.LOCAL and not tracer.count_local and not self.preempt:
+            return arrays.array_class(a.ndim, False)(a, name, space, None, 0, -1)  # unobserved: plain and fast
+        aid = tracer.register(self, a, name, space, key) if tracer is not None else -1
         return arrays.wrap(a, name, space, aid)
 
     def _convert_args(self, args, retr):

@@ -196,7 +196,7 @@ def traffic(lesson: str, version: str, shape=None) -> dict:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         pass
-    with gpukernels.trace() as t:
+    with gpukernels.trace(count_local=False) as t:  # global traffic only
         mod.VERSIONS[version](*version_inputs(lesson, version, mod.make_inputs(shape, 0)))
     rows = t.traffic()
     out = {"loads": sum(r.loads for r in rows), "stores": sum(r.stores for r in rows),

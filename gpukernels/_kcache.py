@@ -1,0 +1,164 @@
+"""Compiled kernels shared between processes: an opt-in disk cache of the package's own kernels, on a GPU.
+
+With ``GPUKERNELS_KERNEL_CACHE=DIR`` set, a kernel of the package that is launched (a `gpukernels._launch.Launch`)
+is compiled once for every process that shares DIR and loaded from DIR afterwards: the GPU test suite's workers
+and the notebooks, demo and benchmark children they start all compile the same few hundred kernels, each of which
+takes NVVM a second or more. Unset (the default), nothing is cached and nothing here runs.
+
+Numba's own cache (``@cuda.jit(cache=True)``) would not be correct here, for two reasons, and this one is:
+
+* Numba keys an entry by the kernel's own bytecode, its closure and its file's time stamp -- not by the device
+  functions it calls from other files, nor by the module constants it reads. Here every entry lives in a folder
+  named by a hash of every source file of the package and of the numba, numba-cuda, NumPy and Python versions:
+  any edit to any file starts from an empty folder.
+* Numba keeps one index file per function name and line, which every kernel a factory makes shares (the same
+  qualified name, the same line). Two processes compiling two of them at once can each write data file 1 and the
+  other's index, and a later load then gets the other kernel. Here each entry is a file of its own, named by a
+  hash of its whole key (signature, target, bytecode, closure), which it also stores and checks on load; it is
+  written under a temporary name and renamed into place.
+
+Only the package's kernels are cached: a student's kernel never is, and the grader's children never see the
+setting (`gpukernels.grade.pool.child_env` drops every ``GPUKERNELS_*`` variable).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import sys
+import uuid
+from pathlib import Path
+
+ENV = "GPUKERNELS_KERNEL_CACHE"
+
+_FOLDER: list = []  # [Path or None], resolved on first use
+_CLASS: list = []  # [the cache class], made on first use (it needs numba-cuda)
+
+
+def folder() -> Path | None:
+    """Where this process's entries go: $GPUKERNELS_KERNEL_CACHE/<hash of the package's sources and versions>,
+    or None when the variable is unset."""
+    if not _FOLDER:
+        base = os.environ.get(ENV)
+        _FOLDER.append(Path(base) / source_key() if base else None)
+    return _FOLDER[0]
+
+
+def source_key(pkg: Path | None = None) -> str:
+    """A hash of every ``.py`` file of the package (or of folder ``pkg``) and of the versions the compiled code
+    depends on."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "none"
+
+    h = hashlib.sha256()
+    pkg = Path(__file__).parent if pkg is None else Path(pkg)
+    for f in sorted(pkg.rglob("*.py")):
+        h.update(f.relative_to(pkg).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    h.update("|".join([*map(installed, ("numba", "numba-cuda", "numpy")), sys.version]).encode())
+    return h.hexdigest()[:24]
+
+
+def attach(kernel) -> None:
+    """Give ``kernel`` the shared cache when GPUKERNELS_KERNEL_CACHE is set and it is one of the package's own
+    kernels without a cache of its own (idempotent; a folder that cannot be written leaves it uncached)."""
+    if getattr(kernel, "_gpukernels_kcache", False):
+        return
+    try:
+        kernel._gpukernels_kcache = True
+    except AttributeError:  # not a Numba dispatcher
+        return
+    root = folder()
+    py_func = getattr(kernel, "py_func", None)
+    if root is None or py_func is None or not getattr(py_func, "__module__", "").startswith("gpukernels."):
+        return
+    from numba.cuda.core.caching import NullCache
+
+    if not isinstance(getattr(kernel, "_cache", None), NullCache):
+        return
+    try:
+        kernel._cache = _cache_class()(py_func)
+    except OSError:
+        pass
+
+
+def _cache_class():
+    if _CLASS:
+        return _CLASS[0]
+    from numba.cuda.core.caching import _CacheLocator
+    from numba.cuda.dispatcher import CUDACache, CUDACacheImpl
+    from numba.cuda.serialize import dumps
+
+    class Files:
+        """What Numba's IndexDataCacheFile does, with one file per entry and no index."""
+
+        def __init__(self, path: str, base: str):
+            self.path, self.base = path, base
+
+        def _file(self, key) -> str:
+            return os.path.join(self.path, f"{self.base}-{hashlib.sha256(repr(key).encode()).hexdigest()[:32]}.nbc")
+
+        def load(self, key):
+            try:
+                stored, data = pickle.loads(Path(self._file(key)).read_bytes())
+            except Exception:  # noqa: BLE001 - missing, partly written by a process that died, unreadable
+                return None
+            return data if stored == repr(key) else None
+
+        def save(self, key, data) -> None:
+            path = self._file(key)
+            tmp = f"{path}.tmp.{uuid.uuid4().hex[:16]}"
+            try:
+                with open(tmp, "wb") as f:
+                    f.write(dumps((repr(key), data)))
+                os.replace(tmp, path)
+            except OSError:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+
+        def flush(self) -> None:
+            pass
+
+    class Locator(_CacheLocator):
+        """Every entry of the process in `folder()`."""
+
+        def __init__(self, py_func, py_file):
+            self._path, self._lineno = str(folder()), py_func.__code__.co_firstlineno
+
+        def get_cache_path(self):
+            return self._path
+
+        def get_source_stamp(self):
+            return None  # the folder's name is the sources' hash
+
+        def get_disambiguator(self):
+            return str(self._lineno)
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            loc = cls(py_func, py_file)
+            loc.ensure_cache_path()  # OSError when the folder cannot be written: attach() leaves the kernel uncached
+            return loc
+
+    class Impl(CUDACacheImpl):
+        _locator_classes = [Locator]
+
+    class SharedCache(CUDACache):
+        _impl_class = Impl
+
+        def __init__(self, py_func):
+            super().__init__(py_func)
+            self._cache_file = Files(self._cache_path, self._impl.filename_base)
+
+    _CLASS.append(SharedCache)
+    return SharedCache
+
+
+__all__ = ["ENV", "attach", "folder", "source_key"]

@@ -1,0 +1,109 @@
+"""The shared cache of compiled kernels (gpukernels._kcache): the GPU suite's workers compile each kernel once.
+
+Its entries must never hand a process the wrong kernel: keyed by every source file of the package, one file per
+entry named and checked by its whole key, only the package's own kernels, never in the grader's children."""
+
+import json
+import os
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gpukernels import _kcache
+from gpukernels._modes import run_in_mode
+from gpukernels.grade.pool import child_env
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_folder_is_named_by_every_source_file(tmp_path):
+    pkg = tmp_path / "pkg"
+    shutil.copytree(ROOT / "gpukernels" / "matmul", pkg / "matmul")
+    (pkg / "_intrinsics.py").write_text("X = 1\n")
+    before = _kcache.source_key(pkg)
+    assert before == _kcache.source_key(pkg)
+    (pkg / "_intrinsics.py").write_text("X = 2\n")  # a device function's file, not the kernel's: a new folder
+    assert _kcache.source_key(pkg) != before
+    (pkg / "_intrinsics.py").write_text("X = 1\n")
+    (pkg / "matmul" / "k03_new.py").write_text("")  # a new file too
+    assert _kcache.source_key(pkg) != before
+
+
+def test_the_graders_children_never_see_it(monkeypatch):
+    monkeypatch.setenv(_kcache.ENV, "/tmp/anywhere")
+    for mode in ("sim", "compile", "speed"):
+        assert _kcache.ENV not in child_env(mode)
+
+
+_CHILD = textwrap.dedent("""
+    import json, os, sys
+    from numba import cuda
+    from numba.cuda.core.caching import NullCache
+    from gpukernels import _kcache
+    from gpukernels.matmul import k01_naive
+
+    kernel = k01_naive.naive_kernel
+    @cuda.jit
+    def theirs(x):  # a kernel of __main__, as a student's would be
+        x[0] = 1
+    for k in (kernel, theirs):
+        _kcache.attach(k)
+        _kcache.attach(k)  # idempotent
+    out = {"ours": type(kernel._cache).__name__, "theirs": isinstance(theirs._cache, NullCache)}
+    if os.environ.get(_kcache.ENV):
+        c = kernel._cache
+        out["path"] = c.cache_path
+        files = c._cache_file
+        files.save(("sig", 1), {"data": 1})
+        files.save(("sig", 2), {"data": 2})
+        out["load"] = [files.load(("sig", 1)), files.load(("sig", 2)), files.load(("sig", 3))]
+        a, b = files._file(("sig", 1)), files._file(("sig", 2))
+        os.replace(b, a)  # another key's entry under this key's name: refused, not loaded
+        out["swapped"] = files.load(("sig", 1))
+        open(a, "wb").write(b"torn")  # a partial write: refused
+        out["torn"] = files.load(("sig", 1))
+        out["left"] = sorted(os.listdir(c.cache_path))
+    print(json.dumps(out))
+""")
+
+
+@pytest.mark.needs_cuda_toolchain  # a real numba-cuda dispatcher (the compile target: no GPU needed)
+def test_only_the_packages_kernels_one_checked_file_per_entry(tmp_path, monkeypatch):
+    monkeypatch.delenv(_kcache.ENV, raising=False)  # (the GPU suite's own folder)
+    unset = run_in_mode("compile", _CHILD, env={}, cwd=tmp_path)
+    assert unset.returncode == 0, unset.stderr
+    assert json.loads(unset.stdout.splitlines()[-1]) == {"ours": "NullCache", "theirs": True}
+    got = run_in_mode("compile", _CHILD, env={_kcache.ENV: str(tmp_path / "k")}, cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    out = json.loads(got.stdout.splitlines()[-1])
+    assert out["ours"] == "SharedCache" and out["theirs"] is True
+    assert Path(out["path"]).parent == tmp_path / "k" and Path(out["path"]).name == _kcache.source_key()
+    assert out["load"] == [{"data": 1}, {"data": 2}, None]
+    assert out["swapped"] is None and out["torn"] is None
+    assert not any(".tmp." in f for f in out["left"])  # written under a temporary name, renamed into place
+
+
+@pytest.mark.gpu
+def test_a_second_process_loads_what_the_first_compiled(tmp_path):
+    code = textwrap.dedent("""
+        import json, sys
+        import numpy as np
+        import gpukernels
+        from gpukernels import matmul
+        a, b = matmul.make_inputs((33, 31, 40), int(sys.argv[1]))
+        c = matmul.tiled(a, b)
+        err = float(np.abs(c - matmul.reference(a, b)).max() / np.abs(matmul.reference(a, b)).max())
+        hits = sum(sum(v._cache_hits.values()) for v in matmul.tiled.kernels)
+        misses = sum(sum(v._cache_misses.values()) for v in matmul.tiled.kernels)
+        print(json.dumps({"err": err, "hits": hits, "misses": misses}))
+    """)
+    runs = []
+    for seed in (1, 2):
+        r = run_in_mode("gpu", code, args=[seed], env={_kcache.ENV: str(tmp_path)})
+        assert r.returncode == 0, r.stderr
+        runs.append(json.loads(r.stdout.splitlines()[-1]))
+    assert runs[0]["misses"] >= 1 and runs[0]["hits"] == 0, runs
+    assert runs[1]["hits"] >= 1 and runs[1]["misses"] == 0, runs
+    assert all(r["err"] < 1e-5 for r in runs), runs
