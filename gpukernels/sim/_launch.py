@@ -195,6 +195,23 @@ def _names_of(fn) -> list:
     return names
 
 
+
+_FAST_CASTS: dict = {}
+
+
+def _fast_casts() -> dict:
+    """id(Numba scalar type) -> (the type, NumPy's constructor of the same name), which is what calling the type on
+    a value returns (``Type.cast_python_value``)."""
+    if not _FAST_CASTS:
+        from numba.core import types
+
+        for name in ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                     "uint64"):
+            t = getattr(types, name)
+            _FAST_CASTS[id(t)] = (t, getattr(np, name))
+    return _FAST_CASTS
+
+
 class Launch:
     """State of one launch; also what ``cuda.*`` calls inside kernels talk to (through ``SimCUDA``)."""
 
@@ -329,6 +346,13 @@ class Launch:
         for k in names:
             g[k] = self.mod
         self._restore.append((g, names, real))
+        # Numba's scalar types called as casts (``float32(x)``): NumPy's constructor, where Numba's ``Type.__call__``
+        # ends after two more Python frames and an import per call (the casts in an inner loop were 4% of a run)
+        casts = _fast_casts()
+        names = [k for k, v in g.items() if id(v) in casts and casts[id(v)][0] is v]
+        for k in names:
+            g[k] = casts[id(g[k])][1]
+        self._restore.append((g, names, None))
         # ``math`` with CUDA's results (exp overflow -> inf, log(0) -> -inf) instead of Python's exceptions
         names = [k for k, v in g.items() if v is _math]
         for k in names:
@@ -346,9 +370,16 @@ class Launch:
                 pass
 
     def _swap_out(self):
+        casts = _fast_casts()
         for target, names, real in reversed(self._restore):
             if names is None:
                 target.cell_contents = real
+            elif real is None:  # the casts: each name back to its own Numba type
+                by_cast = {id(fast): typ for typ, fast in casts.values()}
+                for k in names:
+                    typ = by_cast.get(id(target.get(k)))
+                    if typ is not None:
+                        target[k] = typ
             else:
                 for k in names:
                     if target.get(k) is self.mod or target.get(k) is sim_math:
