@@ -22,7 +22,8 @@ import pytest
 import gpukernels
 from gpukernels import LESSONS
 from gpukernels.check import supports, version_inputs
-from gpukernels.cli import main
+
+from ._cli import one_line, run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISES = ROOT / "exercises"
@@ -31,23 +32,6 @@ LOOP = FIXTURES / "01_vector_add" / "infinite_loop.py"  # `while k < 1: i = i + 
 ENV = dict(os.environ, GPUKERNELS_DEVICE="sim")
 #: In this process the mode is the machine's: on a GPU `demo --size 1024` is a second's work, rightly not refused
 SIM_ONLY = pytest.mark.skipif(gpukernels.MODE != "sim", reason="the simulator's time limit (a GPU runs it)")
-
-
-def run_main(capsys, args) -> tuple[int, str, str]:
-    """``gpukernels ARGS`` in this process: (exit status, stdout, stderr)."""
-    try:
-        code = main([str(a) for a in args])
-    except SystemExit as exit_:  # argparse's own exit (its one-line error)
-        code = exit_.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_line(err: str, fragment: str) -> None:
-    assert "Traceback" not in err, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert fragment in lines[0], (fragment, err)
 
 
 @pytest.fixture
