@@ -27,6 +27,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -97,6 +98,23 @@ def pytest_unconfigure(config):
     if path:
         os.environ.pop(_kcache.ENV, None)
         shutil.rmtree(path, ignore_errors=True)
+
+
+#: A folder: each worker appends "worker start end nodeid" per test to timeline-<worker>.txt there, and the notebook
+#: tests their slowest cells -- where a parallel run's wall time goes (which tests ran last, on which worker).
+TIMELINE = os.environ.get("GPUKERNELS_TEST_TIMELINE")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not TIMELINE:
+        yield
+        return
+    start = time.time()
+    yield
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(Path(TIMELINE) / f"timeline-{worker}.txt", "a") as f:
+        f.write(f"{worker} {start:.2f} {time.time():.2f} {item.nodeid}\n")
 
 
 def pytest_addoption(parser):

@@ -139,6 +139,42 @@ def test_skinny_paths(shape, splits, seed):
     run_checked("matmul", "skinny", shape, seed)
 
 
+# The other side: few columns (N <= 4), A streamed by warps of 4 rows. (M, N, K), the kernel, the slices of K
+# the launch is given: 16-byte loads (K a multiple of 4) and scalar ones, every N, rows ragged in the last warp and
+# the last block, whole warps past M, slices of K added by atomics (the vec ones multiples of 4 deep).
+COLS_CASES = [((37, 1, 45), "skinny_cols1_kernel", 1), ((70, 3, 64), "skinny_cols3_vec_kernel", 1),
+              ((33, 4, 1030), "skinny_cols4_kernel", 3), ((17, 2, 9), "skinny_cols2_kernel", 1),
+              ((45, 2, 1032), "skinny_cols2_vec_kernel", 3), ((100, 1, 2048), "skinny_cols1_vec_kernel", 2),
+              ((66, 4, 200), "skinny_cols4_vec_kernel", 1)]
+
+
+@pytest.mark.parametrize("shape,kernel,splits", COLS_CASES, ids=[f"{m}x{n}x{k}" for (m, n, k), _, _ in COLS_CASES])
+def test_few_columns_paths(shape, kernel, splits, seed):
+    m, n, k = shape
+    a, b = matmul.make_inputs(shape, seed)
+    launches = k16_skinny.skinny_cols_launches(cuda.to_device(a), cuda.to_device(b),
+                                               cuda.to_device(np.empty((m, n), np.float32)), splits)
+    assert launches[-1].kernel.__name__ == kernel and launches[-1].grid == (-(-m // 32), splits)
+    assert len(launches) == (2 if splits > 1 else 1)  # C zeroed first when K is split
+    dc = cuda.to_device(np.full((m, n), np.nan, np.float32))
+    for launch in k16_skinny.skinny_cols_launches(cuda.to_device(a), cuda.to_device(b), dc, splits):
+        launch()
+    check = compare(dc.copy_to_host(), matmul.reference(a, b), TOLERANCE["matmul"])
+    assert check.ok, f"{kernel} at {shape}, {splits} slice(s), seed={seed}: {check}"
+
+
+def test_few_columns_take_the_skinny_step_through_the_dispatcher(seed):
+    """N <= 4 with M past skinny's rows: the dispatcher (and skinny itself) stream A; M <= 16 keeps the rows
+    kernel, N = 5 a tile."""
+    for shape in [(8192, 1, 8192), (4096, 4, 1000), (17, 3, 100)]:
+        choice = matmul.choose(*shape)
+        assert choice.step == "skinny" and choice.config["cols"] == shape[1], choice
+        assert "bound by reading A" in choice.why
+    assert "cols" not in matmul.choose(16, 1, 100).config and matmul.choose(4096, 5, 1000).step != "skinny"
+    run_checked("matmul", "optimized", (45, 2, 1032), seed)
+    run_checked("matmul", "skinny", (45, 3, 41), seed)
+
+
 @pytest.mark.parametrize("shape", [(70, 66, 600), pytest.param((130, 129, 520), marks=pytest.mark.slow),
                                    (64, 64, 768)])
 def test_split_k_slices(shape, seed):

@@ -15,6 +15,8 @@ import pytest
 
 import gpukernels
 
+from .conftest import TIMELINE
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "notebooks"))
 
@@ -91,6 +93,8 @@ def test_notebook_runs(path, monkeypatch):
     wall = time.perf_counter() - start
     cpu = children_cpu() - before  # the notebook's kernel process, once it has exited
     print(f"{path.name}: {wall:.1f} s wall, {cpu:.1f} s CPU in its kernel")
+    if TIMELINE:
+        (Path(TIMELINE) / f"cells-{path.stem}.txt").write_text(f"{wall:.1f} s: {slowest_cells(nb, 8)}\n")
     first = next(c for c in nb.cells if c.cell_type == "code" and c.outputs)
     text = "".join(o.get("text", "") for o in first.outputs)
     assert "Ran on:" in text and "Date:" in text, "the first output must say where and when the notebook ran"

@@ -215,6 +215,20 @@ def _stream_k_case(kernel, shape):
     return build
 
 
+def _cols_case(shape, splits):
+    """skinny with N <= 4 columns: warps of 4 rows of A, K in ``splits`` slices added into C by atomics."""
+
+    def build(seed):
+        from gpukernels.matmul.k16_skinny import skinny_cols_launches
+
+        a, b = LESSONS["matmul"].make_inputs(shape, seed)
+        dc = cuda.to_device(np.full(shape[:2], np.nan, np.float32))
+        launches = skinny_cols_launches(cuda.to_device(a), cuda.to_device(b), dc, splits)
+        return launches, dc, LESSONS["matmul"].reference(a, b), TOLERANCE["matmul"]
+
+    return build
+
+
 def _softmax_config(n):
     """optimized's kernel for rows of n values, launched directly (with few rows the version would take
     split_row instead): n > MAX_CACHED is the two-pass online kernel, n just above what 512 threads keep in
@@ -246,6 +260,9 @@ def _kernel_cases():
     yield pytest.param(_stream_k_case(k19_stream_k.stream_k_vec_kernel, (513, 64, 24)), id="matmul-stream_k-vec-shared")
     # the cp.async ring (plain copies here): the buffer a copy overwrites was last read before the tile's barrier
     yield pytest.param(_stream_k_case(k20_async_copy.async_vec_kernel, (513, 64, 24)), id="matmul-async_copy-shared")
+    # skinny's few-columns kernels (no shared memory: the atomics of K in slices), 16-byte and scalar loads
+    yield pytest.param(_cols_case((45, 1, 1032), 3), id="matmul-skinny-cols1-vec-split")
+    yield pytest.param(_cols_case((37, 3, 45), 2), id="matmul-skinny-cols3-split")
     yield pytest.param(_softmax_config(softmax.MAX_CACHED + 101), id="softmax-online")
     hybrid = softmax.LONG_THREADS * softmax.HYBRID_ELEMS + 37
     yield pytest.param(_softmax_config(hybrid), id="softmax-hybrid-shared")
@@ -298,8 +315,11 @@ def test_cases_reach_every_registered_kernel():
     from gpukernels.matmul import k19_stream_k, k20_async_copy
     from gpukernels.tensor_core import k08_optimized as tc_opt
 
+    from gpukernels.matmul.k16_skinny import get_skinny_cols_kernel
+
     reached = (_planned_kernels() | {id(k) for k in _tiled_kernels()}
                | {id(k19_stream_k.stream_k_vec_kernel), id(k20_async_copy.async_vec_kernel)}
+               | {id(get_skinny_cols_kernel(1, True)), id(get_skinny_cols_kernel(3, False))}
                # test_tensor_core_dispatch_paths_have_no_hazards
                | {id(tc_opt.zero_kernel), id(tc_opt.pipelined_split_kernel), id(tc_opt.pad_kernel)})
     missing = [f"{lesson}.{name}: {getattr(k, '__name__', k)}" for lesson, mod in LESSONS.items()

@@ -139,7 +139,9 @@ SHAPES = {
     # (2052, 2056, 260): rows 16-byte aligned and enough 256 x 128 tiles for 132 SMs, so the 16-byte loads run
     "test_gpu": [(1, 1, 1), (1823, 781, 129), (4095, 257, 33), (513, 1025, 1000), (2052, 2056, 260),
                  # the new regimes, ragged: a matrix-vector product, 16 rows, and a large K that split_k slices
-                 (1, 4097, 1023), (16, 1001, 5003), (100, 96, 40000)],
+                 (1, 4097, 1023), (16, 1001, 5003), (100, 96, 40000),
+                 # few columns: the vector on the right, with 16-byte loads and K in slices, then ragged and scalar
+                 (2053, 1, 4096), (4099, 3, 2053)],
     "trace": (64, 64, 64),
     "demo_sim": (64, 64, 64),
     "demo_gpu": (4096, 4096, 4096),

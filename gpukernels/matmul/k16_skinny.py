@@ -1,4 +1,5 @@
-"""Step 16 of the matmul ladder, ``skinny``: a matrix-vector kernel for C with few rows (M <= 16).
+"""Step 16 of the matmul ladder, ``skinny``: a matrix-vector kernel for C with few rows (M <= 16), or few columns
+(N <= 4: the vector on the right, below).
 
 At M = 1 (a matrix-vector product, the decoding step of a language model) C = a @ B does 2 FLOPs per element of B
 and reads every element of B once: 2*K*N FLOPs against 4*K*N bytes, 0.5 FLOP/byte, far below the H200's ridge of
@@ -20,7 +21,7 @@ import functools
 
 from numba import cuda, float32
 
-from .._intrinsics import aligned16, load4
+from .._intrinsics import address, aligned16, load4
 from .._launch import Launch, ceil_div, version
 from . import _common
 from ._common import check, zero_launches
@@ -208,6 +209,113 @@ def get_skinny_shared_kernel(rows: int, vec: bool):
     return cuda.jit(skinny_shared_kernel)
 
 
+# -- the other side: few columns of C (N <= SKINNY_MAX_N), the vector on the right --------------------------------
+# C = A b with b of N <= 4 columns does 2 FLOPs per element of A and reads all of A once: bound by reading A. One warp
+# streams COLS_ROWS rows of A, its lanes 16 bytes apart (4 consecutive k each, 128 k per pass), and keeps N partial
+# sums per row; the b values of a lane's 4 k (4 * N floats, contiguous in b) serve all COLS_ROWS rows. At the end
+# each sum goes round the warp by shuffles and lane 0 writes it (or adds it, when K is split).
+SKINNY_MAX_N = 4  # columns of C a lane keeps per row
+COLS_ROWS = 4  # rows of A per warp: each b value a lane loads serves 4 rows (b's loads a quarter of A's)
+COLS_BLOCK_ROWS = COLS_ROWS * SKINNY_WARPS  # 32 rows of C per block
+COLS_BLOCKS_PER_SM = 8  # blocks per SM the K split aims at: 64 warps, 4 loads of 16 bytes in flight per lane
+COLS_MIN_K = 1024  # a slice of K gives every lane at least 8 passes
+
+
+@functools.cache
+def get_skinny_cols_kernel(cols: int, vec: bool):
+    """The kernel for C with ``cols`` <= 4 columns. With ``vec`` a lane loads 4 consecutive k of a row of A in one
+    16-byte load, and ``b`` is B seen as (K * N / 4, 4): the 4 * N values of those 4 k are ``cols`` rows of it
+    (the launcher checked K % 4 == 0 and the alignment); otherwise lanes take consecutive k, one value at a time."""
+    assert 1 <= cols <= SKINNY_MAX_N
+    full = 0xFFFFFFFF
+    b_values = 4 * cols  # a lane's b values per pass (a closure constant: the local array's size)
+
+    @cuda.jit(device=True, forceinline=True)
+    def warp_sum(x):
+        x += cuda.shfl_xor_sync(full, x, 16)
+        x += cuda.shfl_xor_sync(full, x, 8)
+        x += cuda.shfl_xor_sync(full, x, 4)
+        x += cuda.shfl_xor_sync(full, x, 2)
+        x += cuda.shfl_xor_sync(full, x, 1)
+        return x
+
+    def skinny_cols_kernel(a, b, c):
+        # grid (ceil(M / 32), splits of K), 256 threads: warp w of block x has rows x * 32 + 4w .. + 4
+        acc = cuda.local.array((COLS_ROWS, cols), float32)
+        av = cuda.local.array((COLS_ROWS, 4), float32)
+        bv = cuda.local.array(b_values, float32)
+        t = cuda.threadIdx.x
+        lane, w = t & 31, t >> 5
+        m, kdim = a.shape
+        row0 = cuda.blockIdx.x * COLS_BLOCK_ROWS + w * COLS_ROWS
+        # the slices of K are multiples of 4 deep, so that a lane's 16-byte loads stay aligned in every slice
+        k_chunk = (kdim + 4 * cuda.gridDim.y - 1) // (4 * cuda.gridDim.y) * 4
+        k_begin = cuda.blockIdx.y * k_chunk
+        k_end = min(k_begin + k_chunk, kdim)
+        for i in range(COLS_ROWS):
+            for j in range(cols):
+                acc[i, j] = 0.0
+        if row0 < m:  # the whole warp: one row0
+            if vec:
+                for k in range(k_begin + 4 * lane, k_end, 128):
+                    for i in range(COLS_ROWS):  # the loads first: COLS_ROWS 16-byte loads of A in flight
+                        if row0 + i < m:
+                            av[i, 0], av[i, 1], av[i, 2], av[i, 3] = load4(a, row0 + i, k)
+                        else:
+                            av[i, 0], av[i, 1], av[i, 2], av[i, 3] = 0.0, 0.0, 0.0, 0.0
+                    for r in range(cols):  # b[k .. k + 4, :] is rows k * cols / 4 .. + cols of the (K * N / 4, 4) view
+                        bv[4 * r], bv[4 * r + 1], bv[4 * r + 2], bv[4 * r + 3] = load4(b, (k >> 2) * cols + r, 0)
+                    for i in range(COLS_ROWS):
+                        for q in range(4):
+                            for j in range(cols):
+                                acc[i, j] += av[i, q] * bv[q * cols + j]
+            else:
+                for k in range(k_begin + lane, k_end, 32):
+                    for j in range(cols):
+                        bv[j] = b[k, j]
+                    for i in range(COLS_ROWS):
+                        x = a[row0 + i, k] if row0 + i < m else float32(0.0)
+                        for j in range(cols):
+                            acc[i, j] += x * bv[j]
+        for i in range(COLS_ROWS):
+            for j in range(cols):
+                s = warp_sum(acc[i, j])
+                if lane == 0 and row0 + i < m:
+                    if cuda.gridDim.y > 1:
+                        cuda.atomic.add(c, (row0 + i, j), s)
+                    else:
+                        c[row0 + i, j] = s
+
+    skinny_cols_kernel.__name__ = skinny_cols_kernel.__qualname__ = (
+        f"skinny_cols{cols}" + ("_vec" if vec else "") + "_kernel")
+    return cuda.jit(skinny_cols_kernel)
+
+
+def cols_splits(m: int, k: int, sms: int | None = None) -> int:
+    """Slices of K for the few-columns kernel: COLS_BLOCKS_PER_SM blocks per SM and no more, each slice at least
+    COLS_MIN_K deep."""
+    sms = sms or _common.sm_count()
+    return max(1, min(sms * COLS_BLOCKS_PER_SM // ceil_div(m, COLS_BLOCK_ROWS), k // COLS_MIN_K))
+
+
+def cols_vec(a, b) -> bool:
+    """Whether the few-columns kernel may load 16 bytes at a time: A's rows and B's data start on 16-byte
+    boundaries and K is a multiple of 4 (then the 4 * N values of 4 consecutive k of B are 16-byte aligned too)."""
+    k, n = b.shape
+    return aligned16(a) and k % 4 == 0 and address(b) % 16 == 0
+
+
+def skinny_cols_launches(a, b, c, splits: int | None = None) -> list[Launch]:
+    m, n = c.shape
+    k = a.shape[1]
+    splits = splits or cols_splits(m, k)
+    vec = cols_vec(a, b)
+    kernel = get_skinny_cols_kernel(n, vec)
+    view = b.reshape(k * n // 4, 4) if vec else b
+    grid = (ceil_div(m, COLS_BLOCK_ROWS), splits)
+    return (zero_launches(c) if splits > 1 else []) + [Launch(kernel, grid, (32 * SKINNY_WARPS,), (a, view, c))]
+
+
 def skinny_rows(m: int) -> int:
     """Rows of C per block: the smallest power of two >= M, at most 16."""
     return min(SKINNY_MAX_M, 1 << max(0, m - 1).bit_length())
@@ -231,6 +339,8 @@ def skinny_launches(a, b, c, splits: int | None = None, rows: int | None = None,
     ``shared`` (default: when a block has 4 rows or more)."""
     m, n = c.shape
     k = a.shape[1]
+    if m > SKINNY_MAX_M and n <= SKINNY_MAX_N and rows is None and shared is None:
+        return skinny_cols_launches(a, b, c, splits)  # the vector on the right: stream A instead
     rows = rows or skinny_rows(m)
     shared = rows >= 4 if shared is None else shared
     splits = splits or skinny_splits(m, n, k, rows=rows)
@@ -239,7 +349,9 @@ def skinny_launches(a, b, c, splits: int | None = None, rows: int | None = None,
     return (zero_launches(c) if splits > 1 else []) + [Launch(kernel, grid, (32 * SKINNY_WARPS,), (a, b, c))]
 
 
-@version("matmul", check, kernels=[get_skinny_kernel(1, False), get_skinny_shared_kernel(16, True)])
+@version("matmul", check, kernels=[get_skinny_kernel(1, False), get_skinny_shared_kernel(16, True),
+                                   get_skinny_cols_kernel(1, True), get_skinny_cols_kernel(3, False)])
 def skinny(a, b, c):
-    """Matrix-vector kernel for few rows of C: B streamed once at copy bandwidth, K split to fill the GPU."""
+    """Matrix-vector kernel for few rows (or few columns) of C: B (or A) streamed once at copy bandwidth, K split
+    to fill the GPU."""
     return skinny_launches(a, b, c)

@@ -4,8 +4,8 @@ cuBLAS does the same (a heuristic over many kernels); Triton autotunes per shape
 rule a student can read and call -- ``matmul.optimized.choose(M, N, K)`` returns the step, its configuration and
 why:
 
-1. **Few rows of C** (M <= ``SKINNY_MAX_M``): a matrix-vector product is bound by reading B once, not by
-   arithmetic; ``skinny`` streams B at copy bandwidth.
+1. **Few rows of C** (M <= ``SKINNY_MAX_M``), **or few columns** (N <= ``SKINNY_MAX_N``): a matrix-vector
+   product is bound by reading B (or A) once, not by arithmetic; ``skinny`` streams it at copy bandwidth.
 2. **Few rows or few columns** (M <= 64 with N >= 256, or N <= 32 with M >= 128): ``narrow``'s tile along the
    short side (64 x 256 or 128 x 32), with the slices of K that put NARROW_WARPS_PER_SM warps on every SM.
 3. **Small K** (K <= SMALL_K): 64 x 64 tiles, several per SM, so that one block's stores overlap another's loads.
@@ -43,8 +43,8 @@ from .k13_wave_fit import small_tile_kernel
 from .k14_vector_loads import small_vec_kernel, vec_kernel
 from .k12_swizzled import swizzled_kernel
 from .k15_thread_16x8 import wide_kernel, wide_vec_kernel
-from .k16_skinny import (SKINNY_MAX_M, get_skinny_kernel, get_skinny_shared_kernel, skinny_launches, skinny_rows,
-                         skinny_splits)
+from .k16_skinny import (SKINNY_MAX_M, SKINNY_MAX_N, cols_splits, get_skinny_cols_kernel, get_skinny_kernel,
+                         get_skinny_shared_kernel, skinny_launches, skinny_rows, skinny_splits)
 from .k17_split_k import SPLIT_MAX, SPLIT_MIN_K, split_k_kernels
 from .k18_narrow import cols_small_vec_kernel, narrow_kernel, narrow_splits, rows_vec_kernel
 from .k19_stream_k import stream_k_blocks, stream_k_launches
@@ -152,6 +152,12 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
                       f"M = {m} <= {SKINNY_MAX_M}: each element of B serves only {m} row(s) of C, so the product "
                       f"is bound by reading B ({4 * k * n / 1e6:.1f} MB) once; {splits} slice(s) of K make enough "
                       "blocks to keep the loads in flight")
+    if n <= SKINNY_MAX_N:
+        splits = cols_splits(m, k, sms)
+        return Choice("skinny", {"cols": n, "splits": splits},
+                      f"N = {n} <= {SKINNY_MAX_N}: each element of A serves only {n} column(s) of C, so the product is "
+                      f"bound by reading A ({4 * m * k / 1e6:.1f} MB) once; a warp streams 4 rows of it, "
+                      f"{_count(splits, 'slice')} of K")
     if (m <= NARROW_SIDE and n >= NARROW_LONG) or (n <= NARROW_SIDE // 2 and m >= NARROW_LONG // 2):
         kernel = narrow_kernel(m, n, aligned)
         splits = narrow_splits(m, n, k, kernel, sms)
@@ -211,7 +217,7 @@ def _kernel_for(choice: Choice):
 
 
 @version("matmul", check, kernels=[wide_vec_kernel, get_skinny_kernel(1, True), get_skinny_shared_kernel(16, True),
-                                   rows_vec_kernel, cols_small_vec_kernel, small_deep_vec_kernel]
+                                   get_skinny_cols_kernel(1, True), rows_vec_kernel, cols_small_vec_kernel, small_deep_vec_kernel]
          + list(split_k_kernels(True)) + [async_vec_kernel])
 def optimized(a, b, c):
     """The dispatcher: per shape, the step and configuration that choose() estimates fastest (skinny, tiles, split-K, ...)."""
