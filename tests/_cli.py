@@ -8,7 +8,8 @@ from gpukernels.cli import main
 
 
 def run_main(capsys, args) -> tuple[int, str, str]:
-    """``gpukernels ARGS`` in this process: (exit status, stdout, stderr)."""
+    """``gpukernels ARGS`` in this process: (exit status, stdout, stderr). ``capsys``: pytest's capsys, or capfd
+    for a command that may start a child process writing to the same terminal."""
     try:
         code = main([str(a) for a in args])
     except SystemExit as exit_:  # argparse's own exit (its one-line error)

@@ -76,8 +76,9 @@ def test_trace_and_demo_take_a_single_number():
     (("trace", "cbr", "--size", "1,1,2,2,1,5,5"), "--size 1,1,2,2,1,5,5: the kernel (R, S) = (5, 5) is larger"),
     (("frobnicate",), "unknown command 'frobnicate'"),
 ])
-def test_unusable_input_is_one_line_and_exit_status_2(args, expected, capsys):
-    code, out, err = run_main(capsys, args)
+def test_unusable_input_is_one_line_and_exit_status_2(args, expected, capfd):
+    # capfd, not capsys: on a GPU `trace` runs the simulator in a child process, which writes to the descriptors
+    code, out, err = run_main(capfd, args)
     assert code == 2, (out, err)
     assert "Traceback" not in err and expected in err
     assert sum(expected in line for line in err.splitlines()) == 1  # said once, on one line
