@@ -986,10 +986,16 @@ _INTRINSICS = tuple(os.path.join(os.path.dirname(os.path.abspath(__file__)), nam
                     for name in ("_intrinsics.py", "_mma.py"))
 
 
+_IS_INTRINSIC: dict = {}  # filename -> _is_intrinsic: asked once per access inside a vector instruction
+
+
 def _is_intrinsic(filename: str) -> bool:
     """Code of gpukernels._intrinsics and gpukernels._mma: each call is one instruction on the GPU (a 16-byte load
     or store, a cp.async, an ldmatrix, a wgmma's reads of its tiles)."""
-    return filename in _INTRINSICS or os.path.abspath(filename) in _INTRINSICS
+    known = _IS_INTRINSIC.get(filename)
+    if known is None:
+        known = _IS_INTRINSIC[filename] = filename in _INTRINSICS or os.path.abspath(filename) in _INTRINSICS
+    return known
 
 
 # -------------------------------------------------------------------------------------------------------------

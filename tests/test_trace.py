@@ -441,6 +441,48 @@ def reads_every_other(a, out):
         out[i] = a[2 * i] + a[2 * i]
 
 
+@cuda.jit
+def local_sums(x, out):
+    acc = cuda.local.array(4, float32)  # per thread: 4 stores, then 4 + 4 loads (two elements read twice)
+    i = cuda.grid(1)
+    for q in range(4):
+        acc[q] = x[i] * q
+    s = float32(0.0)
+    for q in range(4):
+        s += acc[q] + acc[q & 1]
+    out[i] = s
+
+
+def test_local_arrays_are_counted_logged_or_left_unobserved():
+    """A thread's local array: counted without the event log (local=False keeps it out of the log, not the
+    counts), in the log with local=True, and not observed at all with count_local=False -- the other arrays' figures
+    the same every way."""
+    threads = 64
+    x = np.arange(threads, dtype=np.float32)
+    figures = {}
+    for how in ("counted", "logged", "unlogged", "unobserved"):
+        kw = {"counted": {}, "logged": dict(events=True), "unlogged": dict(events=True, local=False),
+              "unobserved": dict(count_local=False)}[how]
+        out = np.full(threads, np.nan, np.float32)
+        with gpukernels.trace(**kw) as t:
+            local_sums[2, 32](x, out)
+        assert np.array_equal(out, x * 6 + x * 2)  # 0+1+2+3 + (0+1+0+1)... of x * q: 6x + 2x
+        rows = {r.array: r for r in t.traffic(space=None)}
+        figures[how] = {a: (r.space, r.loads, r.stores, r.elements_loaded, r.elements_stored)
+                        for a, r in rows.items() if a != "acc"}
+        if how == "unobserved":
+            assert "acc" not in rows
+        else:
+            acc = rows["acc"]
+            assert (acc.space, acc.loads, acc.stores) == ("local", 8 * threads, 4 * threads), acc
+            assert (acc.elements_loaded, acc.elements_stored) == (4, 4), acc  # one array per line, every thread's
+        if how in ("logged", "unlogged"):
+            spaces = {a.index: a.space for a in t.arrays()}
+            logged = sum(spaces[i] == "local" for i in t.accesses()["array"].tolist())
+            assert logged == (12 * threads if how == "logged" else 0)
+    assert figures["counted"] == figures["logged"] == figures["unlogged"] == figures["unobserved"]
+
+
 def test_elements_loaded_counts_distinct_elements():
     a = np.arange(16, dtype=np.float32)
     out = np.zeros(8, np.float32)

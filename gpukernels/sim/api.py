@@ -197,7 +197,7 @@ class SimShared:
     def _allocate(self, shape, dtype, f, alignment):
         dtype = as_dtype(dtype)
         filename, lineno = f.f_code.co_filename, f.f_lineno
-        name = assigned_name(filename, lineno, f"shared@{location(filename, lineno)}")
+        name = _site_name("shared", filename, lineno)
         if shape == 0 or shape == (0,):  # dynamic shared memory: every such array aliases one buffer
             if self._dyn is None:
                 self._dyn = _poisoned(self._dynsize, np.uint8)
@@ -207,6 +207,21 @@ class SimShared:
             return self._launch.new_array(a, name, arrays.SHARED, key=("dyn",))
         return self._launch.new_array(_poisoned(shape, dtype, alignment), name, arrays.SHARED,
                                       key=(filename, lineno, name))
+
+
+_SITE_NAMES: dict = {}  # (kind, filename, lineno) -> the name the line assigns: every thread makes its local arrays
+
+
+def _site_name(kind: str, filename: str, lineno: int) -> str:
+    """``acc`` for a line ``acc = cuda.local.array(...)``; otherwise ``local@file:line`` (not kept: the file is
+    named relative to the working directory, which may change)."""
+    name = _SITE_NAMES.get((kind, filename, lineno))
+    if name is None:
+        name = assigned_name(filename, lineno, None)
+        if name is None:
+            return f"{kind}@{location(filename, lineno)}"
+        _SITE_NAMES[(kind, filename, lineno)] = name
+    return name
 
 
 class SimLocal:
@@ -221,7 +236,7 @@ class SimLocal:
         f = sys._getframe(1)
         _check_alignment(alignment, "cuda.local.array")
         filename, lineno = f.f_code.co_filename, f.f_lineno
-        name = assigned_name(filename, lineno, f"local@{location(filename, lineno)}")
+        name = _site_name("local", filename, lineno)
         return self._launch.new_array(_poisoned(shape, dtype, alignment), name, arrays.LOCAL,
                                       key=(filename, lineno, name))
 
