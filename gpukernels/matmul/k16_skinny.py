@@ -23,6 +23,7 @@ from numba import cuda, float32
 
 from .._intrinsics import address, aligned16, load4
 from .._launch import Launch, ceil_div, version
+from ..softmax import warp_sum
 from . import _common
 from ._common import check, zero_launches
 
@@ -227,17 +228,7 @@ def get_skinny_cols_kernel(cols: int, vec: bool):
     16-byte load, and ``b`` is B seen as (K * N / 4, 4): the 4 * N values of those 4 k are ``cols`` rows of it
     (the launcher checked K % 4 == 0 and the alignment); otherwise lanes take consecutive k, one value at a time."""
     assert 1 <= cols <= SKINNY_MAX_N
-    full = 0xFFFFFFFF
     b_values = 4 * cols  # a lane's b values per pass (a closure constant: the local array's size)
-
-    @cuda.jit(device=True, forceinline=True)
-    def warp_sum(x):
-        x += cuda.shfl_xor_sync(full, x, 16)
-        x += cuda.shfl_xor_sync(full, x, 8)
-        x += cuda.shfl_xor_sync(full, x, 4)
-        x += cuda.shfl_xor_sync(full, x, 2)
-        x += cuda.shfl_xor_sync(full, x, 1)
-        return x
 
     def skinny_cols_kernel(a, b, c):
         # grid (ceil(M / 32), splits of K), 256 threads: warp w of block x has rows x * 32 + 4w .. + 4
@@ -279,7 +270,7 @@ def get_skinny_cols_kernel(cols: int, vec: bool):
                             acc[i, j] += x * bv[j]
         for i in range(COLS_ROWS):
             for j in range(cols):
-                s = warp_sum(acc[i, j])
+                s = warp_sum(acc[i, j])  # the softmax lesson's butterfly of 5 shuffles
                 if lane == 0 and row0 + i < m:
                     if cuda.gridDim.y > 1:
                         cuda.atomic.add(c, (row0 + i, j), s)
@@ -301,11 +292,12 @@ def cols_splits(m: int, k: int, sms: int | None = None) -> int:
 def cols_vec(a, b) -> bool:
     """Whether the few-columns kernel may load 16 bytes at a time: A's rows and B's data start on 16-byte
     boundaries and K is a multiple of 4 (then the 4 * N values of 4 consecutive k of B are 16-byte aligned too)."""
-    k, n = b.shape
-    return aligned16(a) and k % 4 == 0 and address(b) % 16 == 0
+    return aligned16(a) and b.shape[0] % 4 == 0 and address(b) % 16 == 0
 
 
 def skinny_cols_launches(a, b, c, splits: int | None = None) -> list[Launch]:
+    """The few-columns launches: C zeroed first when K is split (default `cols_splits`), then the kernel, which gets
+    B as (K * N / 4, 4) rows of 16 bytes when `cols_vec`."""
     m, n = c.shape
     k = a.shape[1]
     splits = splits or cols_splits(m, k)
