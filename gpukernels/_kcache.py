@@ -17,6 +17,14 @@ Numba's own cache (``@cuda.jit(cache=True)``) would not be correct here, for two
   hash of its whole key (signature, target, bytecode, closure), which it also stores and checks on load; it is
   written under a temporary name and renamed into place.
 
+Processes that miss the same entry at once do not all compile it: the first takes a lock beside the entry (an
+``flock``, which the system drops if the process dies) and the others wait for it and load what it stored -- the
+GPU suite starts the tests of one step on several workers together. A wait is bounded (`WAIT_S`); after it a
+process compiles the kernel itself.
+
+``GPUKERNELS_KERNEL_CACHE_LOG=FILE`` appends one line per lookup to FILE (process, start, seconds, ``hit`` /
+``waited`` / ``compiled``, kernel, signature): how the suite's compile time is spent.
+
 Only the package's kernels are cached: a student's kernel never is, and the grader's children never see the
 setting (`gpukernels.grade.pool.child_env` drops every ``GPUKERNELS_*`` variable).
 """
@@ -27,10 +35,18 @@ import hashlib
 import os
 import pickle
 import sys
+import time
 import uuid
 from pathlib import Path
 
 ENV = "GPUKERNELS_KERNEL_CACHE"
+LOG_ENV = "GPUKERNELS_KERNEL_CACHE_LOG"
+WAIT_S = 240.0  # the longest a process waits for another that compiles the same kernel
+
+try:
+    import fcntl
+except ImportError:  # Windows: no lock, each process compiles what it misses
+    fcntl = None
 
 _FOLDER: list = []  # [Path or None], resolved on first use
 _CLASS: list = []  # [the cache class], made on first use (it needs numba-cuda)
@@ -156,9 +172,71 @@ def _cache_class():
         def __init__(self, py_func):
             super().__init__(py_func)
             self._cache_file = Files(self._cache_path, self._impl.filename_base)
+            self._held = None  # (lock descriptor, start) while this process compiles an entry
+            self._kname = f"{py_func.__module__}.{py_func.__qualname__}"
+
+        def load_overload(self, sig, target_context):
+            # Numba calls this, compiles on None, then calls save_overload, all under its compiler lock: so one
+            # entry at a time is ever held per process, and a lock left by a compile that raised is dropped here.
+            self._release()
+            start = time.time()
+            data = super().load_overload(sig, target_context)
+            if data is not None:
+                _log("hit", start, self._kname, sig)
+                return data
+            if fcntl is None:
+                self._held = (None, start)
+                return None
+            lock = self._cache_file._file(self._index_key(sig, target_context.codegen())) + ".lock"
+            try:
+                fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError:
+                return None
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError:
+                    if time.time() - start > WAIT_S:  # compile it here as well
+                        os.close(fd)
+                        return None
+                    time.sleep(0.05)
+            data = super().load_overload(sig, target_context)  # stored while this process waited
+            if data is not None:
+                os.close(fd)
+                _log("waited", start, self._kname, sig)
+                return data
+            self._held = (fd, start)
+            return None
+
+        def save_overload(self, sig, data):
+            try:
+                super().save_overload(sig, data)
+            finally:
+                held = self._held
+                self._release()
+                _log("compiled", held[1] if held else None, self._kname, sig)
+
+        def _release(self):
+            if self._held is not None:
+                if self._held[0] is not None:
+                    os.close(self._held[0])  # drops the flock
+                self._held = None
 
     _CLASS.append(SharedCache)
     return SharedCache
 
 
-__all__ = ["ENV", "attach", "folder", "source_key"]
+def _log(event: str, start, name: str, sig) -> None:
+    path = os.environ.get(LOG_ENV)
+    if not path or start is None:
+        return
+    now = time.time()
+    try:
+        with open(path, "a") as f:
+            f.write(f"{os.getpid()} {start:.2f} {now - start:.2f} {event} {name} {sig}\n")
+    except OSError:
+        pass
+
+
+__all__ = ["ENV", "LOG_ENV", "WAIT_S", "attach", "folder", "source_key"]

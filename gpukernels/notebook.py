@@ -379,16 +379,17 @@ def race_table(summary, kernel=None):
 
 
 #: Set (to anything but 0) by the test suite when it executes a notebook on a GPU: `measurements` then times the
-#: first and the last version only. Compiling and timing all twenty-one matmul versions at 4096^3 was 139 of the
-#: notebook's 199 s on the H200 -- most of the GPU suite's wall time -- and every version's correctness and speed
-#: have tests and `gpukernels bench` of their own.
+#: first and the last version only, at the lesson's small ``demo_sim`` shape. Compiling and timing all twenty-one
+#: matmul versions at 4096^3 was 139 of the notebook's 199 s on the H200 -- most of the GPU suite's wall time --
+#: and checking even two of them at the full shape against a float64 reference took 43-57 s a notebook; every
+#: version's correctness and speed have tests and `gpukernels bench` of their own.
 QUICK_ENV = "GPUKERNELS_NOTEBOOK_QUICK"
 
 
 def measurements(lesson: str):
     """(report, label) for the performance table of ``lesson``.
 
-    On a GPU: every version (with `QUICK_ENV` set: the first and the last) and the library peer timed now with the benchmark harness (``gpukernels.bench.run``:
+    On a GPU: every version (with `QUICK_ENV` set: the first and the last, at ``SHAPES["demo_sim"]``) and the library peer timed now with the benchmark harness (``gpukernels.bench.run``:
     check first, inputs rotated past L2, CUDA events, median) at ``SHAPES["demo_gpu"]``, on a small budget (at
     least 5 runs, ~0.3 s a version) so that the notebooks stay quick -- ``gpukernels bench`` takes the full one.
     In the simulator: the newest GPU report committed in ``benchmarks/results/``, or None when there is none.
@@ -396,13 +397,14 @@ def measurements(lesson: str):
     from gpukernels import bench
 
     if GPU:
-        shape = tuple(gpukernels.LESSONS[lesson].SHAPES["demo_gpu"])
-        names = list(gpukernels.LESSONS[lesson].VERSIONS)
         quick = os.environ.get(QUICK_ENV, "") not in ("", "0")
-        if quick:  # the test suite's run: the first and the last version, the cell's code paths all the same
-            names = [names[0], names[-1]]
+        shape = tuple(gpukernels.LESSONS[lesson].SHAPES["demo_sim" if quick else "demo_gpu"])
+        names = list(gpukernels.LESSONS[lesson].VERSIONS)
+        if quick:  # the test suite's run: the first and the last version at a small shape, the cell's code paths
+            names = [names[0], names[-1]]  # all the same
         report = bench.run([lesson], [shape], versions=names, log=lambda *_: None, min_runs=5, budget_ms=300.0)
-        which = f"only {' and '.join(names)}: {QUICK_ENV} is set, " if quick else ""
+        which = (f"only {' and '.join(names)} at {'x'.join(map(str, shape))}: {QUICK_ENV} is set, "
+                 if quick else "")
         return report, (f"**Measured now on {report['environment'].get('device')}** ({which}{report['method']}; "
                         f"median of at least 5 runs: a small budget, `gpukernels bench` takes more)")
     return committed_results(lesson)

@@ -42,6 +42,14 @@ from . import browser as _browser
 GPU = gpukernels.MODE == "gpu"
 
 
+def same_kernels_as(group: str):
+    """A mark for tests that launch the same large kernels as the lesson step ``group`` ("matmul.async_copy"): on
+    a GPU they join its xdist group, so that one worker compiles those kernels once and runs them all (seven
+    async-ring tests on seven workers each spent 45-53 s in NVVM on the same two kernels); in the simulator, where
+    nothing is compiled, they stay free to balance the workers."""
+    return pytest.mark.xdist_group(group) if GPU else pytest.mark.usefixtures()
+
+
 def pytest_report_header(config):
     toolchain = cuda_toolchain_missing()
     return [f"gpukernels mode: {gpukernels.MODE} ({gpukernels._device.REASON})",
@@ -91,6 +99,8 @@ def pytest_configure(config):
     if GPU and not hasattr(config, "workerinput") and _kcache.ENV not in os.environ:
         config._kcache_dir = tempfile.mkdtemp(prefix="gpukernels-kernels-")
         os.environ[_kcache.ENV] = config._kcache_dir
+        if TIMELINE and _kcache.LOG_ENV not in os.environ:  # and which process compiled what, when, for how long
+            os.environ[_kcache.LOG_ENV] = str(Path(TIMELINE) / "kcache-log.txt")
 
 
 def pytest_unconfigure(config):
@@ -100,7 +110,8 @@ def pytest_unconfigure(config):
         shutil.rmtree(path, ignore_errors=True)
 
 
-#: A folder: each worker appends "worker start end nodeid" per test to timeline-<worker>.txt there, and the notebook
+#: A folder: each worker appends "worker start end cpu-seconds nodeid" per test to timeline-<worker>.txt there, the
+#: shared kernel cache its lookups to kcache-log.txt (on a GPU), and the notebook
 #: tests their slowest cells -- where a parallel run's wall time goes (which tests ran last, on which worker).
 TIMELINE = os.environ.get("GPUKERNELS_TEST_TIMELINE")
 
@@ -110,11 +121,19 @@ def pytest_runtest_protocol(item, nextitem):
     if not TIMELINE:
         yield
         return
-    start = time.time()
+    start, cpu = time.time(), _cpu_seconds()
     yield
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     with open(Path(TIMELINE) / f"timeline-{worker}.txt", "a") as f:
-        f.write(f"{worker} {start:.2f} {time.time():.2f} {item.nodeid}\n")
+        f.write(f"{worker} {start:.2f} {time.time():.2f} {_cpu_seconds() - cpu:.2f} {item.nodeid}\n")
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of the children it has waited for (a notebook's kernel, a grader's pool)."""
+    import resource
+
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                  resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
 def pytest_addoption(parser):

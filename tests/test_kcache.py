@@ -107,3 +107,35 @@ def test_a_second_process_loads_what_the_first_compiled(tmp_path):
     assert runs[0]["misses"] >= 1 and runs[0]["hits"] == 0, runs
     assert runs[1]["hits"] >= 1 and runs[1]["misses"] == 0, runs
     assert all(r["err"] < 1e-5 for r in runs), runs
+
+
+@pytest.mark.gpu
+def test_processes_that_miss_together_compile_each_kernel_once(tmp_path):
+    """Three processes that launch the same kernels at once: one compiles each, the others wait for its entry
+    (or find it), and every result is still correct."""
+    from gpukernels._modes import start_in_mode
+
+    code = textwrap.dedent("""
+        import json, sys
+        import numpy as np
+        from gpukernels import matmul
+        a, b = matmul.make_inputs((45, 37, 29), int(sys.argv[1]))
+        c = matmul.tiled(a, b)
+        ref = matmul.reference(a, b)
+        print(json.dumps({"err": float(np.abs(c - ref).max() / np.abs(ref).max())}))
+    """)
+    log = tmp_path / "log.txt"
+    env = {_kcache.ENV: str(tmp_path / "k"), _kcache.LOG_ENV: str(log)}
+    kids = [start_in_mode("gpu", code, args=[seed], env=env, stdout=-1, stderr=-1, text=True) for seed in (1, 2, 3)]
+    outs = [kid.communicate(timeout=600) for kid in kids]
+    for kid, (out, err) in zip(kids, outs):
+        assert kid.returncode == 0, err
+        assert json.loads(out.splitlines()[-1])["err"] < 1e-5
+    lines = [line.split(" ", 5) for line in log.read_text().splitlines()]
+    assert len({line[0] for line in lines}) == 3, lines  # every process looked its kernels up
+    by_kernel: dict = {}
+    for pid, _start, _secs, event, name, sig in lines:
+        by_kernel.setdefault((name, sig), []).append(event)
+    for key, events in by_kernel.items():
+        assert sorted(events) in (["compiled", "hit", "hit"], ["compiled", "hit", "waited"],
+                                  ["compiled", "waited", "waited"]), (key, events)

@@ -13,7 +13,7 @@ from gpukernels._intrinsics import aligned16
 from gpukernels.resources import run_with_real_cuda
 from gpukernels.check import TOLERANCE, compare
 
-from .conftest import GPU
+from .conftest import GPU, same_kernels_as
 
 from .test_lessons import run_checked
 
@@ -201,6 +201,7 @@ def test_stream_k_blocks_share_only_the_last_waves():
         assert tiles - dp < 2 * sk or tiles <= sms  # ... and < two: a tile is never cut between three blocks
 
 
+@same_kernels_as("matmul.stream_k")
 @pytest.mark.parametrize("shape,sms", [
     ((300, 140, 24), 3),  # 4 edge-heavy tiles for 3 blocks: tiles 1 and 2 cut between two blocks
     pytest.param((520, 260, 24), 4, marks=pytest.mark.slow),  # 9 tiles: 4 whole (one per block), 5 shared by 4
@@ -227,6 +228,7 @@ def test_stream_k_shares_tiles_correctly(shape, sms, seed, monkeypatch):
     assert compare(outs[0], matmul.reference(a, b), TOLERANCE["matmul"]).ok
 
 
+@same_kernels_as("matmul.stream_k")
 def test_stream_k_without_aligned_rows_runs_thread_16x8s_scalar_kernel(seed, one_sm):
     shape = (520, 262, 23)  # N, K not multiples of 4
     [launch] = matmul.stream_k.launches(*matmul.make_inputs(shape, seed))
@@ -264,6 +266,7 @@ def _run_async(kernel, shape, seed, sms, times=1):
     return outs
 
 
+@same_kernels_as("matmul.async_copy")
 @pytest.mark.parametrize("shape,sms", [
     ((256, 128, 16), 1),  # one interior tile, two k tiles: fewer tiles than the ring has stages
     ((256, 128, 44), 1),  # K = 5 x 8 + 4: the last copy reads 4 of 8 k and fills the rest with zeros
@@ -278,6 +281,7 @@ def test_async_ring_is_correct(shape, sms, seed):
     _run_async(async_kernel, shape, seed, sms)
 
 
+@same_kernels_as("matmul.async_copy")
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(2052, 2056, 260), (1000, 1032, 1004), (4096, 4096, 4096), (2048, 4096, 2052)])
 def test_async_ring_is_correct_gpu(shape, seed):
@@ -309,6 +313,7 @@ def test_async_ring_compiles_to_cp_async():
     assert cg >= 2 and ca == 8 * cg and waits >= 1 and v4 == 0
 
 
+@same_kernels_as("matmul.async_copy")
 def test_async_copy_is_stream_k_with_the_ring(seed, one_sm):
     shape = (520, 260, 36)  # 9 tiles on one SM: whole tiles, then tiles cut between sharing blocks
     a, b = matmul.make_inputs(shape, seed)
@@ -321,6 +326,7 @@ def test_async_copy_is_stream_k_with_the_ring(seed, one_sm):
     run_checked("matmul", "async_copy", ragged, seed)
 
 
+@same_kernels_as("matmul.async_copy")
 @pytest.mark.slow  # 20 s in the simulator; the default tier runs the ring's kernels at smaller shapes (above)
 def test_async_copy_runs_whole_and_cut_tiles_on_one_sm(seed, one_sm):
     run_checked("matmul", "async_copy", (520, 260, 36), seed)  # 9 tiles on one SM: whole, then cut between blocks

@@ -65,7 +65,7 @@ inputs = mod.make_inputs(shape, 0)
 if not traced:
     mod.VERSIONS[version](*inputs)
     sys.exit(0)
-with gpukernels.trace() as t:
+with gpukernels.trace(count_local=False) as t:  # global and shared memory only
     mod.VERSIONS[version](*inputs)
 out = dict.fromkeys(["global_load_requests", "global_store_requests", "global_load_sectors", "global_store_sectors",
                      "shared_load_requests", "shared_load_wavefronts", "shared_store_requests",
