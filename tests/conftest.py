@@ -92,6 +92,14 @@ def pytest_itemcollected(item):
 
 
 def pytest_configure(config):
+    # Under xdist every worker gets its share of the cores for what it starts itself: OpenBLAS's threads (the
+    # float64 references; idle ones spin) and the resource report's compile children. Left alone, each of 16
+    # workers ran 16 BLAS threads and 8 compile children on a 16-core H200 host: a load average of 60.
+    workers = getattr(config.option, "numprocesses", None)
+    if not hasattr(config, "workerinput") and isinstance(workers, int) and workers > 1:
+        share = str(max(1, (os.cpu_count() or 1) // workers))
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "GPUKERNELS_COMPILE_JOBS"):
+            os.environ.setdefault(var, share)
     # On a GPU, every worker, notebook and demo child of this run shares one folder of compiled kernels
     # (gpukernels._kcache): each of the package's kernels is compiled once per run, not once per process that
     # launches it. The controller makes the folder before the workers start (they inherit the variable) and
