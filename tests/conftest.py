@@ -47,7 +47,7 @@ def same_kernels_as(group: str):
     a GPU they join its xdist group, so that one worker compiles those kernels once and runs them all (seven
     async-ring tests on seven workers each spent 45-53 s in NVVM on the same two kernels); in the simulator, where
     nothing is compiled, they stay free to balance the workers."""
-    return pytest.mark.xdist_group(group) if GPU else pytest.mark.usefixtures()
+    return pytest.mark.xdist_group(group) if GPU else pytest.mark.same_kernels(group)
 
 
 def pytest_report_header(config):
