@@ -22,9 +22,9 @@ CELL_TIMEOUT = 600  # seconds per cell
 
 
 def notebooks(names=None) -> list[Path]:
-    """The notebooks to run: ``names`` (paths or file names in this folder), default every NN_*.ipynb here."""
+    """The notebooks to run: ``names`` (paths or file names in this folder), default every course notebook here (NN_*.ipynb, and a second part NNb_*.ipynb)."""
     if not names:
-        return sorted(HERE.glob("[0-9][0-9]_*.ipynb"))
+        return sorted(HERE.glob("[0-9][0-9]*_*.ipynb"))
     out = []
     for name in names:
         p = Path(name)

@@ -116,7 +116,7 @@ def test_the_simulator_is_silent_on_inf_like_a_gpu():
 NOISE = re.compile(r"NumbaPerformanceWarning|RuntimeWarning|(?<![\w.])/(?:opt|home|tmp|root|Users)/\S")
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb")), ids=lambda p: p.stem)
 def test_committed_outputs_have_no_warnings_or_machine_paths(path):
     """NumbaPerformanceWarning blocks ("Grid size 3 will likely result in GPU under-utilization", naming a file of
     the GPU machine's Python) are silenced at the source now (`gpukernels.notebook.where_and_when`)."""

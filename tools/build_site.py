@@ -222,7 +222,7 @@ def stage(src: Path, classroom: Path = CLASSROOM) -> dict:
     shutil.copytree(ROOT / "site" / "_static", src / "_static", dirs_exist_ok=True)
     pages = {"Start": [], "Notebooks": [], "Lesson notes": [], "Exercises": [], "Classroom pages": []}
     (src / "notebooks").mkdir()
-    for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+    for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb")):
         shutil.copy(nb, src / "notebooks" / nb.name)
         pages["Notebooks"].append(Path("notebooks") / nb.name)
     shutil.copytree(ROOT / "docs", src / "docs", ignore=shutil.ignore_patterns("site"))

@@ -99,9 +99,9 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a notebook is not up to date")
-    parser.add_argument("notebooks", nargs="*", type=Path, help="default: every notebooks/NN_*.ipynb")
+    parser.add_argument("notebooks", nargs="*", type=Path, help="default: every course notebook, notebooks/NN*_*.ipynb")
     args = parser.parse_args(argv)
-    paths = [p.resolve() for p in args.notebooks] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    paths = [p.resolve() for p in args.notebooks] or sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb"))
     stale = []
     for path in paths:
         nb = nbformat.read(path, as_version=4)
