@@ -293,6 +293,47 @@ def test_children_die_with_the_grader(tmp_path, signame, fork):
                 os.kill(k, signal.SIGKILL)
 
 
+_WATCHED = """
+import sys
+from gpukernels.grade._child import watch_parent
+watch_parent(0.05)
+print("ready", flush=True)
+while True:  # a student's endless kernel, on the simulator: Python that never returns
+    pass
+"""
+_PARENT = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1]], start_new_session=True, stdout=subprocess.PIPE, text=True)
+print(child.pid, flush=True)
+print(child.stdout.readline().strip(), flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for the child's state")
+def test_a_child_without_pdeathsig_ends_when_its_parent_is_killed():
+    """Where no PR_SET_PDEATHSIG exists (macOS), a grader's child started alone watches its parent: SIGKILL the
+    parent while the child spins in Python, and the child (leading its own session) is gone within seconds."""
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, _WATCHED], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    child = None
+    try:
+        child = int(parent.stdout.readline())
+        assert parent.stdout.readline().strip() == "ready"
+        assert _alive(child)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(child), "the child outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        if child is not None and _alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
 # ----------------------------------------------------------------------------------------------------------
 # The Python API
 # ----------------------------------------------------------------------------------------------------------

@@ -604,12 +604,36 @@ def die_with_parent(parent: int) -> None:
     """Linux: have the kernel send this process SIGKILL when the process that started it ends -- however it ends,
     SIGKILL included, which no handler of the grader's can see (``prctl(PR_SET_PDEATHSIG)``, kept across exec).
     A parent that ended before the call is caught by comparing ``getppid()`` with ``parent``. Elsewhere the
-    grader's pipes are what children watch (a zygote reads EOF and kills its children)."""
+    grader's pipes are what children watch (a zygote reads EOF and kills its children), and a child started alone
+    watches its parent (`watch_parent`)."""
     if _PRCTL is None:
         return
     _PRCTL(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG (1), SIGKILL (9)
     if os.getppid() != parent:  # the parent is already gone
         os._exit(1)
+
+
+def watch_parent(interval: float = 0.2) -> None:
+    """Where the system cannot end this process with its parent (no ``prctl``: macOS), a daemon thread notices that
+    the parent is gone -- the process has been handed to another one -- and kills this process's session (a
+    started child leads its own) or, if it leads none, this process alone: whatever the main thread is running, a
+    ``while True`` kernel on the simulator included (the thread gets the GIL every few milliseconds)."""
+    import signal
+    import threading
+
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(interval)
+        try:
+            if os.getpgid(0) == os.getpid():
+                os.killpg(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGKILL)
+        except OSError:
+            os._exit(1)
+
+    threading.Thread(target=watch, name="watch-parent", daemon=True).start()
 
 
 def _prctl():
@@ -638,6 +662,8 @@ if __name__ == "__main__":
     sys.path.pop(0)  # this script's folder: keep gpukernels/grade/*.py from shadowing anything
     if len(sys.argv) == 3 and sys.argv[1] == "--zygote":
         os._exit(zygote(sys.argv[2]))
+    if _PRCTL is None and os.name == "posix":  # macOS: no PR_SET_PDEATHSIG for a child started alone
+        watch_parent()
     sys.stdout.flush()
     code = main()
     sys.stdout.flush()
