@@ -889,6 +889,10 @@ def bench_main(argv: list[str]) -> int:
     if unknown:
         parser.error(f"unknown lesson {unknown[0]!r}; choose from {', '.join(LESSONS)}")
 
+    for name in args.versions or []:  # a typo would cost a GPU run that times the peers alone
+        if not any(name in LESSONS[lesson].VERSIONS for lesson in lessons):
+            known = ", ".join(dict.fromkeys(v for lesson in lessons for v in LESSONS[lesson].VERSIONS))
+            parser.error(f"--versions {name!r}: no version of {', '.join(lessons)} has that name; choose from {known}")
     for text in args.sizes or []:
         if not all(part.isdigit() and int(part) >= 1 for part in text.split(",")):
             parser.error(f"--sizes {text!r}: expected a shape of whole numbers >= 1 joined by commas, e.g. "

@@ -22,7 +22,6 @@ docs/overhead.md is the lesson these numbers teach.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import statistics
@@ -354,14 +353,15 @@ def figure(report: dict, path: Path) -> None:
                  f"device time ({env.get('device')}, {str(env.get('date', ''))[:10]})", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
 def overhead_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="gpukernels bench --overhead",
-                                     description=" ".join(__doc__.split("\n\n")[0].split()))  # its first sentence
+    from .cli import ArgumentParser, input_json, output_file
+
+    parser = ArgumentParser(prog="gpukernels bench --overhead",
+                            description=" ".join(__doc__.split("\n\n")[0].split()))  # its first sentence
     parser.add_argument("lessons", nargs="*", help=f"lessons among {', '.join(LESSONS)} (default: all)")
     parser.add_argument("--kinds", nargs="+", choices=KINDS, help="array kinds (default: every one installed)")
     parser.add_argument("--json", type=Path, help="write the rows to this JSON file")
@@ -371,8 +371,13 @@ def overhead_main(argv: list[str]) -> int:
     unknown = [name for name in args.lessons if name not in LESSONS]
     if unknown:
         parser.error(f"unknown lesson {unknown[0]!r}; choose from {', '.join(LESSONS)}")
+    # files checked before anything is measured: a typo must cost neither a run nor its results
+    for option, path in (("--json", args.json), ("--figure", args.figure)):
+        if path is not None:
+            output_file(path, option)
     if args.from_json:
-        report = json.loads(args.from_json.read_text())
+        report = input_json(args.from_json, "--from-json", key="results",
+                            what="a `gpukernels bench --overhead --json` report")
     else:
         if gpukernels.MODE != "gpu":
             print("gpukernels bench --overhead measures host time per launch on a GPU; this is the simulator. "
@@ -384,7 +389,6 @@ def overhead_main(argv: list[str]) -> int:
             _fastlaunch.enable()
         report = measure(args.lessons or None, args.kinds, log=lambda m: print(m, file=sys.stderr, flush=True))
         if args.json:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps(report, indent=1))
     print_report(report)
     if args.figure and report.get("stages"):

@@ -83,6 +83,13 @@ CASES = [
     (["bench", "--json", "NOPARENT"], "--json", 2),
     (["bench", "--sizes", "4096,0"], "--sizes '4096,0'", 2),
     (["bench", "attention", "--sizes", "64,64,64"], "--sizes '64,64,64': attention takes 5 numbers, B,H,Sq,Sk,D", 2),
+    (["bench", "matmul", "--versions", "tiled", "nosuch"], "--versions 'nosuch': no version of matmul has that name", 2),
+    (["bench", "--overhead", "--bogus"], "gpukernels bench --overhead: error: unrecognized arguments: --bogus", 2),
+    (["bench", "--overhead", "--kinds", "jax"], "--kinds: invalid choice: 'jax'", 2),
+    (["bench", "--overhead", "--from-json", "MISSING"], "--from-json", 2),
+    (["bench", "--overhead", "--from-json", "OTHER"], "holds no 'results'", 2),
+    (["bench", "--overhead", "--json", "NOPARENT"], "does not exist (no folder is created)", 2),
+    (["bench", "--overhead", "--figure", "/proc/x.png"], "--figure '/proc/x.png'", 2),
 ]
 
 
