@@ -400,8 +400,8 @@ def measurements(lesson: str):
         quick = os.environ.get(QUICK_ENV, "") not in ("", "0")
         shape = tuple(gpukernels.LESSONS[lesson].SHAPES["demo_sim" if quick else "demo_gpu"])
         names = list(gpukernels.LESSONS[lesson].VERSIONS)
-        if quick:  # the test suite's run: the first and the last version at a small shape, the cell's code paths
-            names = [names[0], names[-1]]  # all the same
+        if quick:  # the test suite's run: the first and the last version, at a small shape; same code paths
+            names = [names[0], names[-1]]
         report = bench.run([lesson], [shape], versions=names, log=lambda *_: None, min_runs=5, budget_ms=300.0)
         which = (f"only {' and '.join(names)} at {'x'.join(map(str, shape))}: {QUICK_ENV} is set, "
                  if quick else "")
