@@ -124,11 +124,11 @@ def swizzle128(byte: int) -> int:
     return byte ^ (((byte >> 7) & 7) << 4)
 
 
-def k_major_byte(start: int, r: int, k: int, sbo: int = 1024) -> int:
+def k_major_byte(start: int, r: int, k: int, sbo: int = 1024, size: int = 2) -> int:
     """Where a wgmma descriptor with start address ``start``, 128-byte swizzle and stride byte offset ``sbo`` finds
-    element (r, k) of a *K-major* float16 operand (A: row r of M, k of K): rows of 128 bytes, 8-row groups ``sbo``
-    apart."""
-    return swizzle128(start + (r >> 3) * sbo + (r & 7) * 128 + 2 * k)
+    element (r, k) of a *K-major* operand of ``size``-byte elements (A: row r of M, k of K; for TF32 B too, row r of
+    N): rows of 128 bytes (64 halves, 32 floats), 8-row groups ``sbo`` apart."""
+    return swizzle128(start + (r >> 3) * sbo + (r & 7) * 128 + size * k)
 
 
 def mn_major_byte(start: int, k: int, n: int, lbo: int, sbo: int = 1024) -> int:
@@ -323,52 +323,69 @@ def _raw(x) -> np.ndarray:
     return np.asarray(getattr(x, "_a", x)).reshape(-1)
 
 
-_SW_R, _SW_K = np.arange(16)[:, None], np.arange(16)[None, :]
-
-
 def _swizzle128_np(byte: np.ndarray) -> np.ndarray:
     return byte ^ (((byte >> 7) & 7) << 4)
 
 
-def _wgmma_check(kind: str, sa, a_off, sb, b_off, b_lbo) -> None:
+# The two operand formats of the simulated wgmma: float16 (m64nNk16, B N-major read with trans-b) and TF32
+# (m64nNk8: float32 elements, both operands K-major, as the PTX ISA requires for .tf32)
+_WG_FORMATS = {"f16": (np.float16, 16, "float16"), "tf32": (np.float32, 8, "float32")}
+
+
+def _wgmma_check(kind: str, fmt: str, sa, a_off, sb, b_off, b_lbo) -> None:
+    dtype, kstep, name_t = _WG_FORMATS[fmt]
     for name, x in (("sa", sa), ("sb", sb)):
         if getattr(x, "space", "shared") != "shared":
-            raise TypeError(f"{kind}: {name} must be a shared-memory float16 array; {x!r} is in {x.space} memory")
-        if np.dtype(x.dtype) != np.float16:
-            raise TypeError(f"{kind}: {name} must hold float16; got {x.dtype}")
+            raise TypeError(f"{kind}: {name} must be a shared-memory {name_t} array; {x!r} is in {x.space} memory")
+        if np.dtype(x.dtype) != dtype:
+            raise TypeError(f"{kind}: {name} must hold {name_t}; got {x.dtype}")
     for name, off in (("a_off", a_off), ("b_off", b_off)):
-        if int(off) % 16:
-            raise ValueError(f"{kind}: {name} = {off} elements is not on a 32-byte boundary (a multiple of 16 "
-                             "halves): a k16 slice of a 128-byte swizzled row is 32 bytes")
-    if int(b_lbo) % 16 or not 0 < int(b_lbo) < 1 << 18:
+        if int(off) % kstep:
+            raise ValueError(f"{kind}: {name} = {off} elements is not on a 32-byte boundary (a multiple of {kstep} "
+                             f"{'halves' if fmt == 'f16' else 'floats'}): a k{kstep} slice of a 128-byte swizzled row "
+                             "is 32 bytes")
+    if fmt == "f16" and (int(b_lbo) % 16 or not 0 < int(b_lbo) < 1 << 18):
         raise ValueError(f"{kind}: b_lbo must be a positive multiple of 16 bytes below 256 KB; got {b_lbo}")
 
 
-def _wgmma_operands(kind: str, n: int, sa, a_off, sb, b_off, b_lbo) -> tuple[np.ndarray, np.ndarray]:
-    """The warpgroup's A (64 x 16) and B (16 x n) as the descriptors find them (`k_major_byte`, `mn_major_byte`,
-    vectorized), in float64."""
+def _operand_index(fmt: str, n: int, a_off, b_off, b_lbo, rows) -> tuple[np.ndarray, np.ndarray]:
+    """Flat element indices of A's ``rows`` (k along the columns) and of B (k x n) where the descriptors find them:
+    `k_major_byte` and `mn_major_byte`, vectorized."""
+    dtype, kstep, _ = _WG_FORMATS[fmt]
+    size = np.dtype(dtype).itemsize
+    r, k = np.asarray(rows)[:, None], np.arange(kstep)[None, :]
+    ia = _swizzle128_np(size * int(a_off) + (r >> 3) * 1024 + (r & 7) * 128 + size * k) // size
+    kk, c = np.arange(kstep)[:, None], np.arange(n)[None, :]
+    if fmt == "tf32":  # K-major B: row c of N holds its k's
+        ib = _swizzle128_np(size * int(b_off) + (c >> 3) * 1024 + (c & 7) * 128 + size * kk) // size
+    else:  # N-major B (trans-b): 64-column atoms b_lbo bytes apart
+        ib = _swizzle128_np(size * int(b_off) + (c >> 6) * int(b_lbo) + (kk >> 3) * 1024 + (kk & 7) * 128
+                            + size * (c & 63)) // size
+    return ia, ib
+
+
+def _wgmma_operands(kind: str, fmt: str, n: int, sa, a_off, sb, b_off, b_lbo) -> tuple[np.ndarray, np.ndarray]:
+    """The warpgroup's A (64 x k) and B (k x n) as the descriptors find them, in float64 (TF32: the top 19 bits of
+    each float32, all the tensor core reads)."""
     ra, rb = _raw(sa), _raw(sb)
-    r, k = np.arange(64)[:, None], np.arange(16)[None, :]
-    ia = _swizzle128_np(2 * int(a_off) + (r >> 3) * 1024 + (r & 7) * 128 + 2 * k) >> 1
-    kk, c = np.arange(16)[:, None], np.arange(n)[None, :]
-    ib = _swizzle128_np(2 * int(b_off) + (c >> 6) * int(b_lbo) + (kk >> 3) * 1024 + (kk & 7) * 128 + 2 * (c & 63)) >> 1
+    ia, ib = _operand_index(fmt, n, a_off, b_off, b_lbo, np.arange(64))
     for name, idx, raw in (("A", ia, ra), ("B", ib, rb)):
         if idx.max() >= raw.size:
             raise IndexError(f"{kind}: the {name} tile reaches element {int(idx.max())} of a shared array of "
                              f"{raw.size}: the descriptor points past its end")
-    return ra[ia].astype(np.float64), rb[ib].astype(np.float64)
+    a, b = ra[ia], rb[ib]
+    if fmt == "tf32":
+        a, b = ((x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32) for x in (a, b))
+    return a.astype(np.float64), b.astype(np.float64)
 
 
-def _read_elements(n, sa, a_off, sb, b_off, b_lbo, w4) -> list:
+def _read_elements(fmt, n, sa, a_off, sb, b_off, b_lbo, w4) -> list:
     """(array, flat element) of each shared element a warp's part of a wgmma reads: its 16 rows of A, and all of B
     for the warpgroup's first warp (B is read once for the 4 warps: one reader is enough for the race check)."""
-    r, k = np.arange(16 * w4, 16 * w4 + 16)[:, None], np.arange(16)[None, :]
-    ia = _swizzle128_np(2 * int(a_off) + (r >> 3) * 1024 + (r & 7) * 128 + 2 * k) >> 1
-    kk, c = np.arange(16)[:, None], np.arange(n)[None, :]
-    ib = _swizzle128_np(2 * int(b_off) + (c >> 6) * int(b_lbo) + (kk >> 3) * 1024 + (kk & 7) * 128 + 2 * (c & 63)) >> 1
+    ia, ib = _operand_index(fmt, n, a_off, b_off, b_lbo, np.arange(16 * w4, 16 * w4 + 16))
     out = []
     for x, idx in ((sa, ia), (sb, ib)) if w4 == 0 else ((sa, ia),):
-        base = getattr(x, "offset", 0) // getattr(x, "isz", 2)
+        base = getattr(x, "offset", 0) // getattr(x, "isz", np.dtype(x.dtype).itemsize)
         out += [(x, base + e) for e in idx.ravel().tolist()]
     return out
 
@@ -380,10 +397,14 @@ def _hook_reads(hook, reads) -> None:
         hook(x, e, 0)  # READ
 
 
-def _wgmma_all(n: int):
+def _wgmma_kind(fmt: str, n: int) -> str:
+    return f"wgmma_n{n}" if fmt == "f16" else f"wgmma_{fmt}_n{n}"
+
+
+def _wgmma_all(n: int, fmt: str = "f16"):
     rows, cols = _index(c_frag_coords, 4)
     blocks = n // 8
-    kind = f"wgmma_n{n}"
+    kind = _wgmma_kind(fmt, n)
 
     def collective(vals: dict) -> dict:
         # vals[lane]: ((sa, a_off, sb, b_off, b_lbo), warp of the warpgroup, this lane's n / 2 accumulators); the
@@ -393,7 +414,7 @@ def _wgmma_all(n: int):
                for lane in range(32)):
             raise ValueError(f"{kind}: the lanes of a warp gave different operands (arrays or offsets); a wgmma's "
                              "descriptors are the warpgroup's, the same in every thread")
-        a, b = _wgmma_operands(kind, n, *desc)
+        a, b = _wgmma_operands(kind, fmt, n, *desc)
         c = np.zeros((16, n))
         accs = np.array([vals[lane][2] for lane in range(32)], dtype=np.float32).reshape(32, blocks, 4)
         for j in range(blocks):
@@ -429,27 +450,33 @@ def _wgmma_state():
     return st
 
 
-def _sim_wgmma(n: int):
-    kind = f"wgmma_n{n}"
+def _sim_wgmma(n: int, fmt: str = "f16"):
+    kind = _wgmma_kind(fmt, n)
     count = n // 2
 
-    def wgmma(acc, sa, a_off, sb, b_off, b_lbo):
+    def wgmma(acc, sa, a_off, sb, b_off, last):
+        # last: b_lbo (float16: B's atoms are N-major) or accumulate (TF32: 0 makes D = A B). One function, named
+        # wgmma, called by the kernel itself: the tracer and the collectives read its frame and its caller's.
+        b_lbo, accumulate = (last, True) if fmt == "f16" else (0, last)
         launch = _ctx.LAUNCH
         if launch is None:
             raise RuntimeError(f"{kind} is a warpgroup instruction: it runs only inside a kernel on gpukernels' "
                                "simulator")
         if len(acc) < count:
             raise ValueError(f"{kind}: acc must hold the thread's {count} float32 accumulators; it has {len(acc)}")
-        _wgmma_check(kind, sa, a_off, sb, b_off, b_lbo)
+        _wgmma_check(kind, fmt, sa, a_off, sb, b_off, b_lbo)
         # Traced: the tensor cores' shared reads, as the warp's lane 0's, at the wgmma (what they read must be
         # written by then) and again at the wgmma_wait that completes it (nothing may overwrite it before)
         hook, reads = _sim_arrays.HOOK, None
         if hook is not None and launch.cur.lane == 0:
-            reads = _read_elements(n, sa, a_off, sb, b_off, b_lbo, launch.cur.warp % 4)
+            reads = _read_elements(fmt, n, sa, a_off, sb, b_off, b_lbo, launch.cur.warp % 4)
             _hook_reads(hook, reads)
         st = _wgmma_state()
         prior = st.chained(acc)
-        c = prior if prior is not None else np.array([acc[q] for q in range(count)], dtype=np.float32)
+        if not accumulate:  # scale-d = 0: D = A B, whatever the accumulators held
+            c = np.zeros(count, dtype=np.float32)
+        else:
+            c = prior if prior is not None else np.array([acc[q] for q in range(count)], dtype=np.float32)
         d = _collective(kind, ((sa, int(a_off), sb, int(b_off), int(b_lbo)), launch.cur.warp % 4, c))
         st.pending[id(acc)] = [acc, d, None]
         if reads:
@@ -499,11 +526,20 @@ def _sim_wgmma_zero(acc, n):
         acc[q] = np.float32(0)
 
 
-def _sim_wgmma_store(c, acc, n, row, col):
-    st = _wgmma_state()
-    if st.chained(acc) is not None:
-        raise RuntimeError("wgmma_store reads accumulators whose wgmma has not been waited for (wgmma_commit, then "
+def _not_waited(name: str, acc) -> None:
+    if _wgmma_state().chained(acc) is not None:
+        raise RuntimeError(f"{name} reads accumulators whose wgmma has not been waited for (wgmma_commit, then "
                            "wgmma_wait(0)): on a GPU they may not hold the products yet")
+
+
+def _sim_wgmma_add(acc, part, n):
+    _not_waited("wgmma_add", part)
+    for q in range(int(n) // 2):
+        acc[q] = np.float32(acc[q] + part[q])
+
+
+def _sim_wgmma_store(c, acc, n, row, col):
+    _not_waited("wgmma_store", acc)
     m_dim, n_dim = c.shape
     for q in range(int(n) // 2):
         r, k = row + 8 * ((q >> 1) & 1), col + 8 * (q >> 2) + (q & 1)
@@ -532,11 +568,13 @@ if _simulated():
     ldmatrix_x1_trans, ldmatrix_x2_trans, ldmatrix_x4_trans = (_sim_ldmatrix(n, True) for n in (1, 2, 4))
     copy_async16_f16 = _sim_copy_async16_f16
     for _n in (64, 128, 256):
-        COLLECTIVES[f"wgmma_n{_n}"] = _wgmma_all(_n)
+        for _fmt in _WG_FORMATS:
+            COLLECTIVES[_wgmma_kind(_fmt, _n)] = _wgmma_all(_n, _fmt)
     wgmma_n64, wgmma_n128, wgmma_n256 = (_sim_wgmma(n) for n in (64, 128, 256))
+    wgmma_tf32_n64, wgmma_tf32_n128, wgmma_tf32_n256 = (_sim_wgmma(n, "tf32") for n in (64, 128, 256))
     wgmma_fence = fence_proxy_async = _sim_wgmma_fence
     wgmma_commit, wgmma_wait = _sim_wgmma_commit, _sim_wgmma_wait
-    wgmma_zero, wgmma_store = _sim_wgmma_zero, _sim_wgmma_store
+    wgmma_zero, wgmma_store, wgmma_add = _sim_wgmma_zero, _sim_wgmma_store, _sim_wgmma_add
 
     def align1024(smem):
         return 0  # the simulator's shared arrays start on a 1024-byte boundary (as the swizzle's rows count)
@@ -751,6 +789,43 @@ else:
 
     wgmma_n64, wgmma_n128, wgmma_n256 = (_wgmma(n) for n in (64, 128, 256))
 
+    def _wgmma_tf32(n: int):
+        # m64nNk8 on TF32: float32 tiles (the tensor core reads their top 19 bits), both K-major (the PTX ISA allows
+        # no transpose for .tf32), and scale-d a run-time flag: 0 makes D = A B, 1 makes D = A B + D
+        count = n // 2
+        regs = ",".join(f"${q}" for q in range(count))
+        text = (f"{{ .reg .pred p; setp.ne.b32 p, ${count + 2}, 0; "
+                f"wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 {{{regs}}}, ${count}, ${count + 1}, "
+                "p, 1, 1; }")
+        constraints = ",".join(["=f"] * count + ["l", "l", "r"] + [str(q) for q in range(count)] + ["~{memory}"])
+
+        def typer(typingctx, acc, sa, a_off, sb, b_off, accumulate):
+            if not (isinstance(acc, types.Array) and acc.dtype == types.float32 and acc.layout == "C"
+                    and all(isinstance(x, types.Array) and x.dtype == types.float32 and x.layout == "C"
+                            for x in (sa, sb))
+                    and all(isinstance(v, (types.Integer, types.Boolean)) for v in (a_off, b_off, accumulate))):
+                return None
+            sig = types.void(acc, sa, a_off, sb, b_off, accumulate)
+
+            def codegen(context, builder, sig, args):
+                ptrs = _acc_pointers(context, builder, sig.args[0], args[0], count)
+                accs = [builder.load(p) for p in ptrs]
+                a_addr = _shared_address(context, builder, sig.args[1], args[1], args[2], sig.args[2])
+                b_addr = _shared_address(context, builder, sig.args[3], args[3], args[4], sig.args[4])
+                scale = context.cast(builder, args[5], sig.args[5], types.int32)
+                da = _descriptor(builder, a_addr, 16, 1024)
+                db = _descriptor(builder, b_addr, 16, 1024)  # K-major, like A: 8-row groups 1 KB apart
+                out = _call(builder, ir.LiteralStructType([_F32] * count), text, constraints,
+                            [da, db, scale] + accs, side_effect=True)
+                for q in range(count):
+                    builder.store(builder.extract_value(out, q), ptrs[q])
+                return context.get_dummy_value()
+
+            return sig, codegen
+
+        typer.__name__ = f"wgmma_tf32_n{n}"
+        return intrinsic(typer)
+
     def _acc_pointers(context, builder, acc_t, acc_v, count):
         data = context.make_array(acc_t)(context, builder, value=acc_v).data
         return [builder.gep(data, [ir.Constant(ir.IntType(64), q)]) for q in range(count)]
@@ -768,6 +843,26 @@ else:
             return context.get_dummy_value()
 
         return types.void(acc, n), codegen
+
+    wgmma_tf32_n64, wgmma_tf32_n128, wgmma_tf32_n256 = (_wgmma_tf32(n) for n in (64, 128, 256))
+
+    @intrinsic
+    def wgmma_add(typingctx, acc, part, n):
+        # acc[q] += part[q] for q < n / 2, each by a constant index (both arrays stay in registers): float32 adds,
+        # which round to nearest, of a partial sum the tensor cores made
+        if not (all(isinstance(x, types.Array) and x.dtype == types.float32 for x in (acc, part))
+                and isinstance(n, types.IntegerLiteral)):
+            return None
+        count = n.literal_value // 2
+
+        def codegen(context, builder, sig, args):
+            to = _acc_pointers(context, builder, sig.args[0], args[0], count)
+            frm = _acc_pointers(context, builder, sig.args[1], args[1], count)
+            for p, q in zip(to, frm):
+                builder.store(builder.fadd(builder.load(p), builder.load(q)), p)
+            return context.get_dummy_value()
+
+        return types.void(acc, part, n), codegen
 
     @intrinsic
     def wgmma_store(typingctx, c, acc, n, row, col):

@@ -101,6 +101,10 @@ def _run_traced(launch_all):
     return t
 
 
+#: Kernels whose blocks pass a fixed number of barriers whatever the shape: no deeper case shows more phases.
+FIXED_BARRIERS = {"split_cols_kernel": 1}  # tensor_core.tf32x3's transpose of B through one shared tile
+
+
 def hazard_report(t, min_barriers: int = MIN_BARRIERS) -> list[str]:
     """What is wrong with a traced run: races, uninitialised shared reads, and launches whose blocks passed
     fewer than ``min_barriers`` barriers (a shape too shallow to test the kernel's phases)."""
@@ -119,7 +123,7 @@ def hazard_report(t, min_barriers: int = MIN_BARRIERS) -> list[str]:
     ]
     for launch, b in zip(t.launches, t.barriers()):
         blocks = math.prod(launch.grid)
-        if b.syncthreads and b.syncthreads < min_barriers * blocks:
+        if b.syncthreads and b.syncthreads < min(min_barriers, FIXED_BARRIERS.get(b.kernel, min_barriers)) * blocks:
             problems.append(f"{b.kernel}: {b.syncthreads / blocks:g} barriers per block, fewer than {min_barriers}: "
                             "the case is too shallow to show a race between phases")
     return problems
@@ -308,6 +312,22 @@ def test_tensor_core_dispatch_paths_have_no_hazards(path, shape, seed, monkeypat
     assert check.ok, f"tensor_core.optimized ({path}) at {shape} seed={seed}: {check}"
 
 
+def test_tf32x3_without_wgmma_has_no_hazards(monkeypatch, seed):
+    # Before Hopper, tf32x3 runs its mma.sync kernel (the simulator plays an H200, so the GPU is lent an A100's
+    # compute capability): K = 72, 5 k tiles of 16 through its two buffers
+    from gpukernels.tensor_core import k07_tf32x3
+
+    monkeypatch.setattr(k07_tf32x3, "compute_capability", lambda: (8, 0))
+    mod = LESSONS["tensor_core"]
+    a, b = mod.make_inputs((33, 40, 72), seed, dtype=np.float32)
+    assert [x.kernel for x in mod.tf32x3.launches(a, b)] == [mod.tf32x3_mma_kernel]
+    out = np.full((33, 40), np.nan, np.float32)
+    t = _run_traced(lambda: mod.tf32x3(a, b, out=out))
+    problems = hazard_report(t, 3)
+    assert not problems, "tensor_core.tf32x3 (mma.sync):\n" + "\n".join(problems)
+    assert compare(out, mod.reference(a, b), 1e-5).ok
+
+
 def test_cases_reach_every_registered_kernel():
     """The cases above launch every kernel that any version names in its registry entry (``Version.kernels``):
     planned, not run, so this is quick. A version added to a registry is traced by the cases above at its
@@ -321,7 +341,8 @@ def test_cases_reach_every_registered_kernel():
                | {id(k19_stream_k.stream_k_vec_kernel), id(k20_async_copy.async_vec_kernel)}
                | {id(get_skinny_cols_kernel(1, True)), id(get_skinny_cols_kernel(3, False))}
                # test_tensor_core_dispatch_paths_have_no_hazards
-               | {id(tc_opt.zero_kernel), id(tc_opt.pipelined_split_kernel), id(tc_opt.pad_kernel)})
+               | {id(tc_opt.zero_kernel), id(tc_opt.pipelined_split_kernel), id(tc_opt.pad_kernel)}
+               | {id(tc_opt.tf32x3_mma_kernel)})  # test_tf32x3_without_wgmma_has_no_hazards
     missing = [f"{lesson}.{name}: {getattr(k, '__name__', k)}" for lesson, mod in LESSONS.items()
                for name, version in mod.VERSIONS.items() for k in version.kernels if id(k) not in reached]
     assert not missing, "kernels no race-check case launches:\n" + "\n".join(missing)

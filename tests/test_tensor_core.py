@@ -462,8 +462,12 @@ def test_launch_plans():
     assert launch.block == (32, 4) and launch.grid == (10, 13)  # 38 column tiles of 8 by 4 warps, 13 of 16 rows
     [launch] = tc.block_tiles.launches(a, b)
     assert launch.grid == (3, 2) and launch.threads_per_block == 128
-    [launch] = tc.tf32x3.launches(a, b)
-    assert launch.grid == (3, 2) and launch.threads_per_block == 256
+    split_a, split_b, launch = tc.tf32x3.launches(a.astype(np.float32), b.astype(np.float32))  # Hopper: split first
+    assert split_a.kernel is tc.split_rows_kernel and split_b.kernel is tc.split_cols_kernel
+    assert split_a.args[1].shape == (2, 200, 40) and split_b.args[1].shape == (2, 300, 40)  # [big, small], B^T
+    assert split_a.grid == (2, 7) and split_b.grid == (2, 10)  # 32 x 32 tiles of the (rows, K4) outputs
+    assert launch.kernel is tc.tf32x3_kernel and launch.grid == (3, 2) and launch.threads_per_block == 256
+    assert launch.shared_bytes == 3 * 64 * 1024 + 1024  # 3 stages of four 128 x 32 float tiles
     [launch] = tc.wgmma.launches(a, b)  # 128 x 256 tiles, two warpgroups, a 4-stage ring of 48 KB + 1 KB to align
     assert launch.grid == (2, 2) and launch.threads_per_block == 256 and launch.shared_bytes == 4 * 48 * 1024 + 1024
     for name in ("ldmatrix", "swizzled", "pipelined"):
@@ -492,7 +496,7 @@ def test_dispatcher_follows_readable_thresholds():
     why = choose(1536, 1408, 512, aligned=False, sms=132).why
     assert "132 tiles of 128 x 128" in why and "not 16-byte aligned" in why
     a, b = tc.make_inputs((33, 40, 24), 0, dtype=np.float32)
-    assert tc.optimized.launches(a, b)[0].kernel is tc.tf32x3_kernel
+    assert tc.optimized.launches(a, b)[-1].kernel is tc.tf32x3_kernel
     assert "tf32x3" in tc.optimized.describe(a, b)
 
 
@@ -503,7 +507,7 @@ def _bank_groups(layout, elem_bytes, rows, col):
 
 
 def test_swizzle_puts_each_ldmatrix_phase_in_eight_bank_groups():
-    from gpukernels.tensor_core import k02_ldmatrix, k03_swizzled, k07_tf32x3
+    from gpukernels.tensor_core import _tf32x3_mma, k02_ldmatrix, k03_swizzled
 
     for r0 in range(0, 64, 8):  # every phase: 8 consecutive rows at one 16-byte chunk
         for col in range(0, 32, 8):
@@ -513,7 +517,7 @@ def test_swizzle_puts_each_ldmatrix_phase_in_eight_bank_groups():
             assert len(set(_bank_groups(k03_swizzled.swizzled_b, 2, range(r0, r0 + 8), col))) == 8
             assert len(set(_bank_groups(k02_ldmatrix.b_at, 2, range(r0, r0 + 8), col))) == 1  # 8-way conflict
         for col in range(0, 16, 4):
-            assert len(set(_bank_groups(k07_tf32x3.at, 4, range(r0, r0 + 8), col))) == 8
+            assert len(set(_bank_groups(_tf32x3_mma.at, 4, range(r0, r0 + 8), col))) == 8
     # a swizzle only permutes the chunks within a row: every element keeps one place
     for layout, rows, cols in ((k03_swizzled.swizzled_a, 64, 32), (k03_swizzled.swizzled_b, 32, 64)):
         f = getattr(layout, "py_func", None) or layout.fn
@@ -533,16 +537,20 @@ h, f = types.Array(types.float16, 2, "C"), types.Array(types.float32, 2, "C")
 kernels = {"mma_global": tc.mma_global_kernel, "ldmatrix": tc.ldmatrix_kernel, "swizzled": tc.swizzled_kernel,
            "pipelined": tc.pipelined_kernel, "pipelined_sync": tc.pipelined_sync_kernel,
            "block_tiles": tc.block_tiles_kernel, "block_tiles_sync": tc.block_tiles_sync_kernel,
-           "tf32x3": tc.tf32x3_kernel, "wgmma": tc.wgmma_kernel, "wgmma_sync": tc.wgmma_sync_kernel}
+           "tf32x3_mma": tc.tf32x3_mma_kernel, "tf32x3": tc.tf32x3_kernel, "wgmma": tc.wgmma_kernel,
+           "wgmma_sync": tc.wgmma_sync_kernel}
+f3 = types.Array(types.float32, 3, "C")
+sigs = {"tf32x3_mma": (f, f, f), "tf32x3": (f3, f3, f)}
 words = {"mma16": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma8": "mma.sync.aligned.m16n8k8.row.col.f32.tf32",
          "ldmatrix": "ldmatrix.sync.aligned", "cp.async": "cp.async.cg.shared.global", "local": "ld.local",
          "cvt.rna": "cvt.rna.tf32.f32", "wgmma": "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16",
-         "wgmma.wait": "wgmma.wait_group", "fence.proxy": "fence.proxy.async"}
+         "wgmma.wait": "wgmma.wait_group", "fence.proxy": "fence.proxy.async",
+         "wgmma_tf32": "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32"}
 out = {}
 for name, k in kernels.items():
     arch = getattr(k, "target", "sm_90")  # wgmma: sm_90a
     cc = (9, 0, "a") if arch == "sm_90a" else (9, 0)
-    ptx, _ = cuda.compile_ptx(k.py_func, (f if name == "tf32x3" else h, f if name == "tf32x3" else h, f), cc=cc)
+    ptx, _ = cuda.compile_ptx(k.py_func, sigs.get(name, (h, h, f)), cc=cc)
     log = _assemble(ptx, arch)
     res = re.search(r"used (\d+) registers.*?(\d+) bytes smem.*?(\d+) bytes lmem", log)
     out[name] = {w: ptx.count(s) for w, s in words.items()}
@@ -564,8 +572,14 @@ def test_kernels_compile_to_tensor_core_instructions():
             assert r["wgmma"] == 4 and r["wgmma.wait"] == 2 and r["fence.proxy"] == 1 and not r["serialized"], r
             assert r["mma16"] == 0 and r["ldmatrix"] == 0 and (r["cp.async"] > 0) == (name == "wgmma"), r
             continue
-        if name == "tf32x3":
+        if name == "tf32x3_mma":
             assert r["mma8"] > 0 and r["cvt.rna"] > 0 and r["mma16"] == 0 and r["ldmatrix"] > 0
+            continue
+        if name == "tf32x3":
+            # 3 products x 4 k8 slices per 32-deep k tile, one wait per tile (the partial sum is added after it),
+            # the split done beforehand (no cvt), nothing serialized
+            assert r["wgmma_tf32"] == 12 and r["wgmma.wait"] == 1 and r["cvt.rna"] == 0 and r["cp.async"] > 0, r
+            assert not r["serialized"] and r["mma8"] == 0 and r["ldmatrix"] == 0, r
             continue
         assert r["mma16"] > 0, f"{name}: {r}"
         assert (r["ldmatrix"] > 0) == (name != "mma_global"), f"{name}: {r}"
@@ -655,6 +669,80 @@ def test_wgmma_misuse_says_why():
         _wgmma_product_kernel(64, store_early=True)[1, 128](a, b, c, early)
     with pytest.raises(WarpMaskError, match="the block has 100 threads"):
         _wgmma_product_kernel(64)[1, 100](a, b, c, early)
+
+
+def _wgmma_tf32_kernel(add_early=False):
+    from gpukernels.tensor_core.k07_tf32x3 import at
+
+    @cuda.jit
+    def kernel(a, b, c):
+        # one warpgroup: A (64 x 16) and B^T (64 x 16) in K-major swizzled float32 tiles; the first k8 product is
+        # thrown away by the second's scale-d = 0, the third accumulates; then acc (= 1) += the partial
+        sa = cuda.shared.array(64 * 32, np.float32)
+        sb = cuda.shared.array(64 * 32, np.float32)
+        acc = cuda.local.array(32, np.float32)
+        part = cuda.local.array(32, np.float32)
+        t = cuda.threadIdx.x
+        for e in range(t, 64 * 16, 128):
+            sa[at(e // 16, e % 16)] = a[e // 16, e % 16]
+            sb[at(e // 16, e % 16)] = b[e % 16, e // 16]
+        for q in range(32):
+            acc[q] = 1.0
+        cuda.syncthreads()
+        _mma.wgmma_fence()
+        _mma.wgmma_tf32_n64(part, sa, 8, sb, 8, 1)  # discarded by the next one's scale-d = 0
+        _mma.wgmma_tf32_n64(part, sa, 0, sb, 0, 0)
+        _mma.wgmma_tf32_n64(part, sa, 8, sb, 8, 1)
+        _mma.wgmma_commit()
+        if not add_early:
+            _mma.wgmma_wait(0)
+        _mma.wgmma_add(acc, part, 64)
+        _mma.wgmma_store(c, acc, 64, 16 * (t // 32) + (t % 32) // 4, 2 * (t % 4))
+
+    return kernel
+
+
+def test_tf32_wgmma_layouts():
+    # step 7's K-major float32 tiles (rows of 32 floats) are the descriptors' layout, every element placed once
+    from gpukernels.tensor_core.k07_tf32x3 import at
+
+    f = at.py_func
+    assert all(4 * f(r, k) == _mma.k_major_byte(0, r, k, size=4) for r in range(128) for k in range(32))
+    assert sorted(f(r, k) for r in range(128) for k in range(32)) == list(range(128 * 32))
+
+
+@sim_only
+def test_tf32_wgmma_rounds_operands_and_scale_d_restarts_the_sum(seed):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((64, 16)).astype(np.float32)
+    b = rng.standard_normal((16, 64)).astype(np.float32)
+    c = np.full((64, 64), np.nan, np.float32)
+    _wgmma_tf32_kernel()[1, 128](a, b, c)
+    # the tensor core reads the top 19 bits of each float32 (TF32: 10 bits of mantissa, cut, not rounded)
+    a64, b64 = ((x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64) for x in (a, b))
+    part = _rz(a64[:, 8:] @ b64[8:] + _rz(a64[:, :8] @ b64[:8]))
+    assert np.array_equal(c, (part.astype(np.float32) + np.float32(1)))
+    a_exact = a.astype(np.float64) @ b.astype(np.float64)
+    assert 1e-5 < np.abs(c - 1 - a_exact).max() / np.abs(a_exact).max() < 1e-2  # TF32: not float32 products
+
+
+@sim_only
+def test_wgmma_add_before_the_wait_says_why():
+    a, b, c = np.zeros((64, 16), np.float32), np.zeros((16, 64), np.float32), np.zeros((64, 64), np.float32)
+    with pytest.raises(RuntimeError, match="wgmma_add reads accumulators whose wgmma has not been waited for"):
+        _wgmma_tf32_kernel(add_early=True)[1, 128](a, b, c)
+
+
+def test_tf32x3_without_wgmma_splits_in_its_mma_sync_kernel(monkeypatch, seed):
+    from gpukernels.tensor_core import k07_tf32x3
+
+    monkeypatch.setattr(k07_tf32x3, "compute_capability", lambda: (8, 0))
+    a, b = tc.make_inputs((33, 40, 20), seed, dtype=np.float32)
+    [launch] = tc.tf32x3.launches(a, b)
+    assert launch.kernel is tc.tf32x3_mma_kernel
+    out = tc.tf32x3(a, b)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert relative_error(out, ref) <= 2 * relative_error(a @ b, ref) + 3 * 2.0**-22
 
 
 def test_wgmma_needs_hopper(monkeypatch):

@@ -25,8 +25,10 @@ check every lane takes part. The ladder, one idea per step:
                    multiplies 64 x 16 of A by 16 x 256 of B read by the tensor cores straight from shared memory
                    (through descriptors of 128-byte-swizzled tiles), asynchronously, while the threads issue the next
                    ``cp.async`` copies into a 4-stage ring (196 KB of dynamic shared memory). sm_90 only.
-7. ``tf32x3``      float32 inputs at float32 accuracy: each input split into two TF32 parts (big = tf32(x), small =
-                   tf32(x - big)), three ``mma.m16n8k8`` TF32 products per multiply (3xTF32).
+7. ``tf32x3``      float32 inputs at float32 accuracy: each input split once into two TF32 parts (big = tf32(x),
+                   small = tf32(x - big)), then step 6's wgmma on TF32 tiles, three products per k step, summed
+                   from zero per k tile and added to the running sum by float32 adds (3xTF32). Before Hopper: the
+                   same with mma.sync.
 8. ``optimized``   the dispatcher: ``optimized.choose(M, N, K)`` picks wgmma on Hopper when its 128 x 256 tiles fill
                    the GPU, else 128 x 128 tiles, 64 x 64 when those would leave SMs idle, or tf32x3 for float32
                    inputs, and says why.
@@ -41,8 +43,8 @@ goes 11.5 -> 8.3 -> 7.8 -> 0.66 -> 0.49 -> 0.29 ms (wgmma: 474 TFLOP/s), against
 C: 0.74x; at 8192^3 0.72x). Steps
 2 and 3 are bound by their two-byte global loads, which hides what the swizzle saves until step 4 makes the copies
 cheap: step 4's ring on step 2's row-major tiles takes 2.0 ms instead of 0.81, step 5's 1.1 instead of 0.56
-(benchmarks/tensor_core_variants.py). tf32x3 on float32: 6.3 ms at relative error 4.2e-7; cuBLAS SGEMM 2.7 ms at
-1.1e-6.
+(benchmarks/tensor_core_variants.py). tf32x3 on float32: 1.83 ms at relative error 2.4e-7, 1.51x cuBLAS SGEMM (2.7 ms
+at 1.1e-6); at 8192^3 1.84x (benchmarks/NOTES.md, "3xTF32 on wgmma").
 
 Count the work: 2*M*N*K FLOPs and at least 2*(M*K + K*N) + 4*M*N bytes -- at 4096^3, 137 GFLOP against 134 MB, ~1000
 FLOP/byte, far above what an H200 needs to be compute-bound on its FP16 tensor cores (~990 TFLOP/s dense with wgmma,
@@ -122,7 +124,8 @@ from .k03_swizzled import swizzled, swizzled_kernel  # noqa: E402,F401
 from .k04_pipelined import pipelined, pipelined_kernel, pipelined_sync_kernel  # noqa: E402,F401
 from .k05_block_tiles import block_tiles, block_tiles_kernel, block_tiles_sync_kernel  # noqa: E402,F401
 from .k06_wgmma import wgmma, wgmma_kernel, wgmma_sync_kernel  # noqa: E402,F401
-from .k07_tf32x3 import tf32x3, tf32x3_kernel  # noqa: E402,F401
+from ._tf32x3_mma import tf32x3_mma_kernel  # noqa: E402,F401
+from .k07_tf32x3 import split_cols_kernel, split_rows_kernel, tf32x3, tf32x3_kernel  # noqa: E402,F401
 from .k08_optimized import choose, optimized  # noqa: E402,F401
 
 #: Every version, mma_global first and the dispatcher last. Tests, benchmarks, plots and docs iterate over this.

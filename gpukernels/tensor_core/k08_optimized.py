@@ -25,8 +25,8 @@ from .._launch import Choice, Launch, ceil_div, compute_capability, count, sm_co
 from ._common import check_fp32, itemsize, rows_aligned16, tiled_launch, zero_kernel, zero_launch
 from .k04_pipelined import pipelined_kernel, pipelined_split_kernel, pipelined_sync_kernel
 from .k05_block_tiles import block_tiles_kernel, block_tiles_sync_kernel
-from .k07_tf32x3 import THREADS as TF32X3_THREADS
-from .k07_tf32x3 import tf32x3_kernel
+from ._tf32x3_mma import tf32x3_mma_kernel
+from .k07_tf32x3 import split_cols_kernel, split_rows_kernel, tf32x3_kernel, tf32x3_launches
 from ._pad import pad_kernel, pad_operands
 from .k06_wgmma import wgmma_kernel, wgmma_launch
 
@@ -76,8 +76,8 @@ def _is_fp32(*arrays) -> bool:
 
 
 @version("tensor_core", check_fp32,
-         kernels=[wgmma_kernel, block_tiles_kernel, pipelined_kernel, tf32x3_kernel, pad_kernel,
-                  pipelined_split_kernel, zero_kernel])
+         kernels=[wgmma_kernel, block_tiles_kernel, pipelined_kernel, tf32x3_kernel, split_rows_kernel,
+                  split_cols_kernel, tf32x3_mma_kernel, pad_kernel, pipelined_split_kernel, zero_kernel])
 def optimized(a, b, c):
     """The dispatcher: per shape, wgmma's 128 x 256 tiles (Hopper), 128 x 128 (block_tiles) or 64 x 64 (pipelined);
     3xTF32 for float32 inputs."""
@@ -85,7 +85,7 @@ def optimized(a, b, c):
     aligned = rows_aligned16(a, b)
     choice = choose(m, n, a.shape[1], aligned, _is_fp32(a, b))
     if choice.step == "tf32x3":
-        return tiled_launch(tf32x3_kernel, a, b, c, TF32X3_THREADS)
+        return tf32x3_launches(a, b, c)
     if choice.step == "wgmma":
         if choice.config["padded"]:
             a8, b8, pads = pad_operands(a, b, c)
