@@ -538,9 +538,9 @@ kernels = {"mma_global": tc.mma_global_kernel, "ldmatrix": tc.ldmatrix_kernel, "
            "pipelined": tc.pipelined_kernel, "pipelined_sync": tc.pipelined_sync_kernel,
            "block_tiles": tc.block_tiles_kernel, "block_tiles_sync": tc.block_tiles_sync_kernel,
            "tf32x3_mma": tc.tf32x3_mma_kernel, "tf32x3": tc.tf32x3_kernel, "wgmma": tc.wgmma_kernel,
-           "wgmma_sync": tc.wgmma_sync_kernel}
+           "wgmma_sync": tc.wgmma_sync_kernel, "split_rows": tc.split_rows_kernel, "split_cols": tc.split_cols_kernel}
 f3 = types.Array(types.float32, 3, "C")
-sigs = {"tf32x3_mma": (f, f, f), "tf32x3": (f3, f3, f)}
+sigs = {"tf32x3_mma": (f, f, f), "tf32x3": (f3, f3, f), "split_rows": (f, f3), "split_cols": (f, f3)}
 words = {"mma16": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma8": "mma.sync.aligned.m16n8k8.row.col.f32.tf32",
          "ldmatrix": "ldmatrix.sync.aligned", "cp.async": "cp.async.cg.shared.global", "local": "ld.local",
          "cvt.rna": "cvt.rna.tf32.f32", "wgmma": "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16",
@@ -571,6 +571,9 @@ def test_kernels_compile_to_tensor_core_instructions():
             # "serialized" if anything read them between a wgmma and its wait (a local array, a 64-bit division)
             assert r["wgmma"] == 4 and r["wgmma.wait"] == 2 and r["fence.proxy"] == 1 and not r["serialized"], r
             assert r["mma16"] == 0 and r["ldmatrix"] == 0 and (r["cp.async"] > 0) == (name == "wgmma"), r
+            continue
+        if name.startswith("split"):  # x = big + small: two roundings to TF32 per element
+            assert r["cvt.rna"] > 0 and r["mma8"] == r["mma16"] == r["wgmma_tf32"] == 0, r
             continue
         if name == "tf32x3_mma":
             assert r["mma8"] > 0 and r["cvt.rna"] > 0 and r["mma16"] == 0 and r["ldmatrix"] > 0
