@@ -123,7 +123,7 @@ def _peer(lesson: str, torch, t_inputs, t_out):
     if lesson == "matmul":
         return lambda: torch.mm(t_inputs[0], t_inputs[1], out=t_out)
     if lesson == "tensor_core":  # float16 in, float32 out, as the lesson's kernels
-        from gpukernels.bench import _mm_f32_out
+        from gpukernels._timing import _mm_f32_out
 
         return lambda: _mm_f32_out(torch, t_inputs[0], t_inputs[1])
     if lesson == "attention":
@@ -136,7 +136,7 @@ def device_us(version, d_inputs, d_out, torch) -> float | None:
     torch, which the graph capture uses)."""
     if torch is None:
         return None
-    from gpukernels.bench import Timer
+    from gpukernels._timing import Timer
 
     timer = Timer(torch)
     launches = version.launches(*d_inputs, out=d_out)
@@ -159,7 +159,7 @@ def measure(lessons=None, kinds=None, log=print) -> dict:
     try:
         import torch
 
-        from gpukernels.bench import _configure_torch
+        from gpukernels._timing import _configure_torch
 
         _configure_torch(torch)
     except ImportError:
@@ -228,7 +228,7 @@ def measure(lessons=None, kinds=None, log=print) -> dict:
 
 
 def _environment() -> dict:
-    from gpukernels.bench import environment
+    from gpukernels._timing import environment
 
     return environment()
 

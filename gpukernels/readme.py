@@ -19,6 +19,8 @@ import json
 import sys
 from pathlib import Path
 
+from ._markers import replace_between as _replace
+
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 RESULTS = ROOT / "benchmarks" / "results" / "h200.json"
@@ -100,15 +102,6 @@ def overhead_markdown() -> str:
     met = sum(r["meets_target"] for r in rep["results"])
     lines += ["", f"{met} of {len(rep['results'])} rows meet their target."]
     return "\n".join(lines)
-
-
-def _replace(text: str, name: str, body: str) -> str:
-    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
-    if begin not in text or end not in text:
-        raise SystemExit(f"README.md lacks the markers {begin} ... {end}")
-    head, rest = text.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    return f"{head}{begin}\n{body}\n{end}{tail}"
 
 
 def render(text: str) -> str:
