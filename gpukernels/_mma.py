@@ -751,70 +751,36 @@ else:
         fixed = ir.Constant(_I64, ((sbo >> 4) << 32) | (_SWIZZLE_128B << 62))
         return builder.or_(builder.or_(start, lbo_field), fixed)
 
-    def _wgmma(n: int):
+    def _wgmma(n: int, fmt: str = "f16"):
+        # float16 (m64nNk16): B read N-major (trans-b = 1), its atoms `b_lbo` bytes apart, D accumulated (scale-d 1).
+        # TF32 (m64nNk8): float32 tiles (the tensor core reads their top 19 bits), both K-major (the PTX ISA allows
+        # no transpose for .tf32), and the last argument is scale-d, a run-time flag: 0 makes D = A B, 1 D = A B + D
         count = n // 2  # float32 accumulators per thread: 64 x n over 128 threads
         regs = ",".join(f"${q}" for q in range(count))
+        shape, tail, elem = ((f"m64n{n}k16.f32.f16.f16", "p, 1, 1, 0, 1;", types.float16) if fmt == "f16" else
+                             (f"m64n{n}k8.f32.tf32.tf32", "p, 1, 1;", types.float32))
         text = (f"{{ .reg .pred p; setp.ne.b32 p, ${count + 2}, 0; "
-                f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 {{{regs}}}, ${count}, ${count + 1}, "
-                "p, 1, 1, 0, 1; }")
+                f"wgmma.mma_async.sync.aligned.{shape} {{{regs}}}, ${count}, ${count + 1}, {tail} }}")
         constraints = ",".join(["=f"] * count + ["l", "l", "r"] + [str(q) for q in range(count)] + ["~{memory}"])
 
-        def typer(typingctx, acc, sa, a_off, sb, b_off, b_lbo):
+        def typer(typingctx, acc, sa, a_off, sb, b_off, last):
             if not (isinstance(acc, types.Array) and acc.dtype == types.float32 and acc.layout == "C"
-                    and all(isinstance(x, types.Array) and x.dtype == types.float16 and x.layout == "C"
-                            for x in (sa, sb))
-                    and all(isinstance(v, types.Integer) for v in (a_off, b_off, b_lbo))):
+                    and all(isinstance(x, types.Array) and x.dtype == elem and x.layout == "C" for x in (sa, sb))
+                    and all(isinstance(v, (types.Integer, types.Boolean)) for v in (a_off, b_off, last))):
                 return None
-            sig = types.void(acc, sa, a_off, sb, b_off, b_lbo)
-
-            def codegen(context, builder, sig, args):
-                data = context.make_array(sig.args[0])(context, builder, value=args[0]).data
-                ptrs = [builder.gep(data, [ir.Constant(ir.IntType(64), q)]) for q in range(count)]
-                accs = [builder.load(p) for p in ptrs]
-                a_addr = _shared_address(context, builder, sig.args[1], args[1], args[2], sig.args[2])
-                b_addr = _shared_address(context, builder, sig.args[3], args[3], args[4], sig.args[4])
-                lbo = context.cast(builder, args[5], sig.args[5], types.int32)
-                da = _descriptor(builder, a_addr, 16, 1024)
-                db = _descriptor(builder, b_addr, lbo, 1024)
-                out = _call(builder, ir.LiteralStructType([_F32] * count), text, constraints,
-                            [da, db, ir.Constant(_I32, 1)] + accs, side_effect=True)
-                for q in range(count):
-                    builder.store(builder.extract_value(out, q), ptrs[q])
-                return context.get_dummy_value()
-
-            return sig, codegen
-
-        typer.__name__ = f"wgmma_n{n}"
-        return intrinsic(typer)
-
-    wgmma_n64, wgmma_n128, wgmma_n256 = (_wgmma(n) for n in (64, 128, 256))
-
-    def _wgmma_tf32(n: int):
-        # m64nNk8 on TF32: float32 tiles (the tensor core reads their top 19 bits), both K-major (the PTX ISA allows
-        # no transpose for .tf32), and scale-d a run-time flag: 0 makes D = A B, 1 makes D = A B + D
-        count = n // 2
-        regs = ",".join(f"${q}" for q in range(count))
-        text = (f"{{ .reg .pred p; setp.ne.b32 p, ${count + 2}, 0; "
-                f"wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 {{{regs}}}, ${count}, ${count + 1}, "
-                "p, 1, 1; }")
-        constraints = ",".join(["=f"] * count + ["l", "l", "r"] + [str(q) for q in range(count)] + ["~{memory}"])
-
-        def typer(typingctx, acc, sa, a_off, sb, b_off, accumulate):
-            if not (isinstance(acc, types.Array) and acc.dtype == types.float32 and acc.layout == "C"
-                    and all(isinstance(x, types.Array) and x.dtype == types.float32 and x.layout == "C"
-                            for x in (sa, sb))
-                    and all(isinstance(v, (types.Integer, types.Boolean)) for v in (a_off, b_off, accumulate))):
-                return None
-            sig = types.void(acc, sa, a_off, sb, b_off, accumulate)
+            sig = types.void(acc, sa, a_off, sb, b_off, last)
 
             def codegen(context, builder, sig, args):
                 ptrs = _acc_pointers(context, builder, sig.args[0], args[0], count)
                 accs = [builder.load(p) for p in ptrs]
                 a_addr = _shared_address(context, builder, sig.args[1], args[1], args[2], sig.args[2])
                 b_addr = _shared_address(context, builder, sig.args[3], args[3], args[4], sig.args[4])
-                scale = context.cast(builder, args[5], sig.args[5], types.int32)
+                last = context.cast(builder, args[5], sig.args[5], types.int32)
                 da = _descriptor(builder, a_addr, 16, 1024)
-                db = _descriptor(builder, b_addr, 16, 1024)  # K-major, like A: 8-row groups 1 KB apart
+                if fmt == "f16":  # N-major B: last is the byte offset between its 64-column atoms; accumulate
+                    db, scale = _descriptor(builder, b_addr, last, 1024), ir.Constant(_I32, 1)
+                else:  # K-major B, like A: 8-row groups 1 KB apart; last is scale-d
+                    db, scale = _descriptor(builder, b_addr, 16, 1024), last
                 out = _call(builder, ir.LiteralStructType([_F32] * count), text, constraints,
                             [da, db, scale] + accs, side_effect=True)
                 for q in range(count):
@@ -823,8 +789,10 @@ else:
 
             return sig, codegen
 
-        typer.__name__ = f"wgmma_tf32_n{n}"
+        typer.__name__ = _wgmma_kind(fmt, n)
         return intrinsic(typer)
+
+    wgmma_n64, wgmma_n128, wgmma_n256 = (_wgmma(n) for n in (64, 128, 256))
 
     def _acc_pointers(context, builder, acc_t, acc_v, count):
         data = context.make_array(acc_t)(context, builder, value=acc_v).data
@@ -844,7 +812,7 @@ else:
 
         return types.void(acc, n), codegen
 
-    wgmma_tf32_n64, wgmma_tf32_n128, wgmma_tf32_n256 = (_wgmma_tf32(n) for n in (64, 128, 256))
+    wgmma_tf32_n64, wgmma_tf32_n128, wgmma_tf32_n256 = (_wgmma(n, "tf32") for n in (64, 128, 256))
 
     @intrinsic
     def wgmma_add(typingctx, acc, part, n):

@@ -62,6 +62,18 @@ def make_b_at(bn):
     return b_at
 
 
+@cuda.jit(device=True, forceinline=True)
+def grouped_tile(group):
+    # Block number -> (tile row, tile column), down columns of `group` tile rows, so that the blocks running at once
+    # share their tiles of A and B in L2 (the matmul lesson's grouped order). udivmod32: 32-bit division; Numba's
+    # would be 64-bit, a subroutine call that serializes the wgmmas.
+    gx, gy = cuda.gridDim.x, cuda.gridDim.y
+    g, within = udivmod32(cuda.blockIdx.y * gx + cuda.blockIdx.x, group * gx)
+    first = g * group
+    col, row = udivmod32(within, min(gy - first, group))
+    return first + row, col
+
+
 def make_wgmma_kernel(bn: int, stages: int = STAGES, async_copy: bool = True, keep: int = 1, group: int = GROUP):
     """A BM x bn tile of C per block of two warpgroups, a ring of ``stages`` k tiles copied by cp.async
     (``async_copy``) or by loads and stores; ``keep``: wgmma groups left running while the next copies are issued
@@ -114,14 +126,8 @@ def make_wgmma_kernel(bn: int, stages: int = STAGES, async_copy: bool = True, ke
         wgmma_zero(acc, bn)
         tid = cuda.threadIdx.x
         wg = tid >> 7  # the warpgroup: rows 64 wg .. 64 wg + 63 of the block's tile
-        # Block number -> tile, down columns of `group` tile rows, so that the blocks running at once share their
-        # tiles of A and B in L2 (the matmul lesson's grouped order)
-        # (udivmod32: 32-bit division; Numba's would be 64-bit, a subroutine call that serializes the wgmmas)
-        gx, gy = cuda.gridDim.x, cuda.gridDim.y
-        g, within = udivmod32(cuda.blockIdx.y * gx + cuda.blockIdx.x, group * gx)
-        first = g * group
-        col, row = udivmod32(within, min(gy - first, group))
-        row0, col0 = (first + row) * BM, col * bn
+        row, col = grouped_tile(group)
+        row0, col0 = row * BM, col * bn
         base0 = align1024(smem)
         k_tiles = (a.shape[1] + BK - 1) // BK
         for s in range(ahead):

@@ -45,12 +45,13 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, float32
 
-from .._intrinsics import copy_async16, udivmod32
+from .._intrinsics import copy_async16
 from .._launch import Launch, ceil_div, compute_capability, is_device_array, version
 from .._mma import (align1024, async_commit, async_wait, fence_proxy_async, to_tf32, wgmma_add, wgmma_commit,
                     wgmma_fence, wgmma_store, wgmma_tf32_n128, wgmma_wait, wgmma_zero)
 from ._common import check_fp32, tiled_launch
 from ._tf32x3_mma import tf32x3_mma_kernel
+from .k06_wgmma import grouped_tile
 
 BM = BN = 128  # C per block: two warpgroups of 64 x 128
 BK = 32  # floats of K per k tile: one 128-byte swizzled row
@@ -163,11 +164,8 @@ def make_tf32x3_kernel(flush: int = FLUSH, group: int = GROUP):
         wgmma_zero(acc, 128)
         tid = cuda.threadIdx.x
         wg = tid >> 7
-        gx, gy = cuda.gridDim.x, cuda.gridDim.y  # the grouped block order of step 6
-        g, within = udivmod32(cuda.blockIdx.y * gx + cuda.blockIdx.x, group * gx)
-        first = g * group
-        col, row = udivmod32(within, min(gy - first, group))
-        row0, col0 = (first + row) * BM, col * BN
+        row, col = grouped_tile(group)  # step 6's block order
+        row0, col0 = row * BM, col * BN
         base0 = align1024(smem)
         k_tiles = (a2.shape[2] + BK - 1) // BK
         r, kc, dst = thread_copies(tid)
