@@ -12,7 +12,7 @@ from pathlib import Path
 # name -> (module, function, one-line help). The function takes argv (a list of str) and returns an exit code.
 COMMANDS = {
     "info": ("gpukernels.cli", "info_main", "which backend runs kernels, what is unavailable here, package versions"),
-    "demo": ("gpukernels.demo", "demo_main", "run every version of a lesson, check it, show the table and figures"),
+    "demo": ("gpukernels.demo_cli", "demo_main", "run every version of a lesson, check it, show the table and figures"),
     "bench": ("gpukernels.bench", "bench_main", "time every version on a GPU against cuBLAS / torch / cuDNN"),
     "trace": ("gpukernels.trace", "trace_main", "record a launch's memory accesses: traffic, coalescing, banks, races"),
     "resources": ("gpukernels.resources", "resources_main", "registers, shared memory, spills, occupancy (no GPU)"),

@@ -1,4 +1,4 @@
-"""The classroom options of ``gpukernels demo`` (wired in gpukernels/demo.py): ``--html FILE``, ``--version``
+"""The classroom options of ``gpukernels demo`` (wired in gpukernels/demo_cli.py): ``--html FILE``, ``--version``
 (twice), ``--classroom``, ``--no-wait``. Every bad value ends in one line naming the option, what was expected
 and what was given (exit status 2)."""
 

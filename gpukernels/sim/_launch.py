@@ -309,7 +309,7 @@ class Launch:
         return arrays.wrap(a, name, space, aid)
 
     def _convert_args(self, args, retr):
-        from .install import ArgHint, FakeCUDAArray, FakeWithinKernelCUDAArray
+        from ._stock import ArgHint, FakeCUDAArray, FakeWithinKernelCUDAArray
 
         names = _names_of(self.fn)
         out = []

@@ -11,16 +11,8 @@ import functools
 import inspect
 import sys
 
-import numpy as np  # noqa: F401  (re-exported for _launch)
-from numba.cuda.simulator import kernel as _stock_kernel
-from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKernelCUDAArray  # noqa: F401
-
-try:  # numba-cuda
-    from numba.cuda.simulator.args import ArgHint
-except ImportError:  # Numba's built-in simulator
-    from numba.cuda.args import ArgHint  # noqa: F401
-
 from . import _ctx, ufuncs
+from ._stock import stock_kernel as _stock_kernel
 from ._launch import Launch
 
 FakeCUDAKernel = _stock_kernel.FakeCUDAKernel
