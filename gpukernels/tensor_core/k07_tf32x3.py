@@ -38,6 +38,10 @@ the next copies are issued right after the wgmmas, while the tensor cores work.
 
 On GPUs without wgmma (before Hopper) the step runs the same split with ``mma.sync`` (`tensor_core._tf32x3_mma`),
 the inputs split as each fragment is read.
+
+Not float32 everywhere: an infinite input splits into big = inf and small = inf - inf = NaN, so its row (of A) or
+column (of B) of C is NaN where SGEMM gives inf; and K of a few dozen or less is summed less accurately than SGEMM
+sums it (22 of 24 bits per factor; benchmarks/NOTES.md has the measured errors).
 """
 
 from __future__ import annotations
