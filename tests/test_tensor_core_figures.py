@@ -49,3 +49,30 @@ def test_ldmatrix_banks_before_and_after_the_swizzle():
         assert sorted(phases[(tile, "swizzled")]["slots"]) == list(range(8))  # one pass
     fig = viz.ldmatrix_banks()
     assert fig.gpukernels_data["B-swizzled"]["passes"] == 1
+
+
+@pytest.mark.parametrize("x", [1 / 3, np.pi, -2.5e-3, 1.0, 3.4e38, 1e-40])
+def test_the_tf32_split_figure_is_the_simulators_split(x):
+    from gpukernels import _mma
+
+    p = fragments.tf32_parts(np.float32(x))
+    x32 = np.float32(x)
+    assert p["big"] == float(_mma._tf32(x32)) and p["small"] == float(_mma._tf32(np.float32(x32 - np.float32(p["big"]))))
+    assert p["big"] + p["small"] + p["rest"] == float(x32)  # the three parts are x, exactly
+    for name in ("big", "small"):  # a TF32 part: at most 11 significant bits, in x's columns
+        ones = [i for i, b in enumerate(p["bits"][name]) if b]
+        assert not ones or ones[-1] - ones[0] < 11, (name, p["bits"][name])
+    # the bits are the values: sum of bit * 2^(e + 1 - column)
+    for name in ("x", "big", "small", "rest"):
+        mag = sum(b * 2.0 ** (p["exponent"] + 1 - c) for c, b in enumerate(p["bits"][name]))
+        assert mag == abs(p[name]) and (p["signs"][name] == "-") == (p[name] < 0)
+    if abs(x32) >= np.finfo(np.float32).tiny:  # a normal float: 22 of its 24 bits kept, the rest below 2^-21 of its
+        assert abs(p["rest"]) <= 2.0 ** (p["exponent"] - 21)  # lead (a subnormal has fewer bits, TF32 fewer still)
+
+
+def test_the_tf32_split_figure_refuses_what_has_no_significand():
+    for bad in (0.0, np.inf, np.nan):
+        with pytest.raises(ValueError, match="finite, nonzero float32"):
+            fragments.tf32_parts(np.float32(bad))
+    fig = viz.tf32_split()
+    assert fig.gpukernels_data["bits"]["big"][:13] == [0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0]  # 1/3: 0.0101...

@@ -51,7 +51,7 @@ from __future__ import annotations
 from ._common import (CMAP, CMAP_DIVERGE, GREYS, HATCHES, LIMIT_MARKERS, MARKERS, ROOT, _figure,  # noqa: F401
                       _not_available, _save_png, _trace_module, tracer_available, unavailable)
 from .attention import attention_traffic, online_rescaling, online_softmax_steps
-from .fragments import fragment_owners, ldmatrix_banks, ldmatrix_phases, mma_fragments
+from .fragments import fragment_owners, ldmatrix_banks, ldmatrix_phases, mma_fragments, tf32_parts, tf32_split
 from .gallery import GALLERY, GALLERY_HEADER, FigureSpec, figure_specs, plots_main, write_gallery
 from .maps import access_map, grid_map, reuse_heatmap, staged_sources, tile_phases
 from .memory import warp_banks, warp_sectors
@@ -60,7 +60,7 @@ from .performance import (RESULTS_DIR, bench_results, load_bench, performance_ba
                           suite_heatmap)
 from .traced import FIGURE_SHAPES, Traced, traced, traffic
 
-__all__ = ["mma_fragments", "ldmatrix_banks", "fragment_owners", "ldmatrix_phases",
+__all__ = ["mma_fragments", "ldmatrix_banks", "fragment_owners", "ldmatrix_phases", "tf32_parts", "tf32_split",
     "attention_traffic", "online_rescaling", "online_softmax_steps",
     "CMAP", "CMAP_DIVERGE", "GREYS", "HATCHES", "LIMIT_MARKERS", "MARKERS", "ROOT", "RESULTS_DIR", "FIGURE_SHAPES",
     "GALLERY", "GALLERY_HEADER", "FigureSpec", "Traced",

@@ -7,13 +7,16 @@
 * ``ldmatrix_banks``: the eight 16-byte rows of one ``ldmatrix`` pass -- the rows lanes 0-7 point at -- placed in
   the 8 bank groups of a 128-byte line, in step 2's row-major tiles and in step 3's swizzled ones. Rows that share
   a bank group are served one pass after another (a conflict); the swizzle spreads them over all eight.
+* ``tf32_split``: the bits of one float32 x, of big = tf32(x) and of small = tf32(x - big) (3xTF32's split, step 7),
+  computed by the simulator's ``cvt.rna.tf32.f32`` (`gpukernels._mma._tf32`): big keeps the top 11 significant bits,
+  small the next 11, and the 2 bits below are what the split loses.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._common import _figure, _rect, _suptitle
+from ._common import _figure, _rect, _suptitle, text_pt
 
 #: The two mma shapes of the lesson: (label, A's shape, B's shape, elements per lane of A, of B)
 SHAPES = {"m16n8k16": ("m16n8k16, float16 in", (16, 16), (16, 8), 8, 4),
@@ -129,4 +132,69 @@ def ldmatrix_banks():
             fig.gpukernels_data[f"{tile}-{step}"] = p
     _suptitle(fig, "One ldmatrix pass reads 8 rows of 16 bytes: in distinct bank groups, one pass; in one, eight",
               "rows 0-7 of the tile at its first 16-byte chunk, placed by the kernels' own layout functions")
+    return fig
+
+
+def tf32_parts(x=np.float32(1 / 3)) -> dict:
+    """3xTF32's split of one float32 ``x``: big = tf32(x), small = tf32(x - big) (`gpukernels._mma._tf32`, the
+    simulator's cvt.rna.tf32.f32) and rest = x - big - small, exact; and for each, its significand bits in the columns
+    of x's (weight 2^(e - p) in column p + 1, e the exponent of x's leading bit; column 0 is one place above it, where
+    rounding big up can carry), with the sign. ValueError for 0, inf and NaN (no significand to split)."""
+    from gpukernels import _mma
+
+    x = np.float32(x)
+    if not np.isfinite(x) or x == 0:
+        raise ValueError(f"x must be a finite, nonzero float32 (it has a significand to split); got {x}")
+    big = _mma._tf32(x)
+    small = _mma._tf32(np.float32(x - big))  # x - big is exact in float32
+    rest = float(x) - float(big) - float(small)
+    e = int(np.floor(np.log2(abs(float(x)))))
+
+    def bits(v: float) -> list[int]:
+        scaled = abs(v) * 2.0 ** (23 - e)  # x's 24 significand bits as an integer (its leading bit 2^23)
+        n = int(round(scaled))
+        if n != scaled:
+            raise ValueError(f"{v!r} has bits below x's last place")
+        return [(n >> (24 - p)) & 1 for p in range(25)]  # column 0: 2^24, one above x's leading bit
+
+    return {"x": float(x), "big": float(big), "small": float(small), "rest": rest, "exponent": e,
+            "bits": {name: bits(v) for name, v in (("x", float(x)), ("big", float(big)), ("small", float(small)),
+                                                   ("rest", rest))},
+            "signs": {name: "-" if v < 0 else "+" for name, v in (("x", float(x)), ("big", float(big)),
+                                                                   ("small", float(small)), ("rest", rest))}}
+
+
+def tf32_split(x=np.float32(1 / 3)):
+    """The bits of x, big = tf32(x) and small = tf32(x - big), lined up by weight: 3xTF32's split of one float32."""
+    parts = tf32_parts(x)
+    colours = {"x": "#dddddd", "big": "#9ecae1", "small": "#fdae6b", "rest": "#bbbbbb"}
+    labels = {"x": "x (float32)", "big": "big = tf32(x)", "small": "small = tf32(x - big)",
+              "rest": "x - big - small (lost)"}
+    fig = _figure(11, 3.8)
+    ax = fig.add_subplot()
+    pt = text_pt(fig)
+    for row, name in enumerate(("x", "big", "small", "rest")):
+        bits = parts["bits"][name]
+        ones = [p for p, b in enumerate(bits) if b]
+        lead = ones[0] if ones else None
+        for p, b in enumerate(bits):
+            # a part's significant bits (from its leading 1, 24 for x, 11 for a TF32 part) in its colour
+            span = 24 if name in ("x", "rest") else 11
+            inside = lead is not None and lead <= p < lead + span
+            ax.add_patch(_rect(p, row, 1, 1, colours[name] if inside else "white"))
+            ax.text(p + 0.5, row + 0.5, str(b), ha="center", va="center", fontsize=pt)
+        value = parts[name]
+        ax.text(-0.3, row + 0.5, f"{labels[name]}  {parts['signs'][name]}", ha="right", va="center", fontsize=pt)
+        ax.text(25.3, row + 0.5, f"{value:+.9e}", ha="left", va="center", fontsize=pt)
+    ax.set_xlim(-9.5, 33.5)
+    ax.set_ylim(4.15, -0.9)
+    ax.axis("off")
+    e = parts["exponent"]
+    for p in (1, 12, 23):
+        ax.text(p + 0.5, -0.45, f"2^{e - p + 1}", ha="center", va="center", fontsize=pt)
+    fig.gpukernels_data.update(parts)
+    _suptitle(fig, f"3xTF32's split of x = {parts['x']:.9g}: big keeps 11 significant bits, small the next 11",
+              f"each row: a magnitude's bits by weight (x's leading bit is 2^{e}), coloured where the part holds "
+              "them; what big and small cannot hold (x's 24 bits against their 22, and small's rounding) is what "
+              "3xTF32 leaves out -- computed by the simulator's cvt.rna.tf32.f32")
     return fig
