@@ -1,4 +1,4 @@
-"""Issue 18: what is below a fast-path hit -- host microseconds per launch of one recorded kernel, by route.
+"""The launch floor: what is below a fast-path hit -- host microseconds per launch of one recorded kernel, by route.
 
 Run on a GPU (``GPUKERNELS_DEVICE=gpu python benchmarks/launch_floor.py``). One `matmul.tiled` entry (64^3, Numba
 arrays, out given) is recorded by two calls; then each route below launches that very kernel with those very

@@ -6,7 +6,7 @@
 
 Each module of ``numba.cuda.tests.cudapy`` runs in its own process under ``NUMBA_ENABLE_CUDASIM=1``, once with
 Numba's stock simulator and once after ``import gpukernels`` (whose simulator then runs every launch). The
-result is the table of issue 17 -- tests run, failures + errors, seconds -- and the list of tests that fail
+result is the parity table -- tests run, failures + errors, seconds -- and the list of tests that fail
 with gpukernels but pass with stock. Those must be none, apart from the deliberate differences: the rows of
 the one table in ``docs/simulator.md`` (section "Deliberate differences"), whose first column names the test.
 Exit status: 0 when there are no other regressions, 1 otherwise.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18 on the H200 machine: the launchers' host overhead and the fast path's GPU tests.
+# On the H200 machine: the launchers' host overhead and the fast path's GPU tests.
 # Run from the repository root with the wheels of /work/shared/DEVICE.md carried as .whl (numpy 2.4: the
 # machine's numpy 2.5 breaks numba-cuda 0.30). Writes into $OUT (the device tool's folder that comes back).
 #

@@ -9,7 +9,7 @@ Correctness is checked before the time is taken; the time is the best of ``--rep
 
 Cases (the kernels are defined here, so the figures do not move when a lesson changes):
 
-* ``tiled``        32x32 float32 matmul, 8x8 tiles in shared memory, 8x8 blocks -- issue 3's benchmark;
+* ``tiled``        32x32 float32 matmul, 8x8 tiles in shared memory, 8x8 blocks -- the simulator's first benchmark;
 * ``naive``        the same product, one thread per output element, no shared memory;
 * ``softmax_shfl`` row softmax of 16x256, a block of 128 threads per row, warp-shuffle (shfl_xor_sync)
                    reductions -- the stock simulator has no shuffles, so it reports "not runnable";

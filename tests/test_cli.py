@@ -1,4 +1,4 @@
-"""Every command-line input gets an answer (issue 17): the sizes people type work, and anything else ends in one
+"""Every command-line input gets an answer: the sizes people type work, and anything else ends in one
 line that says what is expected, with exit status 2 and no traceback. Refusals are checked in this process
 (tests/_cli.py); what runs is run as a user would, in a subprocess."""
 

@@ -1,4 +1,4 @@
-"""The per-shape choices (issue 16): what each dispatcher picks follows its documented rule, and every path it can
+"""The per-shape choices: what each dispatcher picks follows its documented rule, and every path it can
 pick is correct on ragged shapes in the simulator (the suite's real shapes run in the GPU suite: test_lessons)."""
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""A bounded mutation sample in CI (issue 22): a seeded sample of mutants of the comparison every test and the
+"""A bounded mutation sample in CI: a seeded sample of mutants of the comparison every test and the
 grader trust (gpukernels/check.py) and of the grader's technique checks and points (grade/spec.py), each run
 against the fast unit tests that call the mutated function (tools/mutate.py, setup.cfg's [mutmut] section). The
 floor is below the full scores of tests/MUTATION.md (98% and 88% of 80 each), so a change that leaves a test unable

@@ -1,5 +1,5 @@
 """Every notebook runs top to bottom without a cell error (nbclient), in the mode of this test run (the
-simulator in CI), within WALL_LIMIT seconds of wall time in the simulator (issue 19: a student on a 2-core laptop
+simulator in CI), within WALL_LIMIT seconds of wall time in the simulator (a student on a 2-core laptop
 runs a whole lesson in under a minute). A notebook past it fails, naming its slowest cells -- unless its kernel
 was visibly kept off the CPU by other processes (less than CONTENDED of the wall time on a core), where its CPU
 time plus the kernel's start is held to the limit instead and a warning says so: on a shared machine the wall

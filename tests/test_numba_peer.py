@@ -1,5 +1,5 @@
-"""numba-cuda's own kernel tests pass with gpukernels' simulator at least as well as with Numba's stock one
-(issue 17), apart from the deliberate differences tabled in docs/simulator.md; and no slower."""
+"""numba-cuda's own kernel tests pass with gpukernels' simulator at least as well as with Numba's stock one,
+apart from the deliberate differences tabled in docs/simulator.md; and no slower."""
 
 import importlib.util
 import json

@@ -1,4 +1,4 @@
-"""What a kernel may do on a GPU works the same on gpukernels' simulator (issue 17): negative indices as Numba
+"""What a kernel may do on a GPU works the same on gpukernels' simulator: negative indices as Numba
 compiles them, ``math``, user exceptions, ``print``, ``@vectorize`` / ``@guvectorize``, alignment, views."""
 
 import math

@@ -1,4 +1,4 @@
-"""gpukernels.source (issue 19): a step's code is read from the package, and a diff shows what a step changes --
+"""gpukernels.source: a step's code is read from the package, and a diff shows what a step changes --
 for factory-built steps, the factory arguments. Bad lesson or step names end in one line on the command line."""
 
 import os

@@ -322,7 +322,7 @@ def test_cli_prints_tables_and_writes_json(tmp_path, capsys):
     assert data["hazards"]["races"] == []
 
 
-# -- atomics, views, distinct elements, barriers (what the grader of issue 15 counts) ---------------------------
+# -- atomics, views, distinct elements, barriers (what the grader counts) ---------------------------
 
 
 @cuda.jit

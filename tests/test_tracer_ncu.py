@@ -1,4 +1,4 @@
-"""The tracer against Nsight Compute (issue 17): on a GPU, ncu's counters for lesson kernels equal what the
+"""The tracer against Nsight Compute: on a GPU, ncu's counters for lesson kernels equal what the
 tracer counts in the simulator at the same shape.
 
     GPUKERNELS_DEVICE=gpu python -m pytest tests/test_tracer_ncu.py      # needs ncu and a GPU

@@ -224,7 +224,7 @@ def test_warp_sectors_naive_vs_coalesced():
 
 @sim_only
 def test_warp_sectors_figure_and_coalescing_table_agree():
-    # issue 19: coalesced's read of a is a broadcast (every lane, one float): 1 sector moved, 4 bytes used. The
+    # coalesced's read of a is a broadcast (every lane, one float): 1 sector moved, 4 bytes used. The
     # figure once said 12% (bytes used / moved) while the table said 100% (sectors needed / moved).
     shape = (32, 32, 4)
     d = viz.warp_sectors("matmul", ["naive", "coalesced"], array="a", kind="read", shape=shape).gpukernels_data
