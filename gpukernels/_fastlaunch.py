@@ -56,6 +56,9 @@ import sys
 import threading
 from typing import Any
 
+#: Every `gpukernels._launch.Version` made (each adds itself): `clear` reaches all their recorded entries.
+VERSIONS: list = []
+
 __all__ = ["ENABLED", "STATS", "call", "stream_handle", "resolve_stream", "numba_stream", "read_array", "clear"]
 
 #: On a GPU, unless GPUKERNELS_FAST_LAUNCH=0 (then every call takes the checked path: the "before" of the lesson).
@@ -205,8 +208,7 @@ def read_array(x: Any) -> tuple | None:
 def stream_handle(stream: Any) -> int:
     """The ``CUstream`` handle of ``stream=``: an int, a Numba stream, a torch stream, a CuPy stream, or anything
     with ``__cuda_stream__``. (In the simulator its streams are accepted too, and mean nothing.)"""
-    from ._launch import LaunchError
-
+    from ._errors import LaunchError  # here, not at the top: this file also loads on its own (test_launch_fast)
     if isinstance(stream, bool):
         raise LaunchError(f"stream must be a CUDA stream or an int handle; got {stream!r}")
     if isinstance(stream, int):
@@ -692,9 +694,7 @@ class Recorder:
 
 def clear() -> None:
     """Forget every recorded configuration (of every version) and the counts."""
-    from ._launch import Version
-
-    for v in Version.instances:
+    for v in VERSIONS:
         for entry in v._fast.values():
             entry.release(BACKEND)
         v._fast.clear()

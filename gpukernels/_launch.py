@@ -18,18 +18,15 @@ import functools
 import math
 from dataclasses import dataclass, field
 import inspect
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from numba import cuda
 
-from . import _kcache
+from . import _fastlaunch, _kcache
+from ._errors import LaunchError
 
 __all__ = ["Launch", "Version", "check_array", "ceil_div", "is_device_array", "LaunchError", "sm_count", "version"]
-
-
-class LaunchError(ValueError):
-    """Bad arguments to a lesson launcher."""
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -220,10 +217,8 @@ class Version:
     inplace: bool = False
     _fast: dict = field(default_factory=dict, repr=False, compare=False)  # the fast path's entries (GPU)
 
-    instances: ClassVar[list] = []  # every Version made, so that `_fastlaunch.clear` reaches them all
-
     def __post_init__(self):
-        Version.instances.append(self)
+        _fastlaunch.VERSIONS.append(self)  # every Version made, so that `_fastlaunch.clear` reaches them all
 
     @property
     def idea(self) -> str:
@@ -434,7 +429,6 @@ def version(lesson: str, check: Callable, kernels: Sequence[Any] = (), empty: Ca
     return wrap
 
 
-from . import _fastlaunch  # noqa: E402  (it reads LaunchError from this module)
 from ._device import MODE  # noqa: E402
 
 _fastlaunch._enable_if_gpu()
