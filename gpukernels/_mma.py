@@ -63,7 +63,7 @@ from ._intrinsics import _simulated, async_commit, async_wait  # noqa: F401  (re
 __all__ = ["a_frag_coords", "b_frag_coords", "c_frag_coords", "a_tf32_coords", "b_tf32_coords", "ldmatrix_coords",
            "pack_half2", "mma_f16", "pack_bf16x2", "mma_bf16", "to_tf32", "mma_tf32", "ldmatrix_x1",
            "ldmatrix_x2", "ldmatrix_x4", "ldmatrix_x1_trans", "ldmatrix_x2_trans", "ldmatrix_x4_trans",
-           "copy_async16_f16", "async_commit", "async_wait"]
+           "copy_async16_f16", "async_commit", "async_wait", "split_tf32", "TF32_MAX"]
 
 # ----------------------------------------------------------------------------------------------------------
 # The fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16 / mma.m16n8k8", and "ldmatrix").
@@ -928,3 +928,26 @@ else:
             return context.get_dummy_value()
 
         return types.void(n), codegen
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 3xTF32's split, on the instructions above (the GPU's or the simulator's)
+# ----------------------------------------------------------------------------------------------------------
+
+from numba import cuda as _cuda  # noqa: E402  (the simulator's cuda in simulator mode: installed before this loads)
+
+#: The largest TF32 value, 2^127 (2 - 2^-10): float32's largest with its 13 low mantissa bits cut.
+TF32_MAX = np.uint32(0x7F7FE000).view(np.float32)
+_FLOAT32_MAX = np.finfo(np.float32).max
+
+
+@_cuda.jit(device=True, forceinline=True)
+def split_tf32(x):
+    """(big, small): x = big + small to 22 significant bits, each a TF32 value -- big = tf32(x) its top 11 bits,
+    small = tf32(x - big) the next 11 (x - big is exact in float32). A finite x within half a TF32 step of float32's
+    largest would round to infinity: big is then the largest TF32 value, of x's sign, and small the rest. An
+    infinite or NaN x gives big = x and small NaN."""
+    big = to_tf32(x)
+    if abs(big) > TF32_MAX and abs(x) <= _FLOAT32_MAX:  # rounding overflowed a finite x (both false for NaN)
+        big = TF32_MAX if x > 0 else -TF32_MAX
+    return big, to_tf32(x - big)

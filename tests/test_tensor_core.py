@@ -748,6 +748,50 @@ def test_tf32x3_without_wgmma_splits_in_its_mma_sync_kernel(monkeypatch, seed):
     assert relative_error(out, ref) <= 2 * relative_error(a @ b, ref) + 3 * 2.0**-22
 
 
+@cuda.jit
+def _split_kernel(x, big, small):
+    i = cuda.grid(1)
+    if i < x.size:
+        big[i], small[i] = _mma.split_tf32(x[i])
+
+
+def test_split_tf32_keeps_22_bits_and_never_overflows_a_finite_value():
+    top = np.finfo(np.float32).max
+    x = np.array([1.0, -0.1, 3.0e-39, 1.0e-45, 0.0, top, -top, np.float32(0.99997) * top, _mma.TF32_MAX,
+                  np.nextafter(_mma.TF32_MAX, np.float32(np.inf)), np.inf, -np.inf, np.nan], np.float32)
+    x = np.concatenate([x, np.random.default_rng(0).standard_normal(51).astype(np.float32) * 1e3])
+    big, small = (np.full(x.shape, np.nan, np.float32) for _ in range(2))
+    _split_kernel[1, 64](x, big, small)
+    finite = np.isfinite(x)
+    assert np.all(np.isfinite(big[finite]) & np.isfinite(small[finite])), x[finite & ~np.isfinite(big)]
+    assert np.all(big.view(np.uint32)[finite] & 0x1FFF == 0) and np.all(small.view(np.uint32)[finite] & 0x1FFF == 0)
+    recon = big[finite].astype(np.float64) + small[finite].astype(np.float64)
+    xf = x[finite].astype(np.float64)
+    # 22 bits of a normal value; a subnormal one keeps fewer (TF32 cuts the same 13 bits of its stored mantissa), so
+    # both parts end at 2^-136: an absolute error of at most half that
+    assert np.all(np.abs(recon - xf) <= 2.0**-21 * np.abs(xf) + 2.0**-137), np.abs(recon - xf) / np.abs(xf)
+    assert abs(big[5]) == _mma.TF32_MAX and big[6] == -_mma.TF32_MAX  # float32's largest: not rounded to inf
+    assert np.isposinf(big[10]) and np.isneginf(big[11]) and np.isnan(small[10:13]).all()  # inf, NaN: as documented
+
+
+@pytest.mark.parametrize("hopper", [True, False])
+def test_tf32x3_is_finite_where_a_value_near_float32s_largest_meets_small_ones(monkeypatch, hopper):
+    # TF32 rounding takes 3.4e38 to inf: a split that let it would give inf (or NaN) where SGEMM's C is ~3.4e28
+    from gpukernels.tensor_core import k07_tf32x3
+
+    if not hopper:
+        monkeypatch.setattr(k07_tf32x3, "compute_capability", lambda: (8, 0))
+    a, b = tc.make_inputs((17, 9, 11), 0, dtype=np.float32)
+    a[3, 4] = np.finfo(np.float32).max
+    a[5, 0] = -np.float32(0.99999) * np.finfo(np.float32).max
+    b *= np.float32(1e-10)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    out = np.full(ref.shape, np.nan, np.float32)
+    tc.tf32x3(a, b, out=out)
+    assert np.all(np.isfinite(out))
+    assert relative_error(out, ref) <= 2 * relative_error(a @ b, ref) + 3 * 2.0**-22
+
+
 def test_wgmma_needs_hopper(monkeypatch):
     from gpukernels.tensor_core import k06_wgmma
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from numba import cuda, float32
 
-from .._mma import ldmatrix_x4, mma_tf32, to_tf32
+from .._mma import ldmatrix_x4, mma_tf32, split_tf32
 from ._common import store
 
 BM, BN, BK = 128, 128, 16
@@ -70,13 +70,6 @@ def store_tile(sa, sb, ra, rb, buf, tid):
 
 
 @cuda.jit(device=True, forceinline=True)
-def split(x):
-    # x = big + small, each a TF32 value: big its top 11 significant bits, small the next 11
-    big = to_tf32(x)
-    return big, to_tf32(x - big)
-
-
-@cuda.jit(device=True, forceinline=True)
 def warp_product(sa, sb, buf, wr, wc, lane, acc):
     ab = cuda.local.array((MI, 4), float32)  # A fragments (a0..a3 per 16-row block), big and small parts
     asm = cuda.local.array((MI, 4), float32)
@@ -87,17 +80,17 @@ def warp_product(sa, sb, buf, wr, wc, lane, acc):
         for i in range(MI):
             # matrices: rows +0/+8 (j & 1), k +0/+4 (j >> 1) of the 16 x 8 A block -> a0, a1, a2, a3
             x0, x1, x2, x3 = ldmatrix_x4(sa, buf * A_TILE + at(wr + 16 * i + r + 8 * (j & 1), kk + 4 * (j >> 1)))
-            ab[i, 0], asm[i, 0] = split(x0)
-            ab[i, 1], asm[i, 1] = split(x1)
-            ab[i, 2], asm[i, 2] = split(x2)
-            ab[i, 3], asm[i, 3] = split(x3)
+            ab[i, 0], asm[i, 0] = split_tf32(x0)
+            ab[i, 1], asm[i, 1] = split_tf32(x1)
+            ab[i, 2], asm[i, 2] = split_tf32(x2)
+            ab[i, 3], asm[i, 3] = split_tf32(x3)
         for p in range(NJ // 2):
             # matrices: k +0/+4 (j & 1) of columns +0, then +8 (j >> 1) of B^T -> (b0, b1) of two 8-column blocks
             y0, y1, y2, y3 = ldmatrix_x4(sb, buf * B_TILE + at(wc + 16 * p + r + 8 * (j >> 1), kk + 4 * (j & 1)))
-            bb[2 * p, 0], bs[2 * p, 0] = split(y0)
-            bb[2 * p, 1], bs[2 * p, 1] = split(y1)
-            bb[2 * p + 1, 0], bs[2 * p + 1, 0] = split(y2)
-            bb[2 * p + 1, 1], bs[2 * p + 1, 1] = split(y3)
+            bb[2 * p, 0], bs[2 * p, 0] = split_tf32(y0)
+            bb[2 * p, 1], bs[2 * p, 1] = split_tf32(y1)
+            bb[2 * p + 1, 0], bs[2 * p + 1, 0] = split_tf32(y2)
+            bb[2 * p + 1, 1], bs[2 * p + 1, 1] = split_tf32(y3)
         for i in range(MI):
             for jn in range(NJ):
                 # this k step's three products, summed by the tensor core from zero (small ones first) ...

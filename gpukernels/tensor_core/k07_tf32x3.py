@@ -40,8 +40,10 @@ On GPUs without wgmma (before Hopper) the step runs the same split with ``mma.sy
 the inputs split as each fragment is read.
 
 Not float32 everywhere: an infinite input splits into big = inf and small = inf - inf = NaN, so its row (of A) or
-column (of B) of C is NaN where SGEMM gives inf; and K of a few dozen or less is summed less accurately than SGEMM
-sums it (22 of 24 bits per factor; benchmarks/NOTES.md has the measured errors).
+column (of B) of C is NaN where SGEMM gives inf (a finite input so near float32's largest that rounding it to TF32
+would give inf is split as the largest TF32 value and the rest: `gpukernels._mma.split_tf32`); and K of a few dozen
+or less is summed less accurately than SGEMM sums it (22 of 24 bits per factor; benchmarks/NOTES.md has the
+measured errors).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from numba import cuda, float32
 
 from .._intrinsics import copy_async16
 from .._launch import Launch, ceil_div, compute_capability, is_device_array, version
-from .._mma import (align1024, async_commit, async_wait, fence_proxy_async, to_tf32, wgmma_add, wgmma_commit,
+from .._mma import (align1024, async_commit, async_wait, fence_proxy_async, split_tf32, wgmma_add, wgmma_commit,
                     wgmma_fence, wgmma_store, wgmma_tf32_n128, wgmma_wait, wgmma_zero)
 from ._common import check_fp32, tiled_launch
 from ._tf32x3_mma import tf32x3_mma_kernel
@@ -78,9 +80,9 @@ PITCH = SPLIT + 1  # the transposing tile's row: +1, so that a column of it is i
 def split_store(out, r, k, v):
     # out[0, r, k], out[1, r, k] = big, small of v (the columns past the input's are zeros)
     if r < out.shape[1] and k < out.shape[2]:
-        big = to_tf32(v)
+        big, small = split_tf32(v)
         out[0, r, k] = big
-        out[1, r, k] = to_tf32(v - big)
+        out[1, r, k] = small
 
 
 @cuda.jit
