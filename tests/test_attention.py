@@ -296,24 +296,37 @@ def test_numpy_bool_and_scalars_are_accepted():
 
 def test_dispatcher_follows_readable_thresholds():
     choose = at.optimized.choose
-    assert choose(8, 16, 4096, 4096, 128, sms=132).step == "tiled"  # 16384 tiles
-    assert choose(32, 16, 1024, 1024, 64, sms=132).config == {"rows": 32, "keys": 32, "width": 64}
-    assert choose(8, 16, 4096, 4096, 128, sms=132).config == {"rows": 32, "keys": 16, "width": 128}
-    # few queries: decoding
-    assert choose(64, 32, 1, 4096, 128, sms=132).step == "fused_rows"
-    assert choose(64, 32, at.FUSED_MAX_SQ, 4096, 128, sms=132).step == "fused_rows"
-    assert choose(64, 32, at.FUSED_MAX_SQ + 1, 4096, 128, sms=132).step == "tiled"
+    # on a GPU without tensor cores: the CUDA-core steps
+    assert choose(8, 16, 4096, 4096, 128, sms=132, tensor_cores=False).step == "tiled"  # 16384 tiles
+    assert choose(32, 16, 1024, 1024, 64, sms=132, tensor_cores=False).config == {"rows": 32, "keys": 32, "width": 64}
+    assert choose(8, 16, 4096, 4096, 128, sms=132, tensor_cores=False).config == {"rows": 32, "keys": 16,
+                                                                                   "width": 128}
+    # few queries: decoding, with tensor cores or without
+    for tc in (False, True):
+        assert choose(64, 32, 1, 4096, 128, sms=132, tensor_cores=tc).step == "fused_rows"
+        assert choose(64, 32, at.FUSED_MAX_SQ, 4096, 128, sms=132, tensor_cores=tc).step == "fused_rows"
+    assert choose(64, 32, at.FUSED_MAX_SQ + 1, 4096, 128, sms=132, tensor_cores=False).step == "tiled"
     # too few tiles for the SMs: 4 heads x 16 tiles = 64
-    few = choose(1, 4, 512, 512, 64, sms=132)
+    few = choose(1, 4, 512, 512, 64, sms=132, tensor_cores=False)
     assert few.step == "fused_rows" and "64 tiles" in few.why and "68 of 132 SMs idle" in few.why
     assert few.config == {"rows_per_block": 4, "dims_per_lane": 2}
-    assert choose(1, 4, 512, 512, 64, sms=64).step == "tiled"  # exactly one per SM
-    assert choose(1, 4, 512, 512, 64, sms=65).step == "fused_rows"
+    assert choose(1, 4, 512, 512, 64, sms=64, tensor_cores=False).step == "tiled"  # exactly one per SM
+    assert choose(1, 4, 512, 512, 64, sms=65, tensor_cores=False).step == "fused_rows"
+    # with tensor cores: 3xTF32 past the few-queries rule, whatever the tiles
+    for shape in [(8, 16, 4096, 4096, 128), (1, 4, 512, 512, 64), (64, 32, at.FUSED_MAX_SQ + 1, 4096, 80)]:
+        choice = choose(*shape, sms=132, tensor_cores=True)
+        assert choice.step == "tf32x3" and "3xTF32" in choice.why, choice
+    assert choose(8, 16, 4096, 4096, 128, sms=132, tensor_cores=True).config == {"rows": 128, "keys": 32,
+                                                                                  "width": 128}
+    assert choose(2, 2, 100, 100, 72, sms=132, tensor_cores=True).config == {"rows": 64, "keys": 32, "width": 80}
+    assert "8 blocks of 64 queries" in choose(2, 2, 100, 100, 72, sms=132, tensor_cores=True).why
     # the mask changes no choice, only the reason
-    assert "skipped" in choose(8, 16, 4096, 4096, 128, causal=True, sms=132).why
-    assert choose(8, 16, 4096, 4096, 128, causal=True, sms=132).step == "tiled"
+    for tc in (False, True):
+        masked = choose(8, 16, 4096, 4096, 128, causal=True, sms=132, tensor_cores=tc)
+        assert "skipped" in masked.why and masked.step == ("tf32x3" if tc else "tiled")
     assert "stops at its query" in choose(1, 1, 1, 4096, 128, causal=True, sms=132).why
-    assert at.optimized.steps == ("fused_rows", "tiled", "pipelined") and list(at.VERSIONS)[-1] == "optimized"
+    assert at.optimized.steps == ("fused_rows", "tiled", "pipelined", "tf32x3")
+    assert list(at.VERSIONS)[-1] == "optimized"
     # float16: the tensor cores at every shape, decoding included
     for shape in [(8, 16, 4096, 4096, 128), (64, 32, 1, 4096, 128), (1, 4, 512, 512, 64)]:
         assert choose(*shape, half=True, sms=132).step == "pipelined"
@@ -322,12 +335,17 @@ def test_dispatcher_follows_readable_thresholds():
 
 
 def test_optimized_runs_what_it_chose(monkeypatch, seed):
-    from gpukernels.attention import k06_optimized
+    from gpukernels.attention import k07_optimized
 
     q, k, v = at.make_inputs((1, 2, 33, 20, 64), seed)
+    assert at.optimized.launches(q, k, v)[-1].kernel is at.tf32x3_kernel_for(64)  # the simulator is an H200
+    assert at.optimized.describe(q, k, v).startswith("tf32x3")
+    for causal in (False, True):
+        run_checked("optimized", None, seed, causal=causal, inputs=(q, k, v))
+    monkeypatch.setattr(k07_optimized, "compute_capability", lambda: (7, 5))  # no TF32 tensor cores
     assert at.optimized.launches(q, k, v)[0].kernel is at.fused_rows_kernel_for(2)  # 6 tiles for 132 SMs
     assert "fused_rows" in at.optimized.describe(q, k, v)
-    monkeypatch.setattr(k06_optimized, "sm_count", lambda: 2)  # a 2-SM GPU: 4 tiles fill it
+    monkeypatch.setattr(k07_optimized, "sm_count", lambda: 2)  # a 2-SM GPU: 4 tiles fill it
     assert at.optimized.launches(q, k, v)[0].kernel is at.tiled_kernel_for(64)
     assert at.optimized.describe(q, k, v, causal=True).startswith("tiled")
     for causal in (False, True):
@@ -522,7 +540,7 @@ def test_pipelined_launch_plan_and_order():
     assert la.block == (128,) and la.grid == (6 * 2,)
     [wide] = at.pipelined.launches(*half_inputs((2, 3, 129, 70, 128), 0))  # past D = 96: blocks of 128 rows
     assert wide.kernel is at.pipelined_kernel_for(128, 8) and wide.block == (256,) and wide.grid == (6 * 2,)
-    assert list(at.VERSIONS).index("pipelined") == list(at.VERSIONS).index("optimized") - 1
+    assert list(at.VERSIONS).index("pipelined") == list(at.VERSIONS).index("tf32x3") - 1
     # a view that does not start on 16 bytes cannot be copied by cp.async: step 4's kernel runs it, correctly
     q, k, v = half_inputs((1, 1, 20, 70, 16), 0)
     buf = np.zeros(k.size + 1, np.float16)
@@ -617,3 +635,127 @@ def test_optimized_takes_float16_to_the_tensor_cores(causal, seed):
         at.optimized(*half_inputs((1, 1, 3, 3, 24), seed))
     with pytest.raises(LaunchError, match=r"q must have dtype float32"):
         at.optimized(q.astype(np.float64), k, v)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The float32 tensor-core step: tf32x3
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_tf32x3_value_order_makes_c_fragments_a_fragments():
+    # m16n8k8 on TF32: S's C fragment gives lane 4g + t keys 2t, 2t + 1 of rows g, g + 8 (c0..c3); P's A fragment
+    # wants positions t, t + 4 (a0..a3 = (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4)). V^T's positions hold keys in
+    # VALUE_ORDER, so that a_i is c_(0, 2, 1, 3)[i] of the same lane, with no shuffle.
+    from gpukernels._mma import a_tf32_coords, c_frag_coords
+
+    assert sorted(at.VALUE_ORDER) == list(range(8))
+    for lane in range(32):
+        for i, c in enumerate((0, 2, 1, 3)):
+            row, pos = a_tf32_coords(lane, i)
+            assert c_frag_coords(lane, c) == (row, at.VALUE_ORDER[pos]), (lane, i)
+
+
+def test_tf32x3_split_pass(seed):
+    from gpukernels._mma import TF32_MAX
+
+    q, k, v = at.make_inputs((2, 3, 17, 41, 24), seed)  # D = 24 -> 32 wide; Sk = 41 -> 48 positions
+    v.flat[5] = np.finfo(np.float32).max  # rounds to inf as TF32: split as the largest TF32 value and the rest
+    launches = at.tf32x3.launches(q, k, v)
+    assert [la.kernel for la in launches[:3]] == [at.split_rows_kernel, at.split_rows_kernel, at.split_values_kernel]
+    q2, k2, vt = launches[0].args[1], launches[1].args[1], launches[2].args[1]
+    assert q2.shape == (2, 6 * 17, 32) and k2.shape == (2, 6 * 41, 32) and vt.shape == (2, 6, 32, 48)
+    for x2 in (q2, k2, vt):
+        x2.fill(np.nan)  # poison: every element, padding included, must be written
+    for la in launches[:3]:
+        la.kernel[la.grid, la.block](*la.args)
+    for x2 in (q2, k2, vt):
+        assert np.isfinite(x2).all() and not (x2.view(np.uint32) & 0x1FFF).any()  # every part a TF32 value
+    for x, x2 in ((q, q2), (k, k2)):
+        rows = x.reshape(-1, 24).astype(np.float64)
+        assert np.all(np.abs(x2[0, :, :24].astype(np.float64) + x2[1, :, :24] - rows) <= 2.0**-21 * np.abs(rows))
+        assert not x2[:, :, 24:].any()
+    # vt[part, bh, d, 8 g + p] holds key 8 g + VALUE_ORDER[p] of head bh, dimension d; zeros past D and Sk
+    heads_v = v.reshape(6, 41, 24).astype(np.float64)
+    keys = np.array([8 * (p // 8) + at.VALUE_ORDER[p % 8] for p in range(48)])
+    inside = keys < 41
+    expect = np.zeros((6, 32, 48))
+    expect[:, :24, inside] = heads_v[:, keys[inside], :].transpose(0, 2, 1)
+    got = vt[0].astype(np.float64) + vt[1]
+    assert np.all(np.abs(got - expect) <= 2.0**-21 * np.abs(expect)) and not got[:, 24:].any()
+    assert np.abs(vt[0]).max() == TF32_MAX
+
+
+def test_tf32x3_launch_plan():
+    q, k, v = at.make_inputs((2, 3, 100, 70, 80), 0)
+    *splits, la = at.tf32x3.launches(q, k, v)
+    assert la.kernel is at.tf32x3_kernel_for(80) and la.kernel.tile == (64, 32, 80)
+    assert la.block == (128,) and la.grid == (6 * 2,)  # 6 heads x 2 query tiles of 64
+    assert splits[0].grid == (-(-600 * 80 // 256),) and splits[2].grid == (6 * 3, 3)  # 72 positions: 3 tiles of 32
+    [wide] = at.tf32x3.launches(*at.make_inputs((2, 3, 129, 70, 128), 0))[-1:]  # past D = 96: blocks of 128 rows
+    assert wide.kernel is at.tf32x3_kernel_for(128, 8) and wide.block == (256,) and wide.grid == (6 * 2,)
+    assert at.tf32x3_kernel_for(1) is at.tf32x3_kernel_for(16) and at.tf32x3_kernel_for(17).tile[2] == 32
+    assert [at.padded_width(d) for d in (1, 16, 17, 72, 80, 128)] == [16, 16, 32, 80, 80, 128]
+    for d in range(1, at.MAX_D + 1):  # the Q, K and V^T tiles, big and small, fit an H200's 227 KB per block
+        assert at.tf32x3_kernel_for(d).shared_bytes <= 227 * 1024, d
+    assert at.tf32x3_kernel_for(128).shared_bytes == 4 * 2 * (128 * 132 + 32 * 132 + 128 * 36)
+    assert list(at.VERSIONS).index("tf32x3") == list(at.VERSIONS).index("optimized") - 1
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", [(1, 2, 33, 20, 64), (1, 1, 70, 45, 24), (2, 1, 17, 100, 80)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_tf32x3_is_as_accurate_as_float32(shape, causal, seed):
+    # 3xTF32 keeps 22 of float32's 24 bits per factor: within a small factor of the CUDA-core steps' error (~1e-6
+    # here), where one TF32 product per score would be off by ~1e-3 (10 bits: a score of 80 off by ~0.04)
+    q, k, v = at.make_inputs(shape, seed)
+    ref = at.reference(q, k, v, causal=causal).astype(np.float64)
+    out = run_checked("tf32x3", None, seed, causal=causal, inputs=(q, k, v))
+    tiled = at.tiled(q, k, v, causal=causal)
+    err, err_tiled = (np.linalg.norm(x - ref) / np.linalg.norm(ref) for x in (out, tiled))
+    assert err <= 4 * err_tiled + 2e-6, (err, err_tiled)
+
+
+@pytest.mark.skipif(not SIM, reason="the tracer runs on the simulator")
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_tf32x3_has_no_races_and_skips_masked_tiles(causal, seed):
+    t = _traced(at.tf32x3, at.make_inputs(at.SHAPES["trace"], seed), causal, TOLERANCE)
+    _assert_no_hazards(t)
+    *_, b = t.barriers()
+    # one block of 64 rows (Sq = 40): 3 K/V tiles of 32 without the mask, and with it the keys up to query 39 (0-39,
+    # 2 tiles); 2 barriers per tile
+    assert b.syncthreads == 2 * (3 if not causal else 2)
+
+
+_TF32X3_CHILD = r"""
+import json, re
+from numba import cuda, types
+from gpukernels import attention as at
+from gpukernels.resources import _assemble
+f3, f4 = types.Array(types.float32, 3, "C"), types.Array(types.float32, 4, "C")
+out = {}
+for d in (16, 80, 128):
+    k = at.tf32x3_kernel_for(d)
+    ptx, _ = cuda.compile_ptx(k.py_func, (f3, f3, f4, f3, types.float32, types.boolean), cc=(9, 0), fastmath=True)
+    log = _assemble(ptx, "sm_90")
+    res = re.search(r"used (\d+) registers.*?(\d+) bytes lmem", log, re.S)
+    out[d] = {"registers": int(res[1]), "lmem": int(res[2]), "local": ptx.count("ld.local") + ptx.count("st.local"),
+              "mma": ptx.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"),
+              "ldmatrix": ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16"),
+              "cp_async": ptx.count("cp.async.cg.shared.global"), "cvt": ptx.count("cvt.rna.tf32.f32"),
+              "ex2": ptx.count("ex2.approx"), "threads": k.threads}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.needs_cuda_toolchain
+def test_tf32x3_compiles_to_tf32_mma_without_local_memory():
+    from gpukernels.resources import run_with_real_cuda
+
+    out = json.loads(run_with_real_cuda(_TF32X3_CHILD))
+    for d, r in out.items():
+        assert r["lmem"] == 0 and r["local"] == 0, f"D = {d} uses local memory: {r}"
+        assert r["registers"] * r["threads"] <= 65536, r  # a block fits an SM's registers
+        # at least one unrolled k step of each product (3 mmas, 4 ldmatrix), the copies by cp.async, P split in
+        # registers (2 cvt per element: 8 per k step of P V) and one ex2 per score
+        assert r["mma"] >= 6 and r["mma"] % 3 == 0 and r["ldmatrix"] >= 8 and r["cp_async"] > 0, r
+        assert r["cvt"] >= 8 and r["ex2"] >= 16, r

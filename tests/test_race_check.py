@@ -68,17 +68,21 @@ PATHS = [
     ("attention", "mma", (1, 1, 96, 70, 16), {"causal": True}, 3),
     ("attention", "pipelined", (1, 1, 96, 70, 16), {"causal": True}, 3),
     ("attention", "pipelined", (1, 1, 17, 200, 16), {}, 3),  # four K/V tiles of 64 through its buffers
+    ("attention", "tf32x3", (1, 1, 96, 70, 16), {"causal": True}, 3),  # 2 blocks of 64: 2 and 3 K/V tiles of 32
 ]
 
 #: attention's kernels are specialised per head dimension D: fused_rows by the values per lane (D up to 32, 64, 96,
-#: 128), tiled by the tiles' width (16, 32, 64, 128; 16 keys a tile at 128), mma and pipelined by D / 16 (16 to 128).
-#: One case per kernel that the D = 16 shape above misses; the tensor-core ones between 32 and 112 in the long tier
-#: (the same code with fewer fragments than D = 128's). (version, shape, barriers per block, long tier)
+#: 128), tiled by the tiles' width (16, 32, 64, 128; 16 keys a tile at 128), mma and pipelined by D / 16 (16 to 128),
+#: tf32x3 by D rounded up to 16. One case per kernel that the D = 16 shape above misses; the float16 tensor-core ones
+#: between 32 and 112 in the long tier (the same code with fewer fragments than D = 128's), and tf32x3's past D = 24.
+#: (version, shape, barriers per block, long tier)
 ATTENTION_DIMS = ([("fused_rows", (1, 1, 3, 20, d), 0, False) for d in (48, 80, 128)]
                   + [("tiled", (1, 1, 17, 70, d), 3, False) for d in (32, 64)]
                   + [("tiled", (1, 1, 17, 40, 128), 3, False)]
                   + [(name, (1, 1, 17, 70, d), 3, d != 128) for name in ("mma", "pipelined")
-                     for d in range(32, 129, 16)])
+                     for d in range(32, 129, 16)]
+                  # tf32x3 pads D to 16: D = 24 (32 wide), 80 (pieces that do not divide the threads), 128 (8 warps)
+                  + [("tf32x3", (1, 1, 17, 70, d), 3, d != 24) for d in (24, 80, 128)])
 
 MIN_BARRIERS = 3  # per block, for a launch that has barriers at all: several phases, so reuse across them is seen
 #: Versions that slice a small image's channels as finely as the GPU's SMs ask (split_c, and the dispatcher that picks
@@ -102,7 +106,8 @@ def _run_traced(launch_all):
 
 
 #: Kernels whose blocks pass a fixed number of barriers whatever the shape: no deeper case shows more phases.
-FIXED_BARRIERS = {"split_cols_kernel": 1}  # tensor_core.tf32x3's transpose of B through one shared tile
+FIXED_BARRIERS = {"split_cols_kernel": 1,  # tensor_core.tf32x3's transpose of B through one shared tile
+                  "split_values_kernel": 1}  # attention.tf32x3's transpose of V, likewise
 
 
 def hazard_report(t, min_barriers: int = MIN_BARRIERS) -> list[str]:

@@ -36,9 +36,15 @@ Each step changes one thing, and its file's docstring says what and why (``k03_t
                    time by cp.async while the mmas run (V during Q K^T, the next K during the softmax and P V), a
                    head's query tiles in consecutive blocks so that K and V are read from L2, one exp2 per score,
                    the mask only where a tile has one. On an H200 step 4 runs at 20 TFLOP/s, this one at 190-220.
-6. ``optimized``   the dispatcher: ``optimized.choose(B, H, Sq, Sk, D, causal, half)`` sends float16 to the tensor
-                   cores (pipelined); for float32 it picks fused_rows for few queries or too few tiles to fill the
-                   GPU, tiled otherwise, and says why.
+6. ``tf32x3``      float32 on the tensor cores (``k06_tf32x3.py``), any D: q, k and v split once into two TF32
+                   parts each, x = big + small, and step 5's tile loop with every product as three TF32 mma.sync
+                   (3xTF32, the tensor-core lesson's step 7), each k step's three summed from zero and added by
+                   float32 adds; V stored transposed with its keys reordered so that S's C fragment is P's A
+                   fragment as it is. torch's float32 attention works this way.
+7. ``optimized``   the dispatcher: ``optimized.choose(B, H, Sq, Sk, D, causal, half)`` sends float16 to the tensor
+                   cores (pipelined); float32 to a warp per query row for few queries (fused_rows), else to tf32x3 --
+                   or, on a GPU without tensor cores, to tiled or (too few tiles to fill the GPU) fused_rows; and
+                   says why.
 
 Count the work first: 4*B*H*Sq*Sk*D FLOPs (2 for Q K^T, 2 for P V; the exponentials not counted) over at least
 4*B*H*(2*Sq + 2*Sk)*D bytes (read q, k, v, write out). At 8 x 16 x 4096^2 x 128 that is 1.1 TFLOP over 1.1 GB,
@@ -54,12 +60,12 @@ puts outliers in q so that some rows' scores span more than 80, where exp() of a
 Tests compare against a float64 ``reference`` with relative error <= 1e-4 (tests/test_attention.py says why);
 ``mma`` against the reference of its float16 inputs with <= 1e-2, as it rounds P to float16.
 
-Regimes (``SHAPES["suite"]``): **training** (thousands of queries and keys, many heads: many tiles, tiled);
+Regimes (``SHAPES["suite"]``): **training** (thousands of queries and keys, many heads: many tiles);
 **long context** (8k-16k tokens, few sequences: the tiles still fill the GPU, each block walks many K/V tiles);
 **cross attention** (many queries against few keys: 77 text tokens; short K/V walks); **decode** (one query per
 head against a long cache: no tile of queries to share, a warp per row, and one warp streams the whole cache --
 splitting the keys across blocks would fill the GPU, a later step); **few heads** (a small batch of short sequences:
-too few tiles for the SMs, a warp per row).
+too few tiles for the SMs -- for float32 on a GPU without tensor cores, a warp per row).
 """
 
 from __future__ import annotations
@@ -198,10 +204,12 @@ from .k03_tiled import (ROW_THREADS, TILE_ROWS, TILED_KERNELS, TILED_THREADS, pa
 from .k04_mma import MMA_KERNELS, MMA_KEYS, MMA_ROWS, MMA_THREADS, mma, mma_kernel_for, mma_launches  # noqa: E402,F401
 from .k05_pipelined import (PIPELINED_KERNELS, pipelined, pipelined_kernel_for, pipelined_launches,  # noqa: E402,F401
                             warps_for)
-from .k06_optimized import FILL, FUSED_MAX_SQ, choose, describe, optimized  # noqa: E402,F401
+from .k06_tf32x3 import (TF32X3_KERNELS, VALUE_ORDER, padded_width, split_rows_kernel,  # noqa: E402,F401
+                         split_values_kernel, tf32x3, tf32x3_kernel_for, tf32x3_launches)
+from .k07_optimized import FILL, FUSED_MAX_SQ, choose, describe, optimized  # noqa: E402,F401
 
 #: Every version, naive first and the dispatcher last. Tests, benchmarks, plots and docs iterate over this. ``mma``
-#: and ``pipelined`` take float16 inputs, ``optimized`` either, the others float32: ``FLOAT16_VERSIONS`` names the
+#: and ``pipelined`` take float16 inputs, ``optimized`` either, the others (tf32x3 too) float32: ``FLOAT16_VERSIONS`` names the
 #: float16 ones.
-VERSIONS = {v.name: v for v in (naive, fused_rows, tiled, mma, pipelined, optimized)}
+VERSIONS = {v.name: v for v in (naive, fused_rows, tiled, mma, pipelined, tf32x3, optimized)}
 FLOAT16_VERSIONS = ("mma", "pipelined")

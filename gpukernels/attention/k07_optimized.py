@@ -1,47 +1,54 @@
-"""Step 6 of the attention lesson, ``optimized``: the dispatcher -- per dtype and shape, ``pipelined``, ``fused_rows``
-or ``tiled``, by rules a student can call and read (``attention.optimized.choose(B, H, Sq, Sk, D, causal, half)``).
+"""Step 7 of the attention lesson, ``optimized``: the dispatcher -- per dtype and shape, ``pipelined``, ``tf32x3``,
+``fused_rows`` or ``tiled``, by rules a student can call and read (``attention.optimized.choose(B, H, Sq, Sk, D,
+causal, half)``).
 
 **float16 inputs** go to the tensor cores: ``pipelined`` (step 5), at every shape -- on an H200 it is the fastest
 step wherever it can run, from one query per head (decoding) to 16k tokens. D must be a multiple of 16, as for
-the tensor-core steps themselves. **float32 inputs** stay on the CUDA cores, by these rules:
+the tensor-core steps themselves. **float32 inputs**, by these rules:
 
-No kernel here is new. ``tiled`` shares each K/V tile between 32 query rows, so it reads K and V 32 times less
-than ``fused_rows``; but a block of 32 rows needs 32 rows to share, and enough blocks to fill the GPU:
+1. **Few queries** (Sq <= FUSED_MAX_SQ = 8, decoding one token at a time): ``fused_rows``. A tile of queries would
+   be at least three quarters padding, and a warp per row wastes nothing; with so few queries attention is a pass
+   over K and V (memory-bound), and ``tf32x3``'s split pass would add twice their bytes.
+2. **A GPU with tensor cores** (compute capability 8.0 or newer, which has TF32 ``mma.sync``): ``tf32x3``, float32
+   accuracy from three TF32 products on the tensor cores, whose rate is several times the CUDA cores' FMAs.
+3. Otherwise on the CUDA cores: **too few tiles** (fewer (query tile, head) blocks than SMs): ``fused_rows``, whose
+   blocks of 4 rows are 8 times as many as tiled's; **everything else**: ``tiled``, which shares each K/V tile
+   between 32 query rows.
 
-1. **Few queries** (Sq <= FUSED_MAX_SQ = 8, decoding one token at a time): a 32-row tile would be at least three
-   quarters padding; a warp per row wastes nothing.
-2. **Too few tiles** (fewer (query tile, head) blocks than SMs): tiled leaves SMs idle, while fused_rows' blocks of
-   4 rows are 8 times as many.
-3. **Everything else**: ``tiled``.
+Every step skips what the causal mask hides (fused_rows stops each row at its query, tiled and tf32x3 skip the K/V
+tiles after a block's last query), so ``causal`` changes no choice; it is named in the reason.
 
-Both steps skip what the causal mask hides (fused_rows stops each row at its query, tiled skips the K/V tiles after
-a block's last query), so ``causal`` changes no choice; it is named in the reason.
-
-The thresholds are first estimates, from counting blocks against SMs; they are to be placed by measuring on the GPU
-(``SHAPES["suite"]`` holds a shape on each side of each rule).
+The thresholds are first estimates, from counting blocks against SMs and bytes against FLOPs; they are to be placed
+by measuring on the GPU (``SHAPES["suite"]`` holds a shape on each side of each rule). Rule 2 is a prediction:
+torch's float32 attention runs 3xTF32 on the tensor cores at ~47 TFLOP/s on an H200, ``tiled`` at ~5
+(benchmarks/NOTES.md).
 """
-
 from __future__ import annotations
 
 from typing import Any
 
 
-from .._launch import Choice, ceil_div, count, sm_count, version
+from .._launch import Choice, ceil_div, compute_capability, count, sm_count, version
 from ..tensor_core._common import itemsize
 from ._common import check, check_half
 from .k02_fused_rows import FUSED_ROWS_KERNELS, FUSED_WARPS, dims_per_lane, fused_rows_launches
 from .k03_tiled import TILE_ROWS, TILED_KERNELS, padded_dims, tile_keys, tiled_launches
 from .k05_pipelined import PIPELINED_KERNELS, pipelined_launches, warps_for
+from .k06_tf32x3 import KEYS as TF32X3_KEYS
+from .k06_tf32x3 import TF32X3_KERNELS, padded_width, tf32x3_launches
 
 FUSED_MAX_SQ = 8  # at most this many queries per head: a warp per row (a 32-row tile would be mostly padding)
 FILL = 1.0  # tiled needs at least this many blocks per SM; fewer: fused_rows
 
 
 def choose(b: int, h: int, sq: int, sk: int, d: int, causal: bool = False, half: bool = False,
-           sms: int | None = None) -> Choice:
+           sms: int | None = None, tensor_cores: bool | None = None) -> Choice:
     """The step for q (B, H, Sq, D) against k, v (B, H, Sk, D), float16 when ``half``; ``sms``: the GPU's SM count
-    (default: this GPU's, or an H200's 132)."""
+    (default: this GPU's, or an H200's 132); ``tensor_cores``: whether it has TF32 mma.sync (default: this GPU's
+    compute capability is 8.0 or newer; the simulator's is an H200's)."""
     sms = sms or sm_count()
+    if tensor_cores is None:
+        tensor_cores = compute_capability() >= (8, 0)
     if half:
         rows = 16 * warps_for(d)
         tiles = b * h * ceil_div(sq, rows)
@@ -57,6 +64,13 @@ def choose(b: int, h: int, sq: int, sk: int, d: int, causal: bool = False, half:
                       f"{sq} quer{'y' if sq == 1 else 'ies'} per head (<= {FUSED_MAX_SQ}): a tile of {TILE_ROWS} rows "
                       f"would be mostly padding; a warp per row, {count(rows_blocks, 'block')} of {FUSED_WARPS} "
                       f"rows{mask}")
+    if tensor_cores:
+        warps = warps_for(d)
+        blocks = b * h * ceil_div(sq, 16 * warps)
+        skip = ", causal: K/V tiles after a block's last query skipped" if causal else ""
+        return Choice("tf32x3", {"rows": 16 * warps, "keys": TF32X3_KEYS, "width": padded_width(d)},
+                      f"float32 on the tensor cores (3xTF32): {count(blocks, 'block')} of {16 * warps} queries "
+                      f"walking K/V tiles of {TF32X3_KEYS} keys, each product three TF32 mma.sync{skip}")
     tiles = b * h * ceil_div(sq, TILE_ROWS)
     if tiles < FILL * sms:
         return Choice("fused_rows", rows,
@@ -83,13 +97,15 @@ def check_any(q, k, v, causal=False, scale=None):
     return (check_half if is_half(q) else check)(q, k, v, causal, scale)
 
 
-@version("attention", check_any, kernels=FUSED_ROWS_KERNELS + TILED_KERNELS + PIPELINED_KERNELS)
+@version("attention", check_any, kernels=FUSED_ROWS_KERNELS + TILED_KERNELS + PIPELINED_KERNELS + TF32X3_KERNELS)
 def optimized(q, k, v, out, causal=False, scale=None):
-    """The dispatcher: float16 on tensor cores (pipelined); float32 per shape, a warp per query row (few queries, or
-    too few tiles to fill the GPU) or tiles of 32 queries sharing K/V tiles in shared memory."""
+    """The dispatcher: float16 on tensor cores (pipelined); float32 a warp per query row for few queries, else 3xTF32
+    on the tensor cores (tf32x3) -- or, on a GPU without them, tiles of 32 queries sharing K/V tiles in shared memory
+    (tiled), or a warp per row where those tiles would not fill the GPU."""
     b, h, sq, d = q.shape
     choice = choose(b, h, sq, k.shape[2], d, causal, is_half(q))
-    launches = {"pipelined": pipelined_launches, "tiled": tiled_launches}.get(choice.step, fused_rows_launches)
+    launches = {"pipelined": pipelined_launches, "tiled": tiled_launches,
+                "tf32x3": tf32x3_launches}.get(choice.step, fused_rows_launches)
     return launches(q, k, v, out, causal, scale)
 
 
@@ -100,5 +116,5 @@ def describe(q, k, v, causal=False, scale=None) -> str:
 
 
 optimized.choose = choose
-optimized.steps = ("fused_rows", "tiled", "pipelined")  # what it dispatches to
+optimized.steps = ("fused_rows", "tiled", "pipelined", "tf32x3")  # what it dispatches to
 optimized.describe = describe

@@ -1,0 +1,345 @@
+"""Step 6 of the attention lesson, ``tf32x3``: float32 attention on the tensor cores -- step 5's schedule with both
+products done as 3xTF32 ``mma.sync``, at float32's accuracy.
+
+The float32 steps so far (``fused_rows``, ``tiled``) run on the CUDA cores' FMAs. torch's float32 attention does
+not: its memory-efficient kernel runs on the tensor cores, splitting each float32 into two TF32 numbers (CUTLASS's
+fast accurate float32; benchmarks/NOTES.md has how that was found). This step does the same, with the split of the
+tensor-core lesson's step 7 (`gpukernels.tensor_core.k07_tf32x3`, `gpukernels._mma.split_tf32`):
+
+    x = big + small,   big = tf32(x),   small = tf32(x - big)
+    a b ~ a_small b_big + a_big b_small + a_big b_big            (three mma.sync m16n8k8 on TF32)
+
+**Split once.** q, k and v are split by a pass of their own (``split_rows_kernel``, ``split_values_kernel``) into
+[big, small] arrays, each row padded with zeros to DP = D rounded up to 16 (so that any D works, and rows are whole
+16-byte pieces for cp.async). That pass reads 4 bytes and writes 8 per element of q, k and v -- at 8 x 16 x 4096^2 x
+128 about 1.6 GB, some 0.4 ms against the ~20 ms of products. Step 5 (``pipelined``) then gives the tile loop:
+cp.async copies of the K tile and the V tile, each overlapping the other's products, a head's query tiles in
+consecutive blocks, one exp2 per score, the mask only where a tile has one.
+
+**Fragments from ldmatrix, on float32.** ``ldmatrix`` on a float32 tile hands lane 4 g + t the float at row g, column
+t of an 8 x 4-float matrix: the TF32 A fragment's layout (rows g, g + 8 at columns t, t + 4), and B's when B is
+stored n-major. So Q (rows x DP), K (keys x DP) -- which *is* K^T stored n-major -- are read by ``ldmatrix_x4`` as
+they are, big and small tiles alike: two instructions give a k step's A fragments of both parts, two more the B
+fragments of two 8-key n-tiles.
+
+**P stays in registers, by numbering V's keys differently.** S = Q K^T comes out in the C layout: lane 4 g + t
+holds keys 2t and 2t + 1 of rows g and g + 8. P V wants P as an A fragment, keys t and t + 4. The sum over keys does
+not care in which order it runs, so V is stored *transposed and with its keys permuted* in each group of 8 (the
+split pass writes it so: ``VALUE_ORDER``): position t holds key 2t, position t + 4 key 2t + 1. Then the C fragment
+of S's n-tile is, register for register, the A fragment of P for that group of keys -- no shuffle, no shared memory
+-- and V^T (DP x keys, n-major for the mma) is read by ``ldmatrix_x4`` like K. (The float16 steps got this for free:
+an m16n8k16 C layout of two n-tiles is its A layout.)
+
+**Where the sums run.** The tensor core's adder truncates (`gpukernels._mma`), so every three products of a k step
+are summed from zero by the mma and added to the scores, or to the output's accumulators, by float32 adds -- as
+step 7 of the tensor-core lesson does per k tile, here per 8-deep step, because the accumulators of a whole tile's
+partial sum would not fit in registers next to O's. A chain of truncating adds into one running sum is biased: over
+thousands of keys it would cost several bits.
+
+A block is 4 warps of 16 query rows (8 past D = 96, as step 5), K/V tiles of KEYS = 32 keys; shared memory holds the
+block's Q tile, one K tile and one V^T tile, each as big and small parts, rows padded by 4 floats so that the 8 rows
+of an ldmatrix matrix land in different banks: 70 KB at D = 64, 201 KB at D = 128.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from numba import cuda, float32
+
+from .._intrinsics import copy_async16
+from .._launch import Launch, ceil_div, is_device_array, version
+from .._mma import async_commit, async_wait, ldmatrix_x4, mma_tf32, split_tf32
+from ._common import MAX_D, check, heads
+from .k05_pipelined import LOG2E, warps_for
+
+KEYS = 32  # keys per K/V tile: 4 n-tiles of S, 4 k steps of P V
+SPLIT_THREADS = 256
+#: VALUE_ORDER[p]: the key of a group of 8 that V^T's position p holds -- positions t and t + 4 of an A fragment are
+#: keys 2t and 2t + 1, the keys that lane 4 g + t holds of S's C fragment
+VALUE_ORDER = tuple(2 * (p & 3) + (p >> 2) for p in range(8))
+
+
+def padded_width(d: int) -> int:
+    """DP: D rounded up to a multiple of 16 -- whole pairs of 8-wide n-tiles of O, and 16-byte rows."""
+    return ceil_div(d, 16) * 16
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The split: q, k -> (2, rows, DP); v -> (2, BH, DP, SKP), transposed, keys in VALUE_ORDER
+# ----------------------------------------------------------------------------------------------------------
+
+@cuda.jit
+def split_rows_kernel(x, x2):
+    # x (R, D) -> x2 (2, R, DP): one thread per element of a padded row, consecutive threads along the row
+    i = cuda.grid(1)
+    rows, dp = x2.shape[1], x2.shape[2]
+    if i < rows * dp:
+        r, c = i // dp, i % dp
+        v = x[r, c] if c < x.shape[1] else float32(0.0)
+        big, small = split_tf32(float32(v))
+        x2[0, r, c] = big
+        x2[1, r, c] = small
+
+
+@cuda.jit
+def split_values_kernel(v, vt):
+    # v (BH, Sk, D) -> vt (2, BH, DP, SKP): 32 keys x 32 dimensions of a head per block, through a shared tile (read
+    # along v's rows, written along vt's); position p of each group of 8 takes key VALUE_ORDER[p]
+    tile = cuda.shared.array((32, 33), float32)  # +1: a column of it is in 32 different banks
+    key_tiles = (vt.shape[3] + 31) // 32
+    bh = cuda.blockIdx.x // key_tiles
+    k0, d0 = (cuda.blockIdx.x % key_tiles) * 32, cuda.blockIdx.y * 32
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    for i in range(ty, 32, 8):
+        key, d = k0 + i, d0 + tx
+        tile[i, tx] = v[bh, key, d] if key < v.shape[1] and d < v.shape[2] else float32(0.0)
+    cuda.syncthreads()
+    src = (tx & 24) + 2 * (tx & 3) + ((tx >> 2) & 1)  # VALUE_ORDER within the group of 8 at tx & 24
+    pos = k0 + tx
+    for i in range(ty, 32, 8):
+        d = d0 + i
+        if d < vt.shape[2] and pos < vt.shape[3]:
+            big, small = split_tf32(tile[src, i])
+            vt[0, bh, d, pos] = big
+            vt[1, bh, d, pos] = small
+
+
+def split_launches(q3, k3, v3, dp: int, like) -> tuple:
+    """(q2, k2, vt, launches): the split arrays, on the device when ``like`` is a device array, and the launches that
+    fill them."""
+    (bhs, sq, d), sk = q3.shape, k3.shape[1]
+    skp = ceil_div(sk, 8) * 8  # whole groups of 8 keys (VALUE_ORDER), 16-byte rows
+    alloc = cuda.device_array if is_device_array(like) else np.empty
+    q2, k2 = alloc((2, bhs * sq, dp), np.float32), alloc((2, bhs * sk, dp), np.float32)
+    vt = alloc((2, bhs, dp, skp), np.float32)
+    launches = [Launch(split_rows_kernel, (ceil_div(x2.shape[1] * dp, SPLIT_THREADS),), (SPLIT_THREADS,),
+                       (x.reshape(x.shape[0] * x.shape[1], d), x2)) for x, x2 in ((q3, q2), (k3, k2))]
+    launches.append(Launch(split_values_kernel, (bhs * ceil_div(skp, 32), ceil_div(dp, 32)), (32, 8), (v3, vt)))
+    return q2, k2, vt, launches
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The tile loop
+# ----------------------------------------------------------------------------------------------------------
+
+def tf32x3_kernel_for(d: int, warps: int | None = None):
+    """The kernel for head dimension ``d`` (any, 1 to MAX_D: it runs on rows padded to `padded_width`) with ``warps``
+    warps of 16 query rows per block (default: step 5's `warps_for`)."""
+    return _kernel(padded_width(d), warps or warps_for(d))
+
+
+@functools.cache
+def _kernel(dp: int, warps: int):
+    rows, threads = 16 * warps, 32 * warps
+    nk = dp // 8  # 8-deep k steps of Q K^T, and 8-wide n-tiles of O
+    ns = KEYS // 8  # 8-key n-tiles of S, and 8-deep k steps of P V
+    pitch, vpitch = dp + 4, KEYS + 4  # floats per row of the Q and K tiles, and of the V^T tile
+    q_tile, k_tile, v_tile = rows * pitch, KEYS * pitch, dp * vpitch
+    QB, KB, VB = 0, 2 * q_tile, 2 * q_tile + 2 * k_tile  # each tile's big part; its small part follows it
+    floats = 2 * (q_tile + k_tile + v_tile)
+
+    def tile_copy(n: int, width: int, dst_pitch: int, dst_part: int):
+        # a copy of n rows of `width` floats (both parts) into shared memory, 16 bytes per cp.async: thread tid copies
+        # piece tid % pieces of rows tid // pieces, + per_pass, ... (the indices step by constants); pieces outside
+        # the source's valid rows or columns are zero-filled
+        pieces = width // 4
+        per_pass = threads // pieces
+        passes = ceil_div(n, per_pass)
+
+        @cuda.jit(device=True, forceinline=True)
+        def copy(src, part, base, src_pitch, valid_rows, valid_cols, smem, dst, tid):
+            c, r0 = 4 * (tid % pieces), tid // pieces
+            if r0 < per_pass:  # D = 80: 128 threads = 6 rows of 20 pieces + 8 idle
+                ok_col = c < valid_cols
+                for i in range(passes):
+                    r = r0 + i * per_pass
+                    if r < n:
+                        ok = ok_col and r < valid_rows
+                        s = base + r * src_pitch + c if ok else 0
+                        nbytes = 16 if ok else 0
+                        copy_async16(smem, dst + r * dst_pitch + c, src, s, nbytes)
+                        copy_async16(smem, dst + dst_part + r * dst_pitch + c, src, s + part if ok else 0, nbytes)
+
+        return copy
+
+    copy_q = tile_copy(rows, dp, pitch, q_tile)
+    copy_k = tile_copy(KEYS, dp, pitch, k_tile)
+    copy_v = tile_copy(dp, KEYS, vpitch, v_tile)
+
+    @cuda.jit(device=True, forceinline=True)
+    def mma3(ab0, ab1, ab2, ab3, as0, as1, as2, as3, bb0, bb1, bs0, bs1):
+        # a_small b_big + a_big b_small + a_big b_big, summed from zero by the tensor core (small products first)
+        zero = float32(0.0)
+        d0, d1, d2, d3 = mma_tf32(as0, as1, as2, as3, bb0, bb1, zero, zero, zero, zero)
+        d0, d1, d2, d3 = mma_tf32(ab0, ab1, ab2, ab3, bs0, bs1, d0, d1, d2, d3)
+        return mma_tf32(ab0, ab1, ab2, ab3, bb0, bb1, d0, d1, d2, d3)
+
+    @cuda.jit(fastmath=True)
+    def tf32x3_kernel(q2, k2, vt, out, scale2, causal):
+        # q2 (2, BH*Sq, DP), k2 (2, BH*Sk, DP), vt (2, BH, DP, SKP): [big, small]; out (BH, Sq, D) float32;
+        # scale2 = scale * log2(e). Block x: query tile (x % q_tiles, last first) of head x // q_tiles; warp w rows
+        # q0 + 16 w .. + 15; lane 4 g + t rows g, g + 8
+        smem = cuda.shared.array(0, float32)
+        s = cuda.local.array((ns, 4), float32)
+        acc = cuda.local.array((nk, 4), float32)
+        tid = cuda.threadIdx.x
+        warp, lane = tid >> 5, tid & 31
+        g, t = lane >> 2, lane & 3
+        j8, r8 = lane >> 3, lane & 7  # lane 8 j8 + r8 addresses row r8 of ldmatrix's matrix j8
+        bhs, skp = vt.shape[1], vt.shape[3]
+        sq, sk, dim = out.shape[1], k2.shape[1] // bhs, out.shape[2]
+        q_tiles = (sq + rows - 1) // rows
+        bh = cuda.blockIdx.x // q_tiles
+        q0 = (q_tiles - 1 - cuda.blockIdx.x % q_tiles) * rows
+        w0 = q0 + 16 * warp  # the warp's first query
+        row = w0 + g
+        kbase, vbase = bh * sk * dp, bh * dp * skp
+        copy_q(q2, q2.shape[1] * dp, (bh * sq + q0) * dp, dp, sq - q0, dp, smem, QB, tid)
+        copy_k(k2, k2.shape[1] * dp, kbase, dp, sk, dp, smem, KB, tid)
+        async_commit()
+        for n in range(nk):
+            for e in range(4):
+                acc[n, e] = float32(0.0)
+        m0 = m1 = float32(-math.inf)  # running max (in log2 units) of rows row and row + 8
+        l0 = l1 = float32(0.0)
+        a_off = (16 * warp + r8 + 8 * (j8 & 1)) * pitch + 4 * (j8 >> 1)  # Q: rows +0/+8, columns +0/+4
+        b_off = (r8 + 8 * (j8 >> 1)) * pitch + 4 * (j8 & 1)  # K: keys +0/+8 (two n-tiles), columns +0/+4
+        v_off = (r8 + 8 * (j8 >> 1)) * vpitch + 4 * (j8 & 1)  # V^T: dimensions +0/+8, positions +0/+4
+
+        keys = min(sk, q0 + rows) if causal else sk
+        tiles = (keys + KEYS - 1) // KEYS
+        for it in range(tiles):
+            k0 = it * KEYS
+            async_wait(0)
+            cuda.syncthreads()  # K(it) is in (and Q); every warp is done with V(it - 1)
+            copy_v(vt, bhs * dp * skp, vbase + k0, skp, dp, skp - k0, smem, VB, tid)
+            async_commit()
+            live = not causal or k0 <= w0 + 15  # some key of the tile is visible to some row of the warp
+            if live:
+                for n in range(ns):
+                    for e in range(4):
+                        s[n, e] = float32(0.0)
+                for kd in range(nk):
+                    qb0, qb1, qb2, qb3 = ldmatrix_x4(smem, QB + a_off + 8 * kd)
+                    qs0, qs1, qs2, qs3 = ldmatrix_x4(smem, QB + q_tile + a_off + 8 * kd)
+                    for p in range(ns // 2):
+                        o = KB + b_off + 16 * p * pitch + 8 * kd
+                        kb0, kb1, kb2, kb3 = ldmatrix_x4(smem, o)
+                        ks0, ks1, ks2, ks3 = ldmatrix_x4(smem, o + k_tile)
+                        d0, d1, d2, d3 = mma3(qb0, qb1, qb2, qb3, qs0, qs1, qs2, qs3, kb0, kb1, ks0, ks1)
+                        s[2 * p, 0] += d0
+                        s[2 * p, 1] += d1
+                        s[2 * p, 2] += d2
+                        s[2 * p, 3] += d3
+                        d0, d1, d2, d3 = mma3(qb0, qb1, qb2, qb3, qs0, qs1, qs2, qs3, kb2, kb3, ks2, ks3)
+                        s[2 * p + 1, 0] += d0
+                        s[2 * p + 1, 1] += d1
+                        s[2 * p + 1, 2] += d2
+                        s[2 * p + 1, 3] += d3
+            async_wait(0)
+            cuda.syncthreads()  # V(it) is in; every warp is done with K(it)
+            if it + 1 < tiles:
+                copy_k(k2, k2.shape[1] * dp, kbase + (k0 + KEYS) * dp, dp, sk - k0 - KEYS, dp, smem, KB, tid)
+            async_commit()
+            if live:
+                # the online softmax, in log2 units, as step 5: element e of n-tile n is row + 8 (e >> 1), key
+                # k0 + 8 n + 2t + (e & 1)
+                edge = k0 + KEYS > sk or (causal and k0 + KEYS - 1 > w0)  # a masked key in this warp's tile
+                t0 = t1 = float32(-math.inf)
+                for n in range(ns):
+                    for e in range(4):
+                        x = s[n, e]
+                        if edge:
+                            j = k0 + 8 * n + 2 * t + (e & 1)
+                            if j >= sk or (causal and j > row + 8 * (e >> 1)):
+                                x = float32(-math.inf)
+                        s[n, e] = x
+                        if e < 2:
+                            t0 = max(t0, x)
+                        else:
+                            t1 = max(t1, x)
+                for off in (1, 2):
+                    t0 = max(t0, cuda.shfl_xor_sync(0xFFFFFFFF, t0, off))
+                    t1 = max(t1, cuda.shfl_xor_sync(0xFFFFFFFF, t1, off))
+                n0, n1 = max(m0, t0 * scale2), max(m1, t1 * scale2)
+                base0 = n0 if n0 != -math.inf else float32(0.0)  # a row with no visible key yet: weights 0
+                base1 = n1 if n1 != -math.inf else float32(0.0)
+                alpha0, alpha1 = math.exp2(m0 - base0), math.exp2(m1 - base1)
+                m0, m1 = n0, n1
+                l0 *= alpha0
+                l1 *= alpha1
+                for n in range(ns):
+                    s[n, 0] = math.exp2(s[n, 0] * scale2 - base0)
+                    s[n, 1] = math.exp2(s[n, 1] * scale2 - base0)
+                    s[n, 2] = math.exp2(s[n, 2] * scale2 - base1)
+                    s[n, 3] = math.exp2(s[n, 3] * scale2 - base1)
+                    l0 += s[n, 0] + s[n, 1]
+                    l1 += s[n, 2] + s[n, 3]
+                if alpha0 != 1 or alpha1 != 1:
+                    for n in range(nk):
+                        acc[n, 0] *= alpha0
+                        acc[n, 1] *= alpha0
+                        acc[n, 2] *= alpha1
+                        acc[n, 3] *= alpha1
+                # O += P V, 8 keys at a time: P's A fragment is S's C fragment of n-tile kk, registers (0, 2, 1, 3)
+                # -- rows g, g + 8 at positions t (key 2t) and t + 4 (key 2t + 1)
+                for kk in range(ns):
+                    pb0, ps0 = split_tf32(s[kk, 0])
+                    pb1, ps1 = split_tf32(s[kk, 2])
+                    pb2, ps2 = split_tf32(s[kk, 1])
+                    pb3, ps3 = split_tf32(s[kk, 3])
+                    for p in range(nk // 2):
+                        o = VB + v_off + 16 * p * vpitch + 8 * kk
+                        vb0, vb1, vb2, vb3 = ldmatrix_x4(smem, o)
+                        vs0, vs1, vs2, vs3 = ldmatrix_x4(smem, o + v_tile)
+                        d0, d1, d2, d3 = mma3(pb0, pb1, pb2, pb3, ps0, ps1, ps2, ps3, vb0, vb1, vs0, vs1)
+                        acc[2 * p, 0] += d0
+                        acc[2 * p, 1] += d1
+                        acc[2 * p, 2] += d2
+                        acc[2 * p, 3] += d3
+                        d0, d1, d2, d3 = mma3(pb0, pb1, pb2, pb3, ps0, ps1, ps2, ps3, vb2, vb3, vs2, vs3)
+                        acc[2 * p + 1, 0] += d0
+                        acc[2 * p + 1, 1] += d1
+                        acc[2 * p + 1, 2] += d2
+                        acc[2 * p + 1, 3] += d3
+
+        # each row's sum over its 4 lanes, then O / l: element e of n-tile n is (row + 8 (e >> 1), 8 n + 2t + (e & 1))
+        for off in (1, 2):
+            l0 += cuda.shfl_xor_sync(0xFFFFFFFF, l0, off)
+            l1 += cuda.shfl_xor_sync(0xFFFFFFFF, l1, off)
+        inv0, inv1 = float32(1.0) / l0, float32(1.0) / l1
+        for n in range(nk):
+            c = 8 * n + 2 * t
+            for e in range(4):
+                r, col = row + 8 * (e >> 1), c + (e & 1)
+                if r < sq and col < dim:
+                    out[bh, r, col] = acc[n, e] * (inv0 if e < 2 else inv1)
+
+    tf32x3_kernel.tile = (rows, KEYS, dp)
+    tf32x3_kernel.threads = threads
+    tf32x3_kernel.shared_bytes = 4 * floats
+    return tf32x3_kernel
+
+
+#: One kernel per padded width: D of 1-16, 17-32, ..., 113-128.
+TF32X3_KERNELS = [split_rows_kernel, split_values_kernel] + [tf32x3_kernel_for(d) for d in range(16, MAX_D + 1, 16)]
+
+
+def tf32x3_launches(q, k, v, out, causal: bool, scale: float, warps: int | None = None) -> list[Launch]:
+    q3, k3, v3, o3 = heads(q), heads(k), heads(v), heads(out)
+    bhs, sq, dim = q3.shape
+    kernel = tf32x3_kernel_for(dim, warps)
+    q2, k2, vt, splits = split_launches(q3, k3, v3, kernel.tile[2], out)
+    # one block per (query tile, head), the query tiles of a head consecutive (they share K and V in L2)
+    return splits + [Launch(kernel, (bhs * ceil_div(sq, kernel.tile[0]),), (kernel.threads,),
+                            (q2, k2, vt, o3, np.float32(scale * LOG2E), causal), kernel.shared_bytes)]
+
+
+@version("attention", check, kernels=TF32X3_KERNELS)
+def tf32x3(q, k, v, out, causal=False, scale=None):
+    """float32 on the tensor cores: q, k and v split once into TF32 big and small parts, then step 5's tile loop with
+    each product as three mma.sync (3xTF32) and P kept in registers by storing V's keys in the C fragment's order."""
+    return tf32x3_launches(q, k, v, out, causal, scale)
