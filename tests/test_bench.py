@@ -294,7 +294,7 @@ def test_attention_versions_are_measured_on_the_inputs_they_take():
         assert r.ok and r.runs > 0, r
         assert r.extra.get("inputs") == ("float16" if half else None), r.extra
         assert r.rel_error <= tolerance("attention", r.name), r
-    assert "fused_rows" in results[-1].extra["choice"]  # the dispatcher says what it ran
+    assert "tf32x3" in results[-1].extra["choice"]  # the dispatcher says what it ran
     # causal: flops of the visible pairs only, the rows marked; D = 8: the float16 steps are not run
     results = bench.bench_shape("attention", (1, 1, 20, 20, 8), _CountingTimer(), None, log=logged.append,
                                 params={"causal": True})
