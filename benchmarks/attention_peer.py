@@ -1,6 +1,9 @@
 """Attention against torch's scaled_dot_product_attention on a GPU, peer in the same run:
 
-    python3 benchmarks/attention_peer.py [--quick]
+    python3 benchmarks/attention_peer.py [--quick] [--half] [VERSION ...]
+
+VERSION: a name of ``attention.VERSIONS`` (default: all but naive) or a variant -- ``pipelined@W`` (W warps per
+block), ``tf32x3@W`` or ``tf32x3@W,K`` (K keys per K/V tile, a multiple of 16).
 
 float16 steps (``attention.FLOAT16_VERSIONS``) against SDPA's flash backend on float16 inputs; float32 steps
 against SDPA in float32 (whichever backend torch picks: flash takes no float32). CUDA-graph replay (torch events),
@@ -78,10 +81,14 @@ def time_case(shape, causal, versions, timer, log):
         tol = 1e-2 if dtype == np.float16 else 1e-4
         for name in names:
             version = at.VERSIONS[name.split("@")[0]]
-            if "@" in name:  # a variant: pipelined@W, W warps per block
-                plans = [at.pipelined_launches(*(cuda.as_cuda_array(x) for x in sets_in[i]),
-                                               cuda.as_cuda_array(sets_out[i]), causal, 1 / math.sqrt(d),
-                                               warps=int(name.split("@")[1])) for i in range(sets)]
+            if "@" in name:  # a variant: pipelined@W (W warps per block), tf32x3@W or tf32x3@W,K (K keys per tile)
+                base, spec = name.split("@")
+                knobs = {"warps": int(spec.split(",")[0])}
+                if "," in spec:
+                    knobs["keys"] = int(spec.split(",")[1])
+                launches = {"pipelined": at.pipelined_launches, "tf32x3": at.tf32x3_launches}[base]
+                plans = [launches(*(cuda.as_cuda_array(x) for x in sets_in[i]), cuda.as_cuda_array(sets_out[i]),
+                                  causal, 1 / math.sqrt(d), **knobs) for i in range(sets)]
             else:
                 plans = [version.launches(*(cuda.as_cuda_array(x) for x in sets_in[i]),
                                           out=cuda.as_cuda_array(sets_out[i]), causal=causal) for i in range(sets)]

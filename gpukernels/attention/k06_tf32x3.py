@@ -57,6 +57,7 @@ from .k05_pipelined import LOG2E, warps_for
 
 KEYS = 32  # keys per K/V tile: 4 n-tiles of S, 4 k steps of P V
 SPLIT_THREADS = 256
+SHARED_MAX = 227 * 1024  # shared memory a block may have on Hopper (and 163 KB on an A100: D <= 64 there)
 #: VALUE_ORDER[p]: the key of a group of 8 that V^T's position p holds -- positions t and t + 4 of an A fragment are
 #: keys 2t and 2t + 1, the keys that lane 4 g + t holds of S's C fragment
 VALUE_ORDER = tuple(2 * (p & 3) + (p >> 2) for p in range(8))
@@ -125,14 +126,15 @@ def split_launches(q3, k3, v3, dp: int, like) -> tuple:
 # The tile loop
 # ----------------------------------------------------------------------------------------------------------
 
-def tf32x3_kernel_for(d: int, warps: int | None = None):
+def tf32x3_kernel_for(d: int, warps: int | None = None, keys: int = KEYS):
     """The kernel for head dimension ``d`` (any, 1 to MAX_D: it runs on rows padded to `padded_width`) with ``warps``
-    warps of 16 query rows per block (default: step 5's `warps_for`)."""
-    return _kernel(padded_width(d), warps or warps_for(d))
+    warps of 16 query rows per block (default: step 5's `warps_for`) and K/V tiles of ``keys`` keys (a multiple of
+    16: pairs of 8-key n-tiles)."""
+    return _kernel(padded_width(d), warps or warps_for(d), keys)
 
 
 @functools.cache
-def _kernel(dp: int, warps: int):
+def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a compile-time constant, as the module's)
     rows, threads = 16 * warps, 32 * warps
     nk = dp // 8  # 8-deep k steps of Q K^T, and 8-wide n-tiles of O
     ns = KEYS // 8  # 8-key n-tiles of S, and 8-deep k steps of P V
@@ -140,6 +142,9 @@ def _kernel(dp: int, warps: int):
     q_tile, k_tile, v_tile = rows * pitch, KEYS * pitch, dp * vpitch
     QB, KB, VB = 0, 2 * q_tile, 2 * q_tile + 2 * k_tile  # each tile's big part; its small part follows it
     floats = 2 * (q_tile + k_tile + v_tile)
+    if 4 * floats > SHARED_MAX:
+        raise ValueError(f"tf32x3 with {warps} warps, K/V tiles of {KEYS} keys and rows {dp} wide needs "
+                         f"{4 * floats} bytes of shared memory; a block may have {SHARED_MAX}")
 
     def tile_copy(n: int, width: int, dst_pitch: int, dst_part: int):
         # a copy of n rows of `width` floats (both parts) into shared memory, 16 bytes per cp.async: thread tid copies
@@ -328,10 +333,11 @@ def _kernel(dp: int, warps: int):
 TF32X3_KERNELS = [split_rows_kernel, split_values_kernel] + [tf32x3_kernel_for(d) for d in range(16, MAX_D + 1, 16)]
 
 
-def tf32x3_launches(q, k, v, out, causal: bool, scale: float, warps: int | None = None) -> list[Launch]:
+def tf32x3_launches(q, k, v, out, causal: bool, scale: float, warps: int | None = None,
+                    keys: int = KEYS) -> list[Launch]:
     q3, k3, v3, o3 = heads(q), heads(k), heads(v), heads(out)
     bhs, sq, dim = q3.shape
-    kernel = tf32x3_kernel_for(dim, warps)
+    kernel = tf32x3_kernel_for(dim, warps, keys)
     q2, k2, vt, splits = split_launches(q3, k3, v3, kernel.tile[2], out)
     # one block per (query tile, head), the query tiles of a head consecutive (they share K and V in L2)
     return splits + [Launch(kernel, (bhs * ceil_div(sq, kernel.tile[0]),), (kernel.threads,),
