@@ -45,6 +45,20 @@ def sm_count() -> int:
 
 
 @functools.lru_cache(maxsize=None)
+def shared_per_block() -> int:
+    """The most shared memory one block may have, opting in past 48 KB: the GPU's (227 KB on Hopper, 163 KB on an
+    A100, 99 KB on most others), or in the simulator an H200's."""
+    from ._device import MODE
+
+    if MODE == "gpu":
+        try:
+            return int(cuda.get_current_device().MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        except (AttributeError, KeyError):  # a driver binding without the attribute: what every GPU allows
+            return STATIC_SHARED_LIMIT
+    return 227 * 1024
+
+
+@functools.lru_cache(maxsize=None)
 def compute_capability() -> tuple[int, int]:
     """The GPU's compute capability, or in the simulator an H200's (9, 0): the instructions a launcher may use."""
     from ._device import MODE

@@ -701,6 +701,25 @@ def test_tf32x3_launch_plan():
     assert list(at.VERSIONS).index("tf32x3") == list(at.VERSIONS).index("optimized") - 1
 
 
+def test_tf32x3_fits_the_gpus_shared_memory(monkeypatch, seed):
+    # Hopper's 227 KB per block holds 8 warps' Q tile at D = 128; an A100's 163 KB holds 4, a GPU with 99 KB 2 warps
+    # with tiles of 16 keys -- the plan, the dispatcher's reason and the result follow
+    from gpukernels.attention import k06_tf32x3, k07_optimized
+
+    assert at.tf32x3_config(128) == (8, 32) and at.tf32x3_config(64) == (4, 32)
+    for limit, config in ((163 * 1024, (4, 32)), (99 * 1024, (2, 16))):
+        monkeypatch.setattr(k06_tf32x3, "shared_per_block", lambda limit=limit: limit)
+        assert at.tf32x3_config(128) == config and k06_tf32x3.shared_bytes(128, *config) <= limit
+        q, k, v = at.make_inputs((1, 1, 40, 50, 128), seed)
+        la = at.tf32x3.launches(q, k, v)[-1]
+        assert la.kernel.tile == (16 * config[0], config[1], 128) and la.shared_bytes <= limit
+        choice = k07_optimized.choose(1, 1, 40, 50, 128, tensor_cores=True)
+        assert choice.config["rows"] == 16 * config[0] and f"tiles of {config[1]} keys" in choice.why
+        run_checked("tf32x3", None, seed, causal=True, inputs=(q, k, v))
+    with pytest.raises(ValueError, match="needs 272384 bytes of shared memory; a block may have 232448"):
+        at.tf32x3_kernel_for(128, 8, 64)
+
+
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("shape", [(1, 2, 33, 20, 64), (1, 1, 70, 45, 24), (2, 1, 17, 100, 80)],
                          ids=lambda s: "x".join(map(str, s)))

@@ -205,7 +205,7 @@ from .k04_mma import MMA_KERNELS, MMA_KEYS, MMA_ROWS, MMA_THREADS, mma, mma_kern
 from .k05_pipelined import (PIPELINED_KERNELS, pipelined, pipelined_kernel_for, pipelined_launches,  # noqa: E402,F401
                             warps_for)
 from .k06_tf32x3 import (TF32X3_KERNELS, VALUE_ORDER, padded_width, split_rows_kernel,  # noqa: E402,F401
-                         split_values_kernel, tf32x3, tf32x3_kernel_for, tf32x3_launches)
+                         split_values_kernel, tf32x3, tf32x3_config, tf32x3_kernel_for, tf32x3_launches)
 from .k07_optimized import FILL, FUSED_MAX_SQ, choose, describe, optimized  # noqa: E402,F401
 
 #: Every version, naive first and the dispatcher last. Tests, benchmarks, plots and docs iterate over this. ``mma``

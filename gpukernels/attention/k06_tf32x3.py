@@ -50,14 +50,14 @@ import numpy as np
 from numba import cuda, float32
 
 from .._intrinsics import copy_async16
-from .._launch import Launch, ceil_div, is_device_array, version
+from .._launch import Launch, ceil_div, is_device_array, shared_per_block, version
 from .._mma import async_commit, async_wait, ldmatrix_x4, mma_tf32, split_tf32
 from ._common import MAX_D, check, heads
 from .k05_pipelined import LOG2E, warps_for
 
 KEYS = 32  # keys per K/V tile: 4 n-tiles of S, 4 k steps of P V
 SPLIT_THREADS = 256
-SHARED_MAX = 227 * 1024  # shared memory a block may have on Hopper (and 163 KB on an A100: D <= 64 there)
+SHARED_MAX = 227 * 1024  # shared memory a block may have on Hopper, the most of any GPU (`tf32x3_config` fits less)
 #: VALUE_ORDER[p]: the key of a group of 8 that V^T's position p holds -- positions t and t + 4 of an A fragment are
 #: keys 2t and 2t + 1, the keys that lane 4 g + t holds of S's C fragment
 VALUE_ORDER = tuple(2 * (p & 3) + (p >> 2) for p in range(8))
@@ -126,11 +126,32 @@ def split_launches(q3, k3, v3, dp: int, like) -> tuple:
 # The tile loop
 # ----------------------------------------------------------------------------------------------------------
 
-def tf32x3_kernel_for(d: int, warps: int | None = None, keys: int = KEYS):
+def shared_bytes(d: int, warps: int, keys: int = KEYS) -> int:
+    """Shared memory of a block: its Q tile (16 rows per warp), a K tile and a V^T tile, each big and small, rows
+    padded by 4 floats."""
+    dp = padded_width(d)
+    return 4 * 2 * (16 * warps * (dp + 4) + keys * (dp + 4) + dp * (keys + 4))
+
+
+def tf32x3_config(d: int) -> tuple[int, int]:
+    """(warps, keys) for head dimension ``d`` on this GPU: step 5's `warps_for` and K/V tiles of KEYS, or where that
+    needs more shared memory than a block may have (an A100's 163 KB at D = 128 with 8 warps), 4 warps, then 2, then
+    2 with tiles of 16 keys (at most 71 KB)."""
+    limit = shared_per_block()
+    for warps, keys in ((warps_for(d), KEYS), (4, KEYS), (2, KEYS), (2, 16)):
+        if shared_bytes(d, warps, keys) <= limit:
+            return warps, keys
+    return 2, 16
+
+
+def tf32x3_kernel_for(d: int, warps: int | None = None, keys: int | None = None):
     """The kernel for head dimension ``d`` (any, 1 to MAX_D: it runs on rows padded to `padded_width`) with ``warps``
-    warps of 16 query rows per block (default: step 5's `warps_for`) and K/V tiles of ``keys`` keys (a multiple of
-    16: pairs of 8-key n-tiles)."""
-    return _kernel(padded_width(d), warps or warps_for(d), keys)
+    warps of 16 query rows per block and K/V tiles of ``keys`` keys (a multiple of 16: pairs of 8-key n-tiles);
+    by default `tf32x3_config`'s."""
+    if warps is None:
+        warps, default_keys = tf32x3_config(d)
+        keys = keys or default_keys
+    return _kernel(padded_width(d), warps, keys or KEYS)
 
 
 @functools.cache
@@ -142,6 +163,7 @@ def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a 
     q_tile, k_tile, v_tile = rows * pitch, KEYS * pitch, dp * vpitch
     QB, KB, VB = 0, 2 * q_tile, 2 * q_tile + 2 * k_tile  # each tile's big part; its small part follows it
     floats = 2 * (q_tile + k_tile + v_tile)
+    assert 4 * floats == shared_bytes(dp, warps, KEYS)
     if 4 * floats > SHARED_MAX:
         raise ValueError(f"tf32x3 with {warps} warps, K/V tiles of {KEYS} keys and rows {dp} wide needs "
                          f"{4 * floats} bytes of shared memory; a block may have {SHARED_MAX}")
@@ -329,12 +351,14 @@ def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a 
     return tf32x3_kernel
 
 
-#: One kernel per padded width: D of 1-16, 17-32, ..., 113-128.
-TF32X3_KERNELS = [split_rows_kernel, split_values_kernel] + [tf32x3_kernel_for(d) for d in range(16, MAX_D + 1, 16)]
+#: The split kernels, and one tile loop per padded width (D of 1-16, 17-32, ..., 113-128) as a Hopper GPU runs them
+#: (`tf32x3_config` asks the GPU, so it is not called on import).
+TF32X3_KERNELS = [split_rows_kernel, split_values_kernel] + [tf32x3_kernel_for(d, warps_for(d), KEYS)
+                                                             for d in range(16, MAX_D + 1, 16)]
 
 
 def tf32x3_launches(q, k, v, out, causal: bool, scale: float, warps: int | None = None,
-                    keys: int = KEYS) -> list[Launch]:
+                    keys: int | None = None) -> list[Launch]:
     q3, k3, v3, o3 = heads(q), heads(k), heads(v), heads(out)
     bhs, sq, dim = q3.shape
     kernel = tf32x3_kernel_for(dim, warps, keys)

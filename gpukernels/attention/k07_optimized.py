@@ -34,8 +34,7 @@ from ._common import check, check_half
 from .k02_fused_rows import FUSED_ROWS_KERNELS, FUSED_WARPS, dims_per_lane, fused_rows_launches
 from .k03_tiled import TILE_ROWS, TILED_KERNELS, padded_dims, tile_keys, tiled_launches
 from .k05_pipelined import PIPELINED_KERNELS, pipelined_launches, warps_for
-from .k06_tf32x3 import KEYS as TF32X3_KEYS
-from .k06_tf32x3 import TF32X3_KERNELS, padded_width, tf32x3_launches
+from .k06_tf32x3 import TF32X3_KERNELS, padded_width, tf32x3_config, tf32x3_launches
 
 FUSED_MAX_SQ = 8  # at most this many queries per head: a warp per row (a 32-row tile would be mostly padding)
 FILL = 1.0  # tiled needs at least this many blocks per SM; fewer: fused_rows
@@ -65,12 +64,12 @@ def choose(b: int, h: int, sq: int, sk: int, d: int, causal: bool = False, half:
                       f"would be mostly padding; a warp per row, {count(rows_blocks, 'block')} of {FUSED_WARPS} "
                       f"rows{mask}")
     if tensor_cores:
-        warps = warps_for(d)
+        warps, keys = tf32x3_config(d)
         blocks = b * h * ceil_div(sq, 16 * warps)
         skip = ", causal: K/V tiles after a block's last query skipped" if causal else ""
-        return Choice("tf32x3", {"rows": 16 * warps, "keys": TF32X3_KEYS, "width": padded_width(d)},
+        return Choice("tf32x3", {"rows": 16 * warps, "keys": keys, "width": padded_width(d)},
                       f"float32 on the tensor cores (3xTF32): {count(blocks, 'block')} of {16 * warps} queries "
-                      f"walking K/V tiles of {TF32X3_KEYS} keys, each product three TF32 mma.sync{skip}")
+                      f"walking K/V tiles of {keys} keys, each product three TF32 mma.sync{skip}")
     tiles = b * h * ceil_div(sq, TILE_ROWS)
     if tiles < FILL * sms:
         return Choice("fused_rows", rows,
