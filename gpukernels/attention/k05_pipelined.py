@@ -65,6 +65,61 @@ KEYS = MMA_KEYS  # keys per K/V tile: 64, as step 4's (the P V step they share w
 LOG2E = 1.4426950408889634
 
 
+@functools.cache
+def softmax_step(keys: int, no: int):
+    """The online softmax of one K/V tile of ``keys`` keys on a warp's score fragments, in log2 units, as a device
+    function that this step and ``tf32x3`` share: ``m0, m1, l0, l1 = step(s, acc, k0, sk, w0, row, t, causal, scale2,
+    m0, m1, l0, l1)``. Element e of the scores' n-tile n (``s``, keys / 8 n-tiles of the C layout) is row ``row + 8 (e
+    >> 1)``, key ``k0 + 8 n + 2t + (e & 1)``; the warp's rows start at ``w0``. Masks the keys past Sk and (causal)
+    after each row's query -- tested only in a tile that has some --, takes each row's max over its 4 lanes, turns the
+    scores into weights 2^(s scale2 - m) in place, and rescales the running sums l and the ``no`` n-tiles of the
+    accumulators ``acc`` by 2^(m_old - m_new) when a row's max moved."""
+    ns = keys // 8
+
+    @cuda.jit(device=True, forceinline=True, fastmath=True)  # as the kernels: ex2.approx
+    def step(s, acc, k0, sk, w0, row, t, causal, scale2, m0, m1, l0, l1):
+        edge = k0 + keys > sk or (causal and k0 + keys - 1 > w0)  # a masked key in this warp's tile
+        t0 = t1 = float32(-math.inf)  # the rows' max raw score (scale > 0 keeps the order)
+        for n in range(ns):
+            for e in range(4):
+                x = s[n, e]
+                if edge:
+                    j = k0 + 8 * n + 2 * t + (e & 1)
+                    if j >= sk or (causal and j > row + 8 * (e >> 1)):
+                        x = float32(-math.inf)
+                s[n, e] = x
+                if e < 2:
+                    t0 = max(t0, x)
+                else:
+                    t1 = max(t1, x)
+        for off in (1, 2):
+            t0 = max(t0, cuda.shfl_xor_sync(0xFFFFFFFF, t0, off))
+            t1 = max(t1, cuda.shfl_xor_sync(0xFFFFFFFF, t1, off))
+        n0, n1 = max(m0, t0 * scale2), max(m1, t1 * scale2)
+        base0 = n0 if n0 != -math.inf else float32(0.0)  # a row with no visible key yet: weights 0, not NaN
+        base1 = n1 if n1 != -math.inf else float32(0.0)
+        alpha0, alpha1 = math.exp2(m0 - base0), math.exp2(m1 - base1)
+        m0, m1 = n0, n1
+        l0 *= alpha0
+        l1 *= alpha1
+        for n in range(ns):  # p = 2^(s scale2 - m): one multiply-add and one ex2 per score
+            s[n, 0] = math.exp2(s[n, 0] * scale2 - base0)
+            s[n, 1] = math.exp2(s[n, 1] * scale2 - base0)
+            s[n, 2] = math.exp2(s[n, 2] * scale2 - base1)
+            s[n, 3] = math.exp2(s[n, 3] * scale2 - base1)
+            l0 += s[n, 0] + s[n, 1]
+            l1 += s[n, 2] + s[n, 3]
+        if alpha0 != 1 or alpha1 != 1:  # once the rows' maxima settle, most tiles skip this
+            for n in range(no):
+                acc[n, 0] *= alpha0
+                acc[n, 1] *= alpha0
+                acc[n, 2] *= alpha1
+                acc[n, 3] *= alpha1
+        return m0, m1, l0, l1
+
+    return step
+
+
 def pipelined_kernel_for(d: int, warps: int | None = None):
     """The kernel for head dimension ``d`` (a multiple of 16) with ``warps`` warps of 16 query rows per block
     (default: `warps_for`)."""
@@ -79,6 +134,7 @@ def _kernel(d: int, warps: int):
     rows, threads = 16 * warps, 32 * warps
     chunks = d // 8  # 16-byte pieces of a row
     load_q, add_pv, store_rows = fragment_steps(d)
+    softmax = softmax_step(KEYS, no)
 
     per_pass = threads // chunks  # rows a pass of the block's threads copies (each thread: one column of pieces)
     passes = (KEYS + per_pass - 1) // per_pass
@@ -156,44 +212,7 @@ def _kernel(d: int, warps: int):
                 copy_tile(k, ks, base, k0 + KEYS, sk, cr, cc)
             async_commit()
             if live:
-                # the online softmax, in log2 units: element e of n-tile n is row + 8 (e >> 1), key 8 n + 2t + (e & 1)
-                edge = k0 + KEYS > sk or (causal and k0 + KEYS - 1 > w0)  # a masked key in this warp's tile
-                t0 = t1 = float32(-math.inf)  # the rows' max raw score (scale > 0 keeps the order)
-                for n in range(ns):
-                    for e in range(4):
-                        x = s[n, e]
-                        if edge:
-                            j = k0 + 8 * n + 2 * t + (e & 1)
-                            if j >= sk or (causal and j > row + 8 * (e >> 1)):
-                                x = float32(-math.inf)
-                        s[n, e] = x
-                        if e < 2:
-                            t0 = max(t0, x)
-                        else:
-                            t1 = max(t1, x)
-                for off in (1, 2):
-                    t0 = max(t0, cuda.shfl_xor_sync(0xFFFFFFFF, t0, off))
-                    t1 = max(t1, cuda.shfl_xor_sync(0xFFFFFFFF, t1, off))
-                n0, n1 = max(m0, t0 * scale2), max(m1, t1 * scale2)
-                base0 = n0 if n0 != -math.inf else float32(0.0)  # a row with no visible key yet: weights 0, not NaN
-                base1 = n1 if n1 != -math.inf else float32(0.0)
-                alpha0, alpha1 = math.exp2(m0 - base0), math.exp2(m1 - base1)
-                m0, m1 = n0, n1
-                l0 *= alpha0
-                l1 *= alpha1
-                for n in range(ns):  # p = 2^(s scale2 - m): one multiply-add and one ex2 per score
-                    s[n, 0] = math.exp2(s[n, 0] * scale2 - base0)
-                    s[n, 1] = math.exp2(s[n, 1] * scale2 - base0)
-                    s[n, 2] = math.exp2(s[n, 2] * scale2 - base1)
-                    s[n, 3] = math.exp2(s[n, 3] * scale2 - base1)
-                    l0 += s[n, 0] + s[n, 1]
-                    l1 += s[n, 2] + s[n, 3]
-                if alpha0 != 1 or alpha1 != 1:  # once the rows' maxima settle, most tiles skip this
-                    for n in range(no):
-                        acc[n, 0] *= alpha0
-                        acc[n, 1] *= alpha0
-                        acc[n, 2] *= alpha1
-                        acc[n, 3] *= alpha1
+                m0, m1, l0, l1 = softmax(s, acc, k0, sk, w0, row, t, causal, scale2, m0, m1, l0, l1)
                 add_pv(s, vs, acc, r8, j8)
 
         store_rows(out, acc, l0, l1, bh, row, t, sq)

@@ -53,7 +53,7 @@ from .._intrinsics import copy_async16
 from .._launch import Launch, ceil_div, is_device_array, shared_per_block, version
 from .._mma import async_commit, async_wait, ldmatrix_x4, mma_tf32, split_tf32
 from ._common import MAX_D, check, heads
-from .k05_pipelined import LOG2E, warps_for
+from .k05_pipelined import LOG2E, softmax_step, warps_for
 
 KEYS = 32  # keys per K/V tile: 4 n-tiles of S, 4 k steps of P V
 SPLIT_THREADS = 256
@@ -192,17 +192,23 @@ def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a 
 
         return copy
 
+    softmax = softmax_step(KEYS, nk)
     copy_q = tile_copy(rows, dp, pitch, q_tile)
     copy_k = tile_copy(KEYS, dp, pitch, k_tile)
     copy_v = tile_copy(dp, KEYS, vpitch, v_tile)
 
     @cuda.jit(device=True, forceinline=True)
-    def mma3(ab0, ab1, ab2, ab3, as0, as1, as2, as3, bb0, bb1, bs0, bs1):
-        # a_small b_big + a_big b_small + a_big b_big, summed from zero by the tensor core (small products first)
+    def mma3_add(x, n, ab0, ab1, ab2, ab3, as0, as1, as2, as3, bb0, bb1, bs0, bs1):
+        # x[n] += a_small b_big + a_big b_small + a_big b_big: the three summed from zero by the tensor core (small
+        # products first), then added by float32 adds
         zero = float32(0.0)
         d0, d1, d2, d3 = mma_tf32(as0, as1, as2, as3, bb0, bb1, zero, zero, zero, zero)
         d0, d1, d2, d3 = mma_tf32(ab0, ab1, ab2, ab3, bs0, bs1, d0, d1, d2, d3)
-        return mma_tf32(ab0, ab1, ab2, ab3, bb0, bb1, d0, d1, d2, d3)
+        d0, d1, d2, d3 = mma_tf32(ab0, ab1, ab2, ab3, bb0, bb1, d0, d1, d2, d3)
+        x[n, 0] += d0
+        x[n, 1] += d1
+        x[n, 2] += d2
+        x[n, 3] += d3
 
     @cuda.jit(fastmath=True)
     def tf32x3_kernel(q2, k2, vt, out, scale2, causal):
@@ -256,61 +262,15 @@ def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a 
                         o = KB + b_off + 16 * p * pitch + 8 * kd
                         kb0, kb1, kb2, kb3 = ldmatrix_x4(smem, o)
                         ks0, ks1, ks2, ks3 = ldmatrix_x4(smem, o + k_tile)
-                        d0, d1, d2, d3 = mma3(qb0, qb1, qb2, qb3, qs0, qs1, qs2, qs3, kb0, kb1, ks0, ks1)
-                        s[2 * p, 0] += d0
-                        s[2 * p, 1] += d1
-                        s[2 * p, 2] += d2
-                        s[2 * p, 3] += d3
-                        d0, d1, d2, d3 = mma3(qb0, qb1, qb2, qb3, qs0, qs1, qs2, qs3, kb2, kb3, ks2, ks3)
-                        s[2 * p + 1, 0] += d0
-                        s[2 * p + 1, 1] += d1
-                        s[2 * p + 1, 2] += d2
-                        s[2 * p + 1, 3] += d3
+                        mma3_add(s, 2 * p, qb0, qb1, qb2, qb3, qs0, qs1, qs2, qs3, kb0, kb1, ks0, ks1)
+                        mma3_add(s, 2 * p + 1, qb0, qb1, qb2, qb3, qs0, qs1, qs2, qs3, kb2, kb3, ks2, ks3)
             async_wait(0)
             cuda.syncthreads()  # V(it) is in; every warp is done with K(it)
             if it + 1 < tiles:
                 copy_k(k2, k2.shape[1] * dp, kbase + (k0 + KEYS) * dp, dp, sk - k0 - KEYS, dp, smem, KB, tid)
             async_commit()
             if live:
-                # the online softmax, in log2 units, as step 5: element e of n-tile n is row + 8 (e >> 1), key
-                # k0 + 8 n + 2t + (e & 1)
-                edge = k0 + KEYS > sk or (causal and k0 + KEYS - 1 > w0)  # a masked key in this warp's tile
-                t0 = t1 = float32(-math.inf)
-                for n in range(ns):
-                    for e in range(4):
-                        x = s[n, e]
-                        if edge:
-                            j = k0 + 8 * n + 2 * t + (e & 1)
-                            if j >= sk or (causal and j > row + 8 * (e >> 1)):
-                                x = float32(-math.inf)
-                        s[n, e] = x
-                        if e < 2:
-                            t0 = max(t0, x)
-                        else:
-                            t1 = max(t1, x)
-                for off in (1, 2):
-                    t0 = max(t0, cuda.shfl_xor_sync(0xFFFFFFFF, t0, off))
-                    t1 = max(t1, cuda.shfl_xor_sync(0xFFFFFFFF, t1, off))
-                n0, n1 = max(m0, t0 * scale2), max(m1, t1 * scale2)
-                base0 = n0 if n0 != -math.inf else float32(0.0)  # a row with no visible key yet: weights 0
-                base1 = n1 if n1 != -math.inf else float32(0.0)
-                alpha0, alpha1 = math.exp2(m0 - base0), math.exp2(m1 - base1)
-                m0, m1 = n0, n1
-                l0 *= alpha0
-                l1 *= alpha1
-                for n in range(ns):
-                    s[n, 0] = math.exp2(s[n, 0] * scale2 - base0)
-                    s[n, 1] = math.exp2(s[n, 1] * scale2 - base0)
-                    s[n, 2] = math.exp2(s[n, 2] * scale2 - base1)
-                    s[n, 3] = math.exp2(s[n, 3] * scale2 - base1)
-                    l0 += s[n, 0] + s[n, 1]
-                    l1 += s[n, 2] + s[n, 3]
-                if alpha0 != 1 or alpha1 != 1:
-                    for n in range(nk):
-                        acc[n, 0] *= alpha0
-                        acc[n, 1] *= alpha0
-                        acc[n, 2] *= alpha1
-                        acc[n, 3] *= alpha1
+                m0, m1, l0, l1 = softmax(s, acc, k0, sk, w0, row, t, causal, scale2, m0, m1, l0, l1)  # step 5's
                 # O += P V, 8 keys at a time: P's A fragment is S's C fragment of n-tile kk, registers (0, 2, 1, 3)
                 # -- rows g, g + 8 at positions t (key 2t) and t + 4 (key 2t + 1)
                 for kk in range(ns):
@@ -322,16 +282,8 @@ def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a 
                         o = VB + v_off + 16 * p * vpitch + 8 * kk
                         vb0, vb1, vb2, vb3 = ldmatrix_x4(smem, o)
                         vs0, vs1, vs2, vs3 = ldmatrix_x4(smem, o + v_tile)
-                        d0, d1, d2, d3 = mma3(pb0, pb1, pb2, pb3, ps0, ps1, ps2, ps3, vb0, vb1, vs0, vs1)
-                        acc[2 * p, 0] += d0
-                        acc[2 * p, 1] += d1
-                        acc[2 * p, 2] += d2
-                        acc[2 * p, 3] += d3
-                        d0, d1, d2, d3 = mma3(pb0, pb1, pb2, pb3, ps0, ps1, ps2, ps3, vb2, vb3, vs2, vs3)
-                        acc[2 * p + 1, 0] += d0
-                        acc[2 * p + 1, 1] += d1
-                        acc[2 * p + 1, 2] += d2
-                        acc[2 * p + 1, 3] += d3
+                        mma3_add(acc, 2 * p, pb0, pb1, pb2, pb3, ps0, ps1, ps2, ps3, vb0, vb1, vs0, vs1)
+                        mma3_add(acc, 2 * p + 1, pb0, pb1, pb2, pb3, ps0, ps1, ps2, ps3, vb2, vb3, vs2, vs3)
 
         # each row's sum over its 4 lanes, then O / l: element e of n-tile n is (row + 8 (e >> 1), 8 n + 2t + (e & 1))
         for off in (1, 2):
