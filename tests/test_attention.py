@@ -301,10 +301,18 @@ def test_dispatcher_follows_readable_thresholds():
     assert choose(32, 16, 1024, 1024, 64, sms=132, tensor_cores=False).config == {"rows": 32, "keys": 32, "width": 64}
     assert choose(8, 16, 4096, 4096, 128, sms=132, tensor_cores=False).config == {"rows": 32, "keys": 16,
                                                                                    "width": 128}
-    # few queries: decoding, with tensor cores or without
+    # few queries: decoding, with tensor cores or without -- a warp per row where the rows fill the GPU (132 SMs x 24
+    # warps = 3168), their keys in runs of >= 256 across warps where they do not
     for tc in (False, True):
-        assert choose(64, 32, 1, 4096, 128, sms=132, tensor_cores=tc).step == "fused_rows"
+        assert choose(64, 64, 1, 4096, 128, sms=132, tensor_cores=tc).step == "fused_rows"  # 4096 rows
         assert choose(64, 32, at.FUSED_MAX_SQ, 4096, 128, sms=132, tensor_cores=tc).step == "fused_rows"
+        decode = choose(8, 32, 1, 32768, 128, sms=132, tensor_cores=tc)  # 256 rows: 13 runs each
+        assert decode.step == "split_keys" and decode.config == {"splits": 13, "chunk": 2521, "dims_per_lane": 4}
+        assert "13 runs of 2521" in decode.why and "3328 warps" in decode.why
+    assert choose(64, 32, 1, 4096, 128, sms=132).config["splits"] == 2  # 2048 rows
+    assert choose(8, 32, 1, 511, 128, sms=132).step == "fused_rows"  # runs would be shorter than 256 keys
+    assert choose(8, 32, 1, 512, 128, sms=132).config["splits"] == 2
+    assert choose(8, 32, 1, 32768, 128, causal=True, sms=132).step == "fused_rows"  # query 0 sees key 0 alone
     assert choose(64, 32, at.FUSED_MAX_SQ + 1, 4096, 128, sms=132, tensor_cores=False).step == "tiled"
     # too few tiles for the SMs: 4 heads x 16 tiles = 64
     few = choose(1, 4, 512, 512, 64, sms=132, tensor_cores=False)
@@ -325,7 +333,7 @@ def test_dispatcher_follows_readable_thresholds():
         masked = choose(8, 16, 4096, 4096, 128, causal=True, sms=132, tensor_cores=tc)
         assert "skipped" in masked.why and masked.step == ("tf32x3" if tc else "tiled")
     assert "stops at its query" in choose(1, 1, 1, 4096, 128, causal=True, sms=132).why
-    assert at.optimized.steps == ("fused_rows", "tiled", "pipelined", "tf32x3")
+    assert at.optimized.steps == ("fused_rows", "tiled", "pipelined", "tf32x3", "split_keys")
     assert list(at.VERSIONS)[-1] == "optimized"
     # float16: the tensor cores at every shape, decoding included
     for shape in [(8, 16, 4096, 4096, 128), (64, 32, 1, 4096, 128), (1, 4, 512, 512, 64)]:
@@ -335,17 +343,17 @@ def test_dispatcher_follows_readable_thresholds():
 
 
 def test_optimized_runs_what_it_chose(monkeypatch, seed):
-    from gpukernels.attention import k07_optimized
+    from gpukernels.attention import k08_optimized
 
     q, k, v = at.make_inputs((1, 2, 33, 20, 64), seed)
     assert at.optimized.launches(q, k, v)[-1].kernel is at.tf32x3_kernel_for(64)  # the simulator is an H200
     assert at.optimized.describe(q, k, v).startswith("tf32x3")
     for causal in (False, True):
         run_checked("optimized", None, seed, causal=causal, inputs=(q, k, v))
-    monkeypatch.setattr(k07_optimized, "compute_capability", lambda: (7, 5))  # no TF32 tensor cores
+    monkeypatch.setattr(k08_optimized, "compute_capability", lambda: (7, 5))  # no TF32 tensor cores
     assert at.optimized.launches(q, k, v)[0].kernel is at.fused_rows_kernel_for(2)  # 6 tiles for 132 SMs
     assert "fused_rows" in at.optimized.describe(q, k, v)
-    monkeypatch.setattr(k07_optimized, "sm_count", lambda: 2)  # a 2-SM GPU: 4 tiles fill it
+    monkeypatch.setattr(k08_optimized, "sm_count", lambda: 2)  # a 2-SM GPU: 4 tiles fill it
     assert at.optimized.launches(q, k, v)[0].kernel is at.tiled_kernel_for(64)
     assert at.optimized.describe(q, k, v, causal=True).startswith("tiled")
     for causal in (False, True):
@@ -698,13 +706,13 @@ def test_tf32x3_launch_plan():
     for d in range(1, at.MAX_D + 1):  # the Q, K and V^T tiles, big and small, fit an H200's 227 KB per block
         assert at.tf32x3_kernel_for(d).shared_bytes <= 227 * 1024, d
     assert at.tf32x3_kernel_for(128).shared_bytes == 4 * 2 * (128 * 132 + 32 * 132 + 128 * 36)
-    assert list(at.VERSIONS).index("tf32x3") == list(at.VERSIONS).index("optimized") - 1
+    assert list(at.VERSIONS).index("tf32x3") == list(at.VERSIONS).index("split_keys") - 1
 
 
 def test_tf32x3_fits_the_gpus_shared_memory(monkeypatch, seed):
     # Hopper's 227 KB per block holds 8 warps' Q tile at D = 128; an A100's 163 KB holds 4, a GPU with 99 KB 2 warps
     # with tiles of 16 keys -- the plan, the dispatcher's reason and the result follow
-    from gpukernels.attention import k06_tf32x3, k07_optimized
+    from gpukernels.attention import k06_tf32x3, k08_optimized
 
     assert at.tf32x3_config(128) == (8, 32) and at.tf32x3_config(64) == (4, 32)
     for limit, config in ((163 * 1024, (4, 32)), (99 * 1024, (2, 16))):
@@ -713,7 +721,7 @@ def test_tf32x3_fits_the_gpus_shared_memory(monkeypatch, seed):
         q, k, v = at.make_inputs((1, 1, 40, 50, 128), seed)
         la = at.tf32x3.launches(q, k, v)[-1]
         assert la.kernel.tile == (16 * config[0], config[1], 128) and la.shared_bytes <= limit
-        choice = k07_optimized.choose(1, 1, 40, 50, 128, tensor_cores=True)
+        choice = k08_optimized.choose(1, 1, 40, 50, 128, tensor_cores=True)
         assert choice.config["rows"] == 16 * config[0] and f"tiles of {config[1]} keys" in choice.why
         run_checked("tf32x3", None, seed, causal=True, inputs=(q, k, v))
     with pytest.raises(ValueError, match="needs 272384 bytes of shared memory; a block may have 232448"):
@@ -778,3 +786,60 @@ def test_tf32x3_compiles_to_tf32_mma_without_local_memory():
         # registers (2 cvt per element: 8 per k step of P V) and one ex2 per score
         assert r["mma"] >= 6 and r["mma"] % 3 == 0 and r["ldmatrix"] >= 8 and r["cp_async"] > 0, r
         assert r["cvt"] >= 8 and r["ex2"] >= 16, r
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Decoding: split_keys
+# ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape,splits", [((1, 2, 1, 530, 16), 3), ((2, 1, 3, 300, 40), 5), ((1, 1, 8, 9, 128), 4)],
+                         ids=["3-runs", "5-runs-ragged", "runs-of-3-keys"])
+def test_split_keys_merges_its_runs(shape, splits, causal, seed):
+    # runs of 177, 60 and 3 keys, the last one short (and under the mask, runs a query does not reach: m = -inf);
+    # outputs poisoned, the partial states checked against their definition
+    q, k, v = at.make_inputs(shape, seed)
+    before = q.copy(), k.copy(), v.copy()
+    ref = at.reference(q, k, v, causal=causal)
+    out = np.full(ref.shape, np.nan, np.float32)
+    part, merge = at.split_keys_launches(q, k, v, out, causal, 1 / np.sqrt(shape[-1]), splits)
+    pm, pl, pacc = part.args[3:6]
+    for x in (pm, pl, pacc):
+        x.fill(np.nan)
+    for la in (part, merge):
+        la.kernel[la.grid, la.block](*la.args)
+    assert compare(out, ref, TOLERANCE).ok
+    b, h, sq, sk, d = shape
+    keys = min(sk, sq) if causal else sk
+    chunk = -(-keys // splits)
+    assert pm.shape == pl.shape == (b * h * sq, splits) and pacc.shape == (b * h * sq, splits, d)
+    s = np.einsum("bhid,bhjd->bhij", q.astype(np.float64), k.astype(np.float64)).reshape(-1, sk) / np.sqrt(d)
+    vr = np.repeat(v.reshape(b * h, sk, d).astype(np.float64), sq, axis=0)
+    for r in range(b * h * sq):
+        i = r % sq
+        seen = min(sk, i + 1) if causal else sk
+        for run in range(splits):
+            j0, j1 = run * chunk, min(seen, (run + 1) * chunk)
+            if j1 <= j0:  # a run without keys: the state that the merge drops
+                assert pm[r, run] == -np.inf and pl[r, run] == 0 and not pacc[r, run].any()
+                continue
+            m = s[r, j0:j1].max()
+            w = np.exp(s[r, j0:j1] - m)
+            np.testing.assert_allclose([pm[r, run], pl[r, run]], [m, w.sum()], rtol=1e-5)
+            np.testing.assert_allclose(pacc[r, run], w @ vr[r, j0:j1], rtol=1e-4, atol=1e-5)
+    for x, x0 in zip((q, k, v), before):
+        assert np.array_equal(x, x0)
+
+
+def test_split_keys_plan_and_dispatch(seed):
+    q, k, v = at.make_inputs((1, 2, 1, 600, 80), seed)
+    part, merge = at.split_keys.launches(q, k, v)  # 2 rows: 2 runs of 300 (600 // 256)
+    assert part.kernel is at.split_keys_kernel_for(3) and merge.kernel is at.merge_kernel_for(3)
+    assert part.args[3].shape == (2, 2) and part.grid == (1,) and part.block == (32, 4)
+    assert merge.grid == (1,) and part.args[-1] == 300
+    assert [la.kernel for la in at.optimized.launches(q, k, v)] == [part.kernel, merge.kernel]
+    assert at.optimized.describe(q, k, v).startswith("split_keys")
+    run_checked("optimized", None, seed, inputs=(q, k, v))
+    assert at.splits_for(6, 1000, sms=132) == 3 and at.splits_for(6, 100, sms=132) == 1
+    assert at.splits_for(132 * 24, 10**6, sms=132) == 1 and at.splits_for(132 * 12, 10**6, sms=132) == 2

@@ -69,6 +69,7 @@ PATHS = [
     ("attention", "pipelined", (1, 1, 96, 70, 16), {"causal": True}, 3),
     ("attention", "pipelined", (1, 1, 17, 200, 16), {}, 3),  # four K/V tiles of 64 through its buffers
     ("attention", "tf32x3", (1, 1, 96, 70, 16), {"causal": True}, 3),  # 2 blocks of 64: 2 and 3 K/V tiles of 32
+    ("attention", "split_keys", (1, 2, 2, 530, 16), {}, 0),  # 530 keys: 2 runs per row, 4 rows' partial states
 ]
 
 #: attention's kernels are specialised per head dimension D: fused_rows by the values per lane (D up to 32, 64, 96,
@@ -76,7 +77,7 @@ PATHS = [
 #: tf32x3 by D rounded up to 16. One case per kernel that the D = 16 shape above misses; the float16 tensor-core ones
 #: between 32 and 112 in the long tier (the same code with fewer fragments than D = 128's), and tf32x3's past D = 24.
 #: (version, shape, barriers per block, long tier)
-ATTENTION_DIMS = ([("fused_rows", (1, 1, 3, 20, d), 0, False) for d in (48, 80, 128)]
+ATTENTION_DIMS = ([(name, (1, 1, 3, 20, d), 0, False) for name in ("fused_rows", "split_keys") for d in (48, 80, 128)]
                   + [("tiled", (1, 1, 17, 70, d), 3, False) for d in (32, 64)]
                   + [("tiled", (1, 1, 17, 40, 128), 3, False)]
                   + [(name, (1, 1, 17, 70, d), 3, d != 128) for name in ("mma", "pipelined")

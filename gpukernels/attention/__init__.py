@@ -41,10 +41,14 @@ Each step changes one thing, and its file's docstring says what and why (``k03_t
                    (3xTF32, the tensor-core lesson's step 7), each k step's three summed from zero and added by
                    float32 adds; V stored transposed with its keys reordered so that S's C fragment is P's A
                    fragment as it is. torch's float32 attention works this way.
-7. ``optimized``   the dispatcher: ``optimized.choose(B, H, Sq, Sk, D, causal, half)`` sends float16 to the tensor
-                   cores (pipelined); float32 to a warp per query row for few queries (fused_rows), else to tf32x3 --
-                   or, on a GPU without tensor cores, to tiled or (too few tiles to fill the GPU) fused_rows; and
-                   says why.
+7. ``split_keys``  decoding (``k07_split_keys.py``): with one query per head a warp per row leaves most of the GPU
+                   idle, so each row's keys are split into runs, a warp per (row, run) walks its run as fused_rows
+                   does and writes its partial softmax state (m, l, acc), and a second kernel merges each row's
+                   states by the online softmax's rescale (FlashAttention's flash-decoding).
+8. ``optimized``   the dispatcher: ``optimized.choose(B, H, Sq, Sk, D, causal, half)`` sends float16 to the tensor
+                   cores (pipelined); float32 with few queries to a warp per row, its keys split (split_keys) where
+                   the rows alone would not fill the GPU, else to tf32x3 -- or, on a GPU without tensor cores, to
+                   tiled or (too few tiles to fill the GPU) fused_rows; and says why.
 
 Count the work first: 4*B*H*Sq*Sk*D FLOPs (2 for Q K^T, 2 for P V; the exponentials not counted) over at least
 4*B*H*(2*Sq + 2*Sk)*D bytes (read q, k, v, write out). At 8 x 16 x 4096^2 x 128 that is 1.1 TFLOP over 1.1 GB,
@@ -63,8 +67,8 @@ Tests compare against a float64 ``reference`` with relative error <= 1e-4 (tests
 Regimes (``SHAPES["suite"]``): **training** (thousands of queries and keys, many heads: many tiles);
 **long context** (8k-16k tokens, few sequences: the tiles still fill the GPU, each block walks many K/V tiles);
 **cross attention** (many queries against few keys: 77 text tokens; short K/V walks); **decode** (one query per
-head against a long cache: no tile of queries to share, a warp per row, and one warp streams the whole cache --
-splitting the keys across blocks would fill the GPU, a later step); **few heads** (a small batch of short sequences:
+head against a long cache: no tile of queries to share, a warp per row; where those warps are too few to fill the
+GPU, each row's keys split across warps); **few heads** (a small batch of short sequences:
 too few tiles for the SMs -- for float32 on a GPU without tensor cores, a warp per row).
 """
 
@@ -198,7 +202,7 @@ def supports(name: str, shape) -> bool:
 # ----------------------------------------------------------------------------------------------------------
 from .k01_naive import NAIVE_THREADS, naive, naive_launches, pv_kernel, scores_kernel  # noqa: E402,F401
 from .k02_fused_rows import (FUSED_ROWS_KERNELS, FUSED_WARPS, dims_per_lane, fused_rows,  # noqa: E402,F401
-                             fused_rows_kernel_for, fused_rows_launches)
+                             fused_rows_kernel_for, fused_rows_launches, key_walk)
 from .k03_tiled import (ROW_THREADS, TILE_ROWS, TILED_KERNELS, TILED_THREADS, padded_dims, tile_keys,  # noqa: E402,F401
                         tiled, tiled_kernel_for, tiled_launches)
 from .k04_mma import MMA_KERNELS, MMA_KEYS, MMA_ROWS, MMA_THREADS, mma, mma_kernel_for, mma_launches  # noqa: E402,F401
@@ -206,10 +210,12 @@ from .k05_pipelined import (PIPELINED_KERNELS, pipelined, pipelined_kernel_for, 
                             warps_for)
 from .k06_tf32x3 import (TF32X3_KERNELS, VALUE_ORDER, padded_width, split_rows_kernel,  # noqa: E402,F401
                          split_values_kernel, tf32x3, tf32x3_config, tf32x3_kernel_for, tf32x3_launches)
-from .k07_optimized import FILL, FUSED_MAX_SQ, choose, describe, optimized  # noqa: E402,F401
+from .k07_split_keys import (MIN_CHUNK, SPLIT_KEYS_KERNELS, merge_kernel_for, split_keys,  # noqa: E402,F401
+                             split_keys_kernel_for, split_keys_launches, splits_for)
+from .k08_optimized import FILL, FUSED_MAX_SQ, choose, describe, optimized  # noqa: E402,F401
 
 #: Every version, naive first and the dispatcher last. Tests, benchmarks, plots and docs iterate over this. ``mma``
 #: and ``pipelined`` take float16 inputs, ``optimized`` either, the others (tf32x3 too) float32: ``FLOAT16_VERSIONS`` names the
 #: float16 ones.
-VERSIONS = {v.name: v for v in (naive, fused_rows, tiled, mma, pipelined, tf32x3, optimized)}
+VERSIONS = {v.name: v for v in (naive, fused_rows, tiled, mma, pipelined, tf32x3, split_keys, optimized)}
 FLOAT16_VERSIONS = ("mma", "pipelined")

@@ -1,14 +1,16 @@
-"""Step 7 of the attention lesson, ``optimized``: the dispatcher -- per dtype and shape, ``pipelined``, ``tf32x3``,
-``fused_rows`` or ``tiled``, by rules a student can call and read (``attention.optimized.choose(B, H, Sq, Sk, D,
+"""Step 8 of the attention lesson, ``optimized``: the dispatcher -- per dtype and shape, ``pipelined``, ``tf32x3``,
+``split_keys``, ``fused_rows`` or ``tiled``, by rules a student can call and read (``attention.optimized.choose(B, H, Sq, Sk, D,
 causal, half)``).
 
 **float16 inputs** go to the tensor cores: ``pipelined`` (step 5), at every shape -- on an H200 it is the fastest
 step wherever it can run, from one query per head (decoding) to 16k tokens. D must be a multiple of 16, as for
 the tensor-core steps themselves. **float32 inputs**, by these rules:
 
-1. **Few queries** (Sq <= FUSED_MAX_SQ = 8, decoding one token at a time): ``fused_rows``. A tile of queries would
-   be at least three quarters padding, and a warp per row wastes nothing; with so few queries attention is a pass
-   over K and V (memory-bound), and ``tf32x3``'s split pass would add twice their bytes.
+1. **Few queries** (Sq <= FUSED_MAX_SQ = 8, decoding one token at a time): a warp per query row. A tile of queries
+   would be at least three quarters padding, and a warp per row wastes nothing; with so few queries attention is a
+   pass over K and V (memory-bound), and ``tf32x3``'s split pass would add twice their bytes. ``split_keys`` when
+   the rows alone would leave the SMs short of warps (`split_keys.splits_for` > 1: runs of at least 256 keys),
+   ``fused_rows`` when they fill it.
 2. **A GPU with tensor cores** (compute capability 8.0 or newer, which has TF32 ``mma.sync``): ``tf32x3``, float32
    accuracy from three TF32 products on the tensor cores, whose rate is several times the CUDA cores' FMAs.
 3. Otherwise on the CUDA cores: **too few tiles** (fewer (query tile, head) blocks than SMs): ``fused_rows``, whose
@@ -35,6 +37,7 @@ from .k02_fused_rows import FUSED_ROWS_KERNELS, FUSED_WARPS, dims_per_lane, fuse
 from .k03_tiled import TILE_ROWS, TILED_KERNELS, padded_dims, tile_keys, tiled_launches
 from .k05_pipelined import PIPELINED_KERNELS, pipelined_launches, warps_for
 from .k06_tf32x3 import TF32X3_KERNELS, padded_width, tf32x3_config, tf32x3_launches
+from .k07_split_keys import MIN_CHUNK, SPLIT_KEYS_KERNELS, split_keys_launches, splits_for
 
 FUSED_MAX_SQ = 8  # at most this many queries per head: a warp per row (a 32-row tile would be mostly padding)
 FILL = 1.0  # tiled needs at least this many blocks per SM; fewer: fused_rows
@@ -59,6 +62,16 @@ def choose(b: int, h: int, sq: int, sk: int, d: int, causal: bool = False, half:
     rows = {"rows_per_block": FUSED_WARPS, "dims_per_lane": dims_per_lane(d)}
     rows_blocks = ceil_div(b * h * sq, FUSED_WARPS)
     if sq <= FUSED_MAX_SQ:
+        keys = min(sk, sq) if causal else sk  # the most keys a row sees (top-left mask: query i sees i + 1)
+        splits = splits_for(b * h * sq, keys, sms)
+        if splits > 1:
+            pairs = b * h * sq * splits
+            return Choice("split_keys", {"splits": splits, "chunk": ceil_div(keys, splits),
+                                         "dims_per_lane": dims_per_lane(d)},
+                          f"{sq} quer{'y' if sq == 1 else 'ies'} per head (<= {FUSED_MAX_SQ}) x {b * h} heads: "
+                          f"{count(b * h * sq, 'warp')} would leave the SMs short of warps; {keys} keys in {splits} "
+                          f"runs of {ceil_div(keys, splits)} (>= {MIN_CHUNK}), {count(pairs, 'warp')}, then a merge "
+                          f"of each row's {splits} partial softmax states")
         return Choice("fused_rows", rows,
                       f"{sq} quer{'y' if sq == 1 else 'ies'} per head (<= {FUSED_MAX_SQ}): a tile of {TILE_ROWS} rows "
                       f"would be mostly padding; a warp per row, {count(rows_blocks, 'block')} of {FUSED_WARPS} "
@@ -96,13 +109,17 @@ def check_any(q, k, v, causal=False, scale=None):
     return (check_half if is_half(q) else check)(q, k, v, causal, scale)
 
 
-@version("attention", check_any, kernels=FUSED_ROWS_KERNELS + TILED_KERNELS + PIPELINED_KERNELS + TF32X3_KERNELS)
+@version("attention", check_any,
+         kernels=FUSED_ROWS_KERNELS + TILED_KERNELS + PIPELINED_KERNELS + TF32X3_KERNELS + SPLIT_KEYS_KERNELS)
 def optimized(q, k, v, out, causal=False, scale=None):
-    """The dispatcher: float16 on tensor cores (pipelined); float32 a warp per query row for few queries, else 3xTF32
+    """The dispatcher: float16 on tensor cores (pipelined); float32 a warp per query row for few queries (their keys
+    split across warps where the rows are too few to fill the GPU), else 3xTF32
     on the tensor cores (tf32x3) -- or, on a GPU without them, tiles of 32 queries sharing K/V tiles in shared memory
     (tiled), or a warp per row where those tiles would not fill the GPU."""
     b, h, sq, d = q.shape
     choice = choose(b, h, sq, k.shape[2], d, causal, is_half(q))
+    if choice.step == "split_keys":
+        return split_keys_launches(q, k, v, out, causal, scale, choice.config["splits"])
     launches = {"pipelined": pipelined_launches, "tiled": tiled_launches,
                 "tf32x3": tf32x3_launches}.get(choice.step, fused_rows_launches)
     return launches(q, k, v, out, causal, scale)
@@ -115,5 +132,5 @@ def describe(q, k, v, causal=False, scale=None) -> str:
 
 
 optimized.choose = choose
-optimized.steps = ("fused_rows", "tiled", "pipelined", "tf32x3")  # what it dispatches to
+optimized.steps = ("fused_rows", "tiled", "pipelined", "tf32x3", "split_keys")  # what it dispatches to
 optimized.describe = describe
