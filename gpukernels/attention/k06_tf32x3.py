@@ -38,7 +38,8 @@ thousands of keys it would cost several bits.
 
 A block is 4 warps of 16 query rows (8 past D = 96, as step 5), K/V tiles of KEYS = 32 keys; shared memory holds the
 block's Q tile, one K tile and one V^T tile, each as big and small parts, rows padded by 4 floats so that the 8 rows
-of an ldmatrix matrix land in different banks: 70 KB at D = 64, 201 KB at D = 128.
+of an ldmatrix matrix land in different banks: 70 KB at D = 64, 201 KB at D = 128 -- on an H200, which lets a block
+have 227 KB. A GPU that lets it have less gets fewer warps per block, then shorter tiles (`tf32x3_config`).
 """
 
 from __future__ import annotations
