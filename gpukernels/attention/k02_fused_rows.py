@@ -51,13 +51,18 @@ def dims_per_lane(d: int) -> int:
 
 @functools.cache
 def key_walk(dpl: int):
-    """The loop over keys j0 .. j1 - 1 of one query row, as a device function (``fused_rows`` and ``split_keys`` share
-    it): ``m, l = walk(qr, acc, k, v, bh, j0, j1, lane, dim)`` adds exp(s_j - m) v[j, :] into the lane's ``acc`` (its
-    dimensions lane, lane + 32, ... of the row, zeroed by the caller) with the online softmax above, ``qr`` the lane's
-    dimensions of the query row times scale; returns the running max m and sum l (-inf and 0 when j1 <= j0)."""
+    """Query row ``i`` of head ``bh`` against keys j0 .. j1 - 1, as a device function (``fused_rows`` and ``split_keys``
+    share it): ``m, l = walk(q, k, v, bh, i, scale, j0, j1, lane, dim, acc)`` sets the lane's ``acc`` (its dimensions
+    lane, lane + 32, ... of the row) to sum_j exp(s_j - m) v[j, :] by the online softmax above and returns the
+    running max m and sum l (-inf and 0 when j1 <= j0)."""
 
     @cuda.jit(device=True, forceinline=True)
-    def walk(qr, acc, k, v, bh, j0, j1, lane, dim):
+    def walk(q, k, v, bh, i, scale, j0, j1, lane, dim, acc):
+        qr = cuda.local.array(dpl, float32)  # this lane's dimensions of the query row, times scale
+        for e in range(dpl):
+            d = lane + WARP * e
+            qr[e] = q[bh, i, d] * scale if d < dim else float32(0.0)
+            acc[e] = float32(0.0)
         m = float32(-math.inf)  # running max of the scores
         l = float32(0.0)  # running sum of exp(s_j - m)
         for j in range(j0, j1):
@@ -93,7 +98,6 @@ def fused_rows_kernel_for(dpl: int):
     @cuda.jit
     def fused_rows_kernel(q, k, v, out, scale, causal):
         # q, out: (BH, Sq, D), k, v: (BH, Sk, D). Warp y of block b owns query row r = b * FUSED_WARPS + y.
-        qr = cuda.local.array(dpl, float32)  # this lane's dimensions of the query row, times scale
         acc = cuda.local.array(dpl, float32)  # this lane's dimensions of sum_j exp(s_j - m) v[j, :]
         lane = cuda.threadIdx.x
         r = cuda.blockIdx.x * FUSED_WARPS + cuda.threadIdx.y
@@ -102,12 +106,8 @@ def fused_rows_kernel_for(dpl: int):
             return  # a whole warp past the last row: there is no barrier, and its lanes shuffle only with each other
         bh = r // sq
         i = r - bh * sq
-        for e in range(dpl):
-            d = lane + WARP * e
-            qr[e] = q[bh, i, d] * scale if d < dim else float32(0.0)
-            acc[e] = float32(0.0)
         keys = min(k.shape[1], i + 1) if causal else k.shape[1]  # causal: query i sees keys 0..i
-        m, l = walk(qr, acc, k, v, bh, 0, keys, lane, dim)
+        m, l = walk(q, k, v, bh, i, scale, 0, keys, lane, dim, acc)
         inv = float32(1.0) / l
         for e in range(dpl):
             d = lane + WARP * e

@@ -53,7 +53,6 @@ def split_keys_kernel_for(dpl: int):
     def split_keys_kernel(q, k, v, pm, pl, pacc, scale, causal, chunk):
         # q: (BH, Sq, D), k, v: (BH, Sk, D); pm, pl: (rows, splits), pacc: (rows, splits, D). Warp y of block b owns
         # pair p = b * FUSED_WARPS + y: row p // splits, its keys (p % splits) * chunk .. + chunk - 1
-        qr = cuda.local.array(dpl, float32)
         acc = cuda.local.array(dpl, float32)
         lane = cuda.threadIdx.x
         splits = pm.shape[1]
@@ -65,13 +64,9 @@ def split_keys_kernel_for(dpl: int):
         run = p - r * splits
         bh = r // sq
         i = r - bh * sq
-        for e in range(dpl):
-            d = lane + WARP * e
-            qr[e] = q[bh, i, d] * scale if d < dim else float32(0.0)
-            acc[e] = float32(0.0)
         keys = min(k.shape[1], i + 1) if causal else k.shape[1]
         j0 = run * chunk
-        m, l = walk(qr, acc, k, v, bh, j0, min(keys, j0 + chunk), lane, dim)
+        m, l = walk(q, k, v, bh, i, scale, j0, min(keys, j0 + chunk), lane, dim, acc)
         if lane == 0:
             pm[r, run] = m
             pl[r, run] = l
