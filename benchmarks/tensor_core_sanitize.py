@@ -5,8 +5,8 @@
 
 The shapes take every path: (33, 17, 31) has rows that are not 16-byte aligned (the ring filled by loads and
 stores), odd edges in M, N and K; (256, 264, 72) has aligned rows (cp.async), several k tiles, whole and edge
-blocks of 128 x 128 and 64 x 64. tf32x3 gets float32 inputs. Then the dispatcher's split-K and padded paths
-(DISPATCH). Outputs start as NaN. Exit status 1 on a wrong result.
+blocks of 128 x 128 and 64 x 64. tf32x3 gets float32 inputs. Then the dispatcher's split-K, padded and wgmma
+split-K paths (DISPATCH). Outputs start as NaN. Exit status 1 on a wrong result.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from gpukernels.check import compare  # noqa: E402
 
 SHAPES = [(33, 17, 31), (256, 264, 72)]
 #: Shapes that take the dispatcher down its other paths on an H200: K split in slices added by atomics (after a
-#: zeroing launch), and rows padded to 16 bytes before wgmma (100 tiles of 128 x 256, K and N odd)
-DISPATCH = [(16, 64, 4096), (1280, 2555, 71)]
+#: zeroing launch), rows padded to 16 bytes before wgmma (100 tiles of 128 x 256, K and N odd), and split-K inside
+#: wgmma (8 tiles of 128 x 256 x 16 slices; 16 tiles of 128 x 128 x 8 slices, N = 100 padded first)
+DISPATCH = [(16, 64, 4096), (1280, 2555, 71), (256, 1024, 4096), (2048, 100, 2048)]
 
 
 def main() -> int:

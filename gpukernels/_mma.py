@@ -547,10 +547,19 @@ def _sim_wgmma_store(c, acc, n, row, col):
             c[r, k] = acc[q]
 
 
+def _sim_wgmma_store_add(c, acc, n, row, col):
+    _not_waited("wgmma_store_add", acc)
+    m_dim, n_dim = c.shape
+    for q in range(int(n) // 2):
+        r, k = row + 8 * ((q >> 1) & 1), col + 8 * (q >> 2) + (q & 1)
+        if r < m_dim and k < n_dim:
+            _sim_atomic_add(c, (r, k), acc[q])
+
+
 if _simulated():
     from .sim import _ctx
     from .sim import arrays as _sim_arrays
-    from .sim.api import COLLECTIVES
+    from .sim.api import COLLECTIVES, SimAtomic
 
     COLLECTIVES.update({"mma_f16": _mma_f16_all, "mma_bf16": lambda vals: _mma_f16_all(vals, bf16=True),
                         "mma_tf32": _mma_tf32_all})
@@ -575,6 +584,8 @@ if _simulated():
     wgmma_fence = fence_proxy_async = _sim_wgmma_fence
     wgmma_commit, wgmma_wait = _sim_wgmma_commit, _sim_wgmma_wait
     wgmma_zero, wgmma_store, wgmma_add = _sim_wgmma_zero, _sim_wgmma_store, _sim_wgmma_add
+    _sim_atomic_add = SimAtomic().add  # as cuda.atomic.add in a kernel: indivisible, and traced as an atomic
+    wgmma_store_add = _sim_wgmma_store_add
 
     def align1024(smem):
         return 0  # the simulator's shared arrays start on a 1024-byte boundary (as the swizzle's rows count)
@@ -832,24 +843,32 @@ else:
 
         return types.void(acc, part, n), codegen
 
+    def _d_store_types(c, acc, n, row, col) -> bool:
+        # the arguments of wgmma_store and wgmma_store_add: C (float32, 2-D, C order), the accumulators, N, and the
+        # thread's first row and column of C
+        return (isinstance(c, types.Array) and c.ndim == 2 and c.dtype == types.float32 and c.layout == "C"
+                and isinstance(acc, types.Array) and acc.dtype == types.float32
+                and isinstance(n, types.IntegerLiteral) and isinstance(row, types.Integer)
+                and isinstance(col, types.Integer))
+
+    def _d_store_values(context, builder, sig, args, count):
+        # (C's array struct, its rows, its columns, the row, the column, pointers to the accumulators)
+        cary = context.make_array(sig.args[0])(context, builder, value=args[0])
+        m_dim, n_dim = (builder.extract_value(cary.shape, q) for q in range(2))
+        r = context.cast(builder, args[3], sig.args[3], types.intp)
+        c0 = context.cast(builder, args[4], sig.args[4], types.intp)
+        return cary, m_dim, n_dim, r, c0, _acc_pointers(context, builder, sig.args[1], args[1], count)
+
     @intrinsic
     def wgmma_store(typingctx, c, acc, n, row, col):
         # c[row + 8 (i // 2), col + 8 j + i % 2] = acc[4 j + i] inside c: the D fragment of m64nNk16 (wgmma_d_coords)
-        if not (isinstance(c, types.Array) and c.ndim == 2 and c.dtype == types.float32 and c.layout == "C"
-                and isinstance(acc, types.Array) and acc.dtype == types.float32
-                and isinstance(n, types.IntegerLiteral) and isinstance(row, types.Integer)
-                and isinstance(col, types.Integer)):
+        if not _d_store_types(c, acc, n, row, col):
             return None
         count = n.literal_value // 2
 
         def codegen(context, builder, sig, args):
-            c_t = sig.args[0]
-            cary = context.make_array(c_t)(context, builder, value=args[0])
-            m_dim, n_dim = (builder.extract_value(cary.shape, q) for q in range(2))
-            r = context.cast(builder, args[3], sig.args[3], types.intp)
-            c0 = context.cast(builder, args[4], sig.args[4], types.intp)
+            cary, m_dim, n_dim, r, c0, ptrs = _d_store_values(context, builder, sig, args, count)
             i64 = ir.IntType(64)
-            ptrs = _acc_pointers(context, builder, sig.args[1], args[1], count)
             vec = ir.VectorType(_F32, 2)
             # The two columns a thread holds side by side (c0 + 8 j and + 1, c0 even) are one 8-byte store when
             # C's rows are 8-byte aligned (N even, the data aligned) and both are inside C; else two guarded ones.
@@ -880,6 +899,34 @@ else:
                                     with builder.if_then(builder.icmp_signed("<", c_odd, n_dim)):
                                         ptr = builder.gep(cary.data, [builder.add(row_base, c_odd)])
                                         builder.store(val, ptr)
+            return context.get_dummy_value()
+
+        return types.void(c, acc, n, row, col), codegen
+
+    @intrinsic
+    def wgmma_store_add(typingctx, c, acc, n, row, col):
+        # c[row + 8 (i // 2), col + 8 j + i % 2] += acc[4 j + i] inside c, each add atomic (red.global.add.f32):
+        # wgmma_store for blocks that share their elements of C (split-K)
+        if not _d_store_types(c, acc, n, row, col):
+            return None
+        count = n.literal_value // 2
+
+        def codegen(context, builder, sig, args):
+            from numba.cuda import nvvmutils
+
+            cary, m_dim, n_dim, r, c0, ptrs = _d_store_values(context, builder, sig, args, count)
+            i64 = ir.IntType(64)
+            add = nvvmutils.declare_atomic_add_float32(builder.module)  # what cuda.atomic.add calls
+            for half in range(2):
+                rr = builder.add(r, ir.Constant(i64, 8 * half))
+                with builder.if_then(builder.icmp_signed("<", rr, m_dim)):
+                    row_base = builder.mul(rr, n_dim)
+                    for j in range(count // 4):
+                        for odd in range(2):
+                            cc = builder.add(c0, ir.Constant(i64, 8 * j + odd))
+                            with builder.if_then(builder.icmp_signed("<", cc, n_dim)):
+                                ptr = builder.gep(cary.data, [builder.add(row_base, cc)])
+                                builder.call(add, (ptr, builder.load(ptrs[4 * j + 2 * half + odd])))
             return context.get_dummy_value()
 
         return types.void(c, acc, n, row, col), codegen

@@ -451,8 +451,8 @@ def results_table(report, lesson: str, label: str):
 
 #: Traced traffic tables kept beside the notebooks: tracing all 19 matmul steps takes ~18 s of the simulator, which
 #: is most of 01_matmul's 45 s budget. A table is used only while its key -- a hash of every source file that decides
-#: the counts (the lesson's kernels and launchers, the simulator, the tracer) -- matches; a student who edits a
-#: kernel gets a live trace. tests/test_notebook_module.py re-traces the committed tables and fails when stale.
+#: the counts (the lesson's kernels and launchers, the shared intrinsics and padding, the simulator, the tracer) --
+#: matches; a student who edits a kernel gets a live trace. tests/test_notebook_module.py re-traces the committed tables and fails when stale.
 TRACED = Path(__file__).resolve().parent.parent / "notebooks" / "traced"
 
 
@@ -464,7 +464,7 @@ def traced_key(lesson: str, shape) -> str:
     lesson_src = pkg / lesson
     files = sorted(lesson_src.glob("*.py")) if lesson_src.is_dir() else [pkg / f"{lesson}.py"]
     files += sorted((pkg / "sim").rglob("*.py")) + [pkg / n for n in ("trace.py", "_launch.py", "_intrinsics.py",
-                                                                      "demo.py")]
+                                                                      "_mma.py", "_pad.py", "demo.py")]
     h = hashlib.sha256(repr((lesson, tuple(shape))).encode())
     for f in files:
         h.update(f.relative_to(pkg).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")

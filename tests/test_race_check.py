@@ -295,7 +295,8 @@ def test_kernel_path_has_no_hazards(build, seed):
     assert check.ok, f"{names} seed={seed}: {check}"
 
 
-@pytest.mark.parametrize("path,shape", [("split_k", (16, 64, 200)), ("padded", (70, 261, 75))])
+@pytest.mark.parametrize("path,shape", [("split_k", (16, 64, 200)), ("padded", (70, 261, 75)),
+                                        ("wgmma_split", (130, 300, 330)), ("wgmma_split", (70, 100, 200))])
 def test_tensor_core_dispatch_paths_have_no_hazards(path, shape, seed, monkeypatch):
     """The tensor-core dispatcher's paths for large problems, taken at a traceable shape by lending it a shallow
     split (split-K: 7 k tiles in 6 slices added into C by atomics after a zeroing launch) or a 1-SM GPU (A and B
@@ -304,13 +305,20 @@ def test_tensor_core_dispatch_paths_have_no_hazards(path, shape, seed, monkeypat
 
     if path == "split_k":
         monkeypatch.setattr(opt, "SPLIT_MIN_K", 32)
+    elif path == "wgmma_split":  # 4 tiles of 128 x 256 x 2 slices; one of 128 x 128 x 3 slices, the last empty
+        monkeypatch.setattr(opt, "WG_SPLIT_MIN_K", 64)
+        monkeypatch.setattr(opt, "sm_count", lambda: 8 if shape[1] > 128 else 6)
     else:
         monkeypatch.setattr(opt, "sm_count", lambda: 1)
     mod = LESSONS["tensor_core"]
     a, b = mod.make_inputs(shape, seed)
     kernels = [x.kernel for x in mod.optimized.launches(a, b)]
-    assert kernels == ([opt.zero_kernel, opt.pipelined_split_kernel] if path == "split_k"
-                       else [opt.pad_kernel, opt.pad_kernel, opt.wgmma_kernel])
+    expected = {"split_k": [opt.zero_kernel, opt.pipelined_split_kernel],
+                "padded": [opt.pad_kernel, opt.pad_kernel, opt.wgmma_kernel],
+                "wgmma_split": [opt.zero_kernel, opt.WGMMA_SPLIT_KERNELS[256 if shape[1] > 128 else 128]]}
+    if path == "wgmma_split":  # (K = 330, N = 100: rows not 16-byte aligned, so copies with padded rows first)
+        kernels = [k for k in kernels if k is not opt.pad_kernel]
+    assert kernels == expected[path]
     out = np.full(shape[:2], np.nan, np.float32)
     t = _run_traced(lambda: mod.optimized(a, b, out=out))
     problems = hazard_report(t, 1)
@@ -349,6 +357,7 @@ def test_cases_reach_every_registered_kernel():
                | {id(get_skinny_cols_kernel(1, True)), id(get_skinny_cols_kernel(3, False))}
                # test_tensor_core_dispatch_paths_have_no_hazards
                | {id(tc_opt.zero_kernel), id(tc_opt.pipelined_split_kernel), id(tc_opt.pad_kernel)}
+               | {id(k) for k in tc_opt.WGMMA_SPLIT_KERNELS.values()}
                | {id(tc_opt.tf32x3_mma_kernel)})  # test_tf32x3_without_wgmma_has_no_hazards
     missing = [f"{lesson}.{name}: {getattr(k, '__name__', k)}" for lesson, mod in LESSONS.items()
                for name, version in mod.VERSIONS.items() for k in version.kernels if id(k) not in reached]

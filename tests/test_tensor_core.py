@@ -488,7 +488,9 @@ def test_dispatcher_follows_readable_thresholds():
     hopper = tc.optimized.choose
     assert hopper(4096, 4096, 4096, sms=132, hopper=True).step == "wgmma"  # 512 tiles
     assert hopper(2048, 2048, 2048, sms=132, hopper=True).step == "wgmma"  # 128 tiles: 0.97 waves
-    assert hopper(1024, 1024, 1024, sms=132, hopper=True).step == "pipelined"  # 32 tiles: a quarter of the GPU
+    # 32 tiles, a quarter of the GPU: K split in 4 inside the wgmma kernel (with 256 SMs: not enough slices of 256)
+    assert hopper(1024, 1024, 1024, sms=132, hopper=True).config["split_k"] == 4
+    assert hopper(768, 768, 768, sms=132, hopper=True).step == "pipelined"  # 18 tiles x 3 slices: too few blocks
     unaligned = hopper(4096, 4096, 4096, aligned=False, sms=132, hopper=True)  # rows padded first, for cp.async
     assert unaligned.step == "wgmma" and unaligned.config["padded"] and "padded to 16 bytes" in unaligned.why
     assert hopper(4096, 4096, 4096, fp32=True, hopper=True).step == "tf32x3"
@@ -539,13 +541,17 @@ kernels = {"mma_global": tc.mma_global_kernel, "ldmatrix": tc.ldmatrix_kernel, "
            "block_tiles": tc.block_tiles_kernel, "block_tiles_sync": tc.block_tiles_sync_kernel,
            "tf32x3_mma": tc.tf32x3_mma_kernel, "tf32x3": tc.tf32x3_kernel, "wgmma": tc.wgmma_kernel,
            "wgmma_sync": tc.wgmma_sync_kernel, "split_rows": tc.split_rows_kernel, "split_cols": tc.split_cols_kernel}
+from gpukernels.tensor_core.k08_optimized import WGMMA_SPLIT_KERNELS
+kernels.update({f"wgmma_split{bn}": k for bn, k in WGMMA_SPLIT_KERNELS.items()})
 f3 = types.Array(types.float32, 3, "C")
 sigs = {"tf32x3_mma": (f, f, f), "tf32x3": (f3, f3, f), "split_rows": (f, f3), "split_cols": (f, f3)}
 words = {"mma16": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma8": "mma.sync.aligned.m16n8k8.row.col.f32.tf32",
          "ldmatrix": "ldmatrix.sync.aligned", "cp.async": "cp.async.cg.shared.global", "local": "ld.local",
          "cvt.rna": "cvt.rna.tf32.f32", "wgmma": "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16",
          "wgmma.wait": "wgmma.wait_group", "fence.proxy": "fence.proxy.async",
-         "wgmma_tf32": "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32"}
+         "wgmma_tf32": "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32",
+         "wgmma128": "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "red": "red.global.add.f32",
+         "atom": "atom.global.add.f32"}
 out = {}
 for name, k in kernels.items():
     arch = getattr(k, "target", "sm_90")  # wgmma: sm_90a
@@ -556,6 +562,7 @@ for name, k in kernels.items():
     out[name] = {w: ptx.count(s) for w, s in words.items()}
     out[name].update(registers=int(res[1]), smem=int(res[2]), lmem=int(res[3]), serialized="serialized" in log)
 print(json.dumps(out))
+print("REGISTERS", {name: r["registers"] for name, r in out.items()}, file=sys.stderr)
 """
 
 
@@ -569,8 +576,12 @@ def test_kernels_compile_to_tensor_core_instructions():
         if name.startswith("wgmma"):
             # 4 wgmmas per 64-deep k tile, the accumulators in registers throughout: ptxas would say the wgmmas are
             # "serialized" if anything read them between a wgmma and its wait (a local array, a 64-bit division)
-            assert r["wgmma"] == 4 and r["wgmma.wait"] == 2 and r["fence.proxy"] == 1 and not r["serialized"], r
-            assert r["mma16"] == 0 and r["ldmatrix"] == 0 and (r["cp.async"] > 0) == (name == "wgmma"), r
+            # (split-K's: the 128 x 128 tile's m64n128k16, and the products added into C by atomics -- NVVM writes
+            # atom.global.add, which ptxas turns into a RED when its result is unused)
+            assert r["wgmma"] + r["wgmma128"] == 4 and r["wgmma.wait"] == 2 and r["fence.proxy"] == 1, r
+            assert not r["serialized"] and (r["wgmma128"] == 4) == (name == "wgmma_split128"), r
+            assert r["mma16"] == 0 and r["ldmatrix"] == 0 and (r["cp.async"] > 0) == (name != "wgmma_sync"), r
+            assert (r["red"] + r["atom"] > 0) == ("split" in name), r
             continue
         if name.startswith("split"):  # x = big + small: two roundings to TF32 per element
             assert r["cvt.rna"] > 0 and r["mma8"] == r["mma16"] == r["wgmma_tf32"] == 0, r
@@ -809,8 +820,8 @@ def test_dispatcher_pads_unaligned_rows_and_splits_k(monkeypatch, seed):
     choose = opt.choose
     assert choose(4095, 4097, 4093, aligned=False, sms=132, hopper=True).config == {"tile": "128x256", "padded": True}
     assert choose(16, 8192, 8192, sms=132, hopper=True).config == {"tile": "64x64", "split_k": 5}
-    assert choose(8192, 64, 4096, sms=132, hopper=True).config["split_k"] == 4
-    assert "split_k" not in choose(1024, 1024, 1024, sms=132, hopper=True).config  # one slice of 1024: no split
+    assert choose(64, 8192, 4096, sms=132, hopper=True).config["split_k"] == 4  # few rows: 64 x 64 tiles, split
+    assert "split_k" not in choose(1024, 1024, 1024, sms=132, hopper=False).config  # one slice of 1024: no split
     monkeypatch.setattr(opt, "sm_count", lambda: 1)
     for shape in ((70, 261, 75), (5, 300, 129)):  # K, N odd: padded to 80 and 264 / 136 and 304
         a, b = tc.make_inputs(shape, seed)
@@ -829,6 +840,47 @@ def test_dispatcher_pads_unaligned_rows_and_splits_k(monkeypatch, seed):
         out = np.full(shape[:2], np.nan, np.float32)
         tc.optimized(a, b, out=out)
         assert compare(out, tc.reference(a, b), FP16_TOLERANCE).ok
+
+
+def test_dispatcher_splits_k_inside_wgmma_for_few_deep_tiles():
+    """Rule 3 by its thresholds: too few 128 x 256 tiles, deep K, more than 64 rows, at least half the SMs busy."""
+    from gpukernels.tensor_core import k08_optimized as opt
+
+    choose = opt.choose
+    for shape, tile, slices in [((1024, 1024, 1024), "128x256", 4), ((128, 8192, 8192), "128x256", 4),
+                                ((8192, 64, 4096), "128x128", 2), ((1000, 1000, 1000), "128x256", 3)]:
+        c = choose(*shape, sms=132, hopper=True)
+        assert c.step == "wgmma" and c.config["tile"] == tile and c.config["split_k"] == slices, c
+    assert choose(1023, 1021, 1019, aligned=False, sms=132, hopper=True).config["padded"]
+    for shape in [(16, 8192, 8192), (64, 8192, 8192)]:  # few rows: the 64 x 64 tiles of rule 4
+        assert choose(*shape, sms=132, hopper=True).step == "pipelined"
+    assert "split_k" not in choose(2048, 2048, 2048, sms=132, hopper=True).config  # enough tiles: rule 2
+    assert "split_k" not in choose(512, 512, 512, sms=132, hopper=True).config  # 16 blocks: most SMs idle
+    assert choose(1024, 1024, 1024, sms=132, hopper=False).step == "pipelined"  # no wgmma before Hopper
+    assert choose(1024, 1024, 1024, sms=132, hopper=True, fp32=True).step == "tf32x3"
+
+
+@pytest.mark.parametrize("shape,sms,slices", [
+    ((130, 300, 330), 8, 2),  # 4 tiles of 128 x 256 x 2 slices of 3 k tiles
+    ((70, 100, 200), 6, 3),  # N <= 128: one 128 x 128 tile, 4 k tiles in slices of 2, 2 and none
+    ((130, 261, 333), 8, 2),  # rows not 16-byte aligned: padded copies first
+])
+def test_wgmma_split_k_is_correct(shape, sms, slices, monkeypatch, seed):
+    from gpukernels._pad import pad_kernel
+    from gpukernels.tensor_core import k08_optimized as opt
+
+    monkeypatch.setattr(opt, "sm_count", lambda: sms)
+    monkeypatch.setattr(opt, "WG_SPLIT_MIN_K", 64)
+    a, b = tc.make_inputs(shape, seed)
+    launches = tc.optimized.launches(a, b)
+    kernels = [x.kernel for x in launches if x.kernel is not pad_kernel]
+    bn = 128 if shape[1] <= 128 else 256
+    assert kernels == [opt.zero_kernel, opt.WGMMA_SPLIT_KERNELS[bn]] and launches[-1].grid[2] == slices
+    assert (launches[0].kernel is pad_kernel) == (shape[1] % 8 != 0 or shape[2] % 8 != 0)
+    out = np.full(shape[:2], np.nan, np.float32)
+    tc.optimized(a, b, out=out)
+    check = compare(out, tc.reference(a, b), FP16_TOLERANCE)
+    assert check.ok, f"{shape} seed={seed}: {check}"
 
 
 @sim_only

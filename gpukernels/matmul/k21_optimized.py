@@ -25,6 +25,14 @@ why:
      the second 9% full): smaller tiles balance the waves.
    * too few tiles to fill the SMs (M = N = 256, K = 65536: 16 tiles of 64 x 64): slices of K (split-K).
 
+5. **Rows not 16-byte aligned** (K or N not a multiple of 4, or data that does not start on a 16-byte boundary): the
+   kernels above read such rows 4 bytes at a time. When the product is large enough, A and B (those that need it)
+   are first copied into arrays whose rows are padded with zeros to a multiple of 4 (`gpukernels._pad`, shared with
+   the tensor-core lesson), and the aligned choice runs on the copies. The rule weighs the copy (``PAD_LAUNCH_US``
+   per copy, plus its bytes at ``PAD_GBPS``) against what 4-byte loads cost: 1 / ``SCALAR_RATE`` - 1 of the product's
+   time at the full rate. Cubes pad from about 800 on; the rows of a matrix-vector product (rule 1) never do -- a copy
+   would read the matrix twice.
+
 The rates (``TILES``) come from the committed H200 run (benchmarks/results/h200.json, 2026-12-01) and the register
 counts behind ``per_sm`` from ``gpukernels resources matmul``; nothing here names a shape.
 """
@@ -35,6 +43,7 @@ from dataclasses import dataclass
 
 from .._intrinsics import aligned16
 from .._launch import Choice, ceil_div, version
+from .._pad import copied_bytes, pad_kernel, pad_operands
 from .._launch import count as _count
 from . import _common
 from ._common import check, tiled_launch
@@ -67,6 +76,13 @@ class Tile:
     rate: float
     per_sm: int
 
+
+# Rule 5: rows that are not 16-byte aligned. SCALAR_RATE: the 4-byte-load kernels' speed against the 16-byte ones'
+# where it matters most, near the padding threshold -- odd sizes near 1000 ran at 0.63x cuBLAS against 0.84x for
+# 1000^3 (H200, 2026-12-03); at 4095 x 4097 x 4093 the gap was smaller (0.77x against 0.84x at 4096^3).
+SCALAR_RATE = 0.75
+PAD_LAUNCH_US = 2.0  # one copy kernel's launch and tail inside a plan (a graph replays it without the host)
+PAD_GBPS = 3000.0  # a copy's bytes (read + written), below the H200's ~4.2 TB/s copy ceiling for mid-sized arrays
 
 # SM_GFLOPS from the first suite run of 2026-12-01 (h200-suite-partial-run1.json, in git history); the rest refitted
 # to the third sweep (benchmarks/results/h200-suite-sweep3.json, 8 shapes x up to 60 tile/slice candidates: with these
@@ -142,10 +158,37 @@ def split_options(k: int, tiles: int = 0, capacity: int = 1) -> list[int]:
     return out
 
 
+def pad_us(m: int, n: int, k: int) -> float:
+    """Rule 5's cost of padding: two copy kernels (A and B), each element read and written once."""
+    return 2 * PAD_LAUNCH_US + copied_bytes(m, n, k, 4) / PAD_GBPS / 1e3
+
+
 def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None) -> Choice:
     """The step and configuration for an (M, K) x (K, N) product; ``aligned``: rows 16-byte aligned (K and N
-    multiples of 4 and the data 16-byte aligned), so the kernels may use 16-byte loads."""
+    multiples of 4 and the data 16-byte aligned), so the kernels may use 16-byte loads. Unaligned rows may be
+    copied into padded ones first (rule 5): then ``config["padded"]`` is True and the rest is the aligned choice."""
     sms = sms or _common.sm_count()
+    choice = _choose(m, n, k, aligned, sms)
+    if aligned or choice.step == "skinny":
+        return choice
+    ideal_us = 2 * m * n * k / (sms * SM_GFLOPS * 1e3)  # the product at the full rate: its time is at least this
+    cost, saved = pad_us(m, n, k), (1 / SCALAR_RATE - 1) * ideal_us
+    if cost >= saved:
+        choice.why += (f"; rows not 16-byte aligned, read 4 bytes at a time: padding them would cost ~{cost:.0f} us "
+                       f"to save ~{saved:.0f} us")
+        return choice
+    padded = _choose(m, n, k, True, sms)
+    padded.config["padded"] = True
+    padded.why = (f"rows not 16-byte aligned: A and B (those that need it) first copied into arrays with rows padded "
+                  f"to a multiple of 4 (~{cost:.0f} us, against ~{saved:.0f} us that 4-byte loads would lose); on "
+                  f"the copies, {padded.why}")
+    if padded.estimate_us is not None:
+        padded.estimate_us += cost
+    return padded
+
+
+def _choose(m: int, n: int, k: int, aligned: bool, sms: int) -> Choice:
+    """Rules 1-4 for rows that are aligned or not, as they are."""
     if m <= SKINNY_MAX_M:
         splits = skinny_splits(m, n, k, sms)
         return Choice("skinny", {"rows": skinny_rows(m), "splits": splits, "vec": aligned},
@@ -218,11 +261,20 @@ def _kernel_for(choice: Choice):
 
 @version("matmul", check, kernels=[wide_vec_kernel, get_skinny_kernel(1, True), get_skinny_shared_kernel(16, True),
                                    get_skinny_cols_kernel(1, True), rows_vec_kernel, cols_small_vec_kernel, small_deep_vec_kernel]
-         + list(split_k_kernels(True)) + [async_vec_kernel])
+         + list(split_k_kernels(True)) + [async_vec_kernel, pad_kernel])
 def optimized(a, b, c):
-    """The dispatcher: per shape, the step and configuration that choose() estimates fastest (skinny, tiles, split-K, ...)."""
+    """The dispatcher: per shape, the step and configuration that choose() estimates fastest (skinny, tiles, split-K,
+    ...; rows not 16-byte aligned copied into padded ones where that pays)."""
     m, n = c.shape
     choice = choose(m, n, a.shape[1], aligned16(a, b))
+    pads = []
+    if choice.config.get("padded"):
+        a, b, pads = pad_operands(a, b, c, 4)
+    return pads + _launches(choice, a, b, c)
+
+
+def _launches(choice: Choice, a, b, c):
+    m, n = c.shape
     if choice.step == "skinny":
         return skinny_launches(a, b, c, choice.config["splits"])
     if choice.step == "narrow":

@@ -39,9 +39,9 @@ from numba import cuda, float32, types
 from .._intrinsics import udivmod32
 from .._launch import Launch, LaunchError, ceil_div, compute_capability, version
 from .._mma import (align1024, async_commit, async_wait, copy_async16_f16, fence_proxy_async, wgmma_commit,
-                    wgmma_fence, wgmma_n128, wgmma_n256, wgmma_store, wgmma_wait,
+                    wgmma_fence, wgmma_n128, wgmma_n256, wgmma_store, wgmma_store_add, wgmma_wait,
                     wgmma_zero)
-from ._common import check, half_at, rows_aligned16
+from ._common import check, half_at, rows_aligned16, zero_launch
 
 BK = 64  # halves of K per k tile: one 128-byte swizzled row
 BM = 128  # rows of C per block: two warpgroups of 64
@@ -74,10 +74,12 @@ def grouped_tile(group):
     return first + row, col
 
 
-def make_wgmma_kernel(bn: int, stages: int = STAGES, async_copy: bool = True, keep: int = 1, group: int = GROUP):
+def make_wgmma_kernel(bn: int, stages: int = STAGES, async_copy: bool = True, keep: int = 1, group: int = GROUP,
+                      split: bool = False):
     """A BM x bn tile of C per block of two warpgroups, a ring of ``stages`` k tiles copied by cp.async
     (``async_copy``) or by loads and stores; ``keep``: wgmma groups left running while the next copies are issued
-    (0 or 1); ``group``: tile rows per group of the block order (1: row by row)."""
+    (0 or 1); ``group``: tile rows per group of the block order (1: row by row); ``split``: split-K -- block z of
+    gridDim.z multiplies its share of the k tiles and adds its products into C (zeroed first) by atomics."""
     threads = 256  # two warpgroups
     acc_n = bn // 2  # accumulators per thread
     a_stage, b_stage = BM * BK, BK * bn  # halves per buffer
@@ -130,9 +132,14 @@ def make_wgmma_kernel(bn: int, stages: int = STAGES, async_copy: bool = True, ke
         row0, col0 = row * BM, col * bn
         base0 = align1024(smem)
         k_tiles = (a.shape[1] + BK - 1) // BK
+        k_first = 0  # the first k tile of this block's share: all of them, or slice blockIdx.z of gridDim.z
+        if split:
+            share, _ = udivmod32(k_tiles + cuda.gridDim.z - 1, cuda.gridDim.z)  # 32 bits: no subroutine call
+            k_first = min(cuda.blockIdx.z * share, k_tiles)
+            k_tiles = min(k_first + share, k_tiles) - k_first  # may be 0: the last slices of a short K
         for s in range(ahead):
             if s < k_tiles:
-                copy_tile(a, b, smem, base0 + s * stage, s * BK, row0, col0, tid)
+                copy_tile(a, b, smem, base0 + s * stage, (k_first + s) * BK, row0, col0, tid)
             async_commit()
         for kt in range(k_tiles):
             async_wait(waits)  # this thread's copies of tile kt have landed
@@ -140,7 +147,7 @@ def make_wgmma_kernel(bn: int, stages: int = STAGES, async_copy: bool = True, ke
             cuda.syncthreads()  # everyone's; and every warpgroup's products of tile kt - 2 are done
             nxt = kt + ahead
             if nxt < k_tiles:  # into the buffer of tile kt - 2
-                copy_tile(a, b, smem, base0 + (nxt % stages) * stage, nxt * BK, row0, col0, tid)
+                copy_tile(a, b, smem, base0 + (nxt % stages) * stage, (k_first + nxt) * BK, row0, col0, tid)
             async_commit()
             sa = base0 + (kt % stages) * stage + wg * 64 * BK
             sb = base0 + (kt % stages) * stage + a_stage
@@ -153,12 +160,19 @@ def make_wgmma_kernel(bn: int, stages: int = STAGES, async_copy: bool = True, ke
         warp, lane = (tid >> 5) & 3, tid & 31
         r0 = row0 + wg * 64 + warp * 16 + (lane >> 2)
         c0 = col0 + 2 * (lane & 3)
-        wgmma_store(c, acc, bn, r0, c0)  # acc[4 j + i] -> c[r0 + 8 (i // 2), c0 + 8 j + i % 2], inside C
+        if split:
+            if k_tiles > 0:  # another block adds its slice of K to the same elements
+                wgmma_store_add(c, acc, bn, r0, c0)
+        else:
+            wgmma_store(c, acc, bn, r0, c0)  # acc[4 j + i] -> c[r0 + 8 (i // 2), c0 + 8 j + i % 2], inside C
 
+    if split:
+        wgmma_kernel.__name__ = wgmma_kernel.__qualname__ = f"wgmma_{bn}_split_kernel"  # (profiles tell them apart)
     wgmma_kernel.tile = (BM, bn)
     wgmma_kernel.threads = threads
     wgmma_kernel.stages = stages
     wgmma_kernel.async_copy = async_copy
+    wgmma_kernel.split = split
     wgmma_kernel.target = "sm_90a"  # wgmma is one of Hopper's architecture-specific instructions
     wgmma_kernel.shared_bytes = stages * stage * 2 + 1024  # + up to 1 KB to reach a 1024-byte boundary
     return wgmma_kernel
@@ -168,10 +182,14 @@ wgmma_kernel = make_wgmma_kernel(256)
 wgmma_sync_kernel = make_wgmma_kernel(256, async_copy=False)
 
 
-def wgmma_launch(kernel, a, b, c) -> list[Launch]:
+def wgmma_launch(kernel, a, b, c, splits: int = 1) -> list[Launch]:
+    """One block per tile of C; a split kernel: ``splits`` blocks per tile along the grid's z, after C is zeroed."""
     m, n = c.shape
     bm, bn = kernel.tile
-    return [Launch(kernel, (ceil_div(n, bn), ceil_div(m, bm)), (kernel.threads,), (a, b, c), kernel.shared_bytes)]
+    if not kernel.split:
+        return [Launch(kernel, (ceil_div(n, bn), ceil_div(m, bm)), (kernel.threads,), (a, b, c), kernel.shared_bytes)]
+    return [zero_launch(c), Launch(kernel, (ceil_div(n, bn), ceil_div(m, bm), splits), (kernel.threads,), (a, b, c),
+                                   kernel.shared_bytes)]
 
 
 def require_hopper() -> None:

@@ -5,18 +5,25 @@
 1. **float32 inputs** (either matrix): ``tf32x3``, the only step that keeps float32's accuracy on tensor cores.
 2. **Hopper, and wgmma's 128 x 256 tiles fill at least ``FILL`` = 3/4 of the SMs**: step 6, ``wgmma``. Rows of A and
    B that are not 16-byte aligned (K or N not a multiple of 8) are first copied once into arrays whose rows are
-   padded with zeros (`tensor_core._pad`), so that cp.async can copy them: 4095 x 4097 x 4093 went from 0.34x cuBLAS
+   padded with zeros (`gpukernels._pad`), so that cp.async can copy them: 4095 x 4097 x 4093 went from 0.34x cuBLAS
    by loads and stores to 1.30x (cuBLAS is slow on such rows too).
-3. **Few, deep tiles** -- fewer than ``SPLIT_BELOW`` = 2 tiles of 64 x 64 per SM, and K deep enough for slices of at
+3. **Hopper, too few wgmma tiles for the SMs but deep K, and more than ``WG_SPLIT_ROWS`` = 64 rows**: wgmma with
+   split-K -- the 128 x 256 tiles (128 x 128 where N <= 128, which would leave half a 256-wide tile empty) times as
+   many slices of K, each at least ``WG_SPLIT_MIN_K`` = 256 deep, as keep to one wave of the SMs, if that busies at
+   least half of them; each block adds its products into a zeroed C by atomics. 1024^3: 32 tiles x 4 slices; 128 x 8192 x 8192: 32 x 4; 8192 x 64 x 4096:
+   64 tiles of 128 x 128 x 2. Unaligned rows are padded first, as in rule 2.
+4. **Few, deep tiles** -- fewer than ``SPLIT_BELOW`` = 2 tiles of 64 x 64 per SM, and K deep enough for slices of at
    least ``SPLIT_MIN_K`` = 1024: split-K, the k tiles shared out over ``SPLIT_BLOCKS`` = 4 blocks per SM, each adding
    its part into a zeroed C by atomics (16 x 8192 x 8192: 0.38x -> 0.87x cuBLAS).
-4. **Too few large tiles** -- 128 x 128 tiles of C for fewer than 3/4 of the SMs: step 4's 64 x 64 tiles, four times
+5. **Too few large tiles** -- 128 x 128 tiles of C for fewer than 3/4 of the SMs: step 4's 64 x 64 tiles, four times
    as many blocks. At 1024^2, 64 tiles of 128 x 128 would leave 68 of 132 SMs idle while 256 tiles of 64 x 64 use
    them all (measured: 0.093 against 0.101 ms).
-5. **Everything else**: step 5's 128 x 128 tiles (rows not 16-byte aligned: the ring filled by loads and stores).
+6. **Everything else**: step 5's 128 x 128 tiles (rows not 16-byte aligned: the ring filled by loads and stores).
 
-Measured on an H200 (2026-12-04, ``gpukernels bench tensor_core --suite``, 14 shapes): geometric mean 0.655x cuBLAS,
-0.36x to 1.30x (benchmarks/NOTES.md has every shape).
+Measured on an H200 (2026-12-04, ``gpukernels bench tensor_core --suite``, 14 shapes, before rule 3): geometric mean
+0.655x cuBLAS, 0.36x to 1.30x (benchmarks/NOTES.md has every shape). Rule 3 is for the shapes at the bottom of that
+range (1024^3 0.36x, 128 x 8192 x 8192 0.38x, 8192 x 64 x 4096 0.45x, all on 64 x 64 mma.sync tiles); its gain is
+predicted, not yet measured.
 """
 
 from __future__ import annotations
@@ -27,13 +34,26 @@ from .k04_pipelined import pipelined_kernel, pipelined_split_kernel, pipelined_s
 from .k05_block_tiles import block_tiles_kernel, block_tiles_sync_kernel
 from ._tf32x3_mma import tf32x3_mma_kernel
 from .k07_tf32x3 import split_cols_kernel, split_rows_kernel, tf32x3_kernel, tf32x3_launches
-from ._pad import pad_kernel, pad_operands
-from .k06_wgmma import wgmma_kernel, wgmma_launch
+from .._pad import pad_kernel, pad_operands
+from .k06_wgmma import make_wgmma_kernel, wgmma_kernel, wgmma_launch
 
 FILL = 0.75  # 128 x 128 tiles once there are at least this many per SM (a fraction of one wave)
 SPLIT_BELOW = 2  # split K when there are fewer 64 x 64 tiles than this many per SM ...
 SPLIT_MIN_K = 1024  # ... into slices at least this deep (32 k tiles: the prologue and the atomics amortized) ...
 SPLIT_BLOCKS = 4  # ... as many as make this many blocks per SM
+WG_SPLIT_ROWS = 64  # wgmma's split-K only for C with more rows than this (fewer: rule 4's 64-row tiles waste less)
+WG_SPLIT_MIN_K = 256  # ... in slices at least this deep (4 k tiles of 64)
+
+#: wgmma's split-K kernels by tile width: 256, and 128 for C at most 128 columns wide
+WGMMA_SPLIT_KERNELS = {bn: make_wgmma_kernel(bn, split=True) for bn in (256, 128)}
+
+
+def wgmma_split(m: int, n: int, k: int, sms: int) -> tuple[int, int, int]:
+    """Rule 3's plan: (tile width, tiles, slices of K) -- as many slices as keep the blocks to one wave of ``sms``,
+    each at least WG_SPLIT_MIN_K deep."""
+    bn = 128 if n <= 128 else 256
+    tiles = ceil_div(m, 128) * ceil_div(n, bn)
+    return bn, tiles, max(1, min(sms // tiles, k // WG_SPLIT_MIN_K))
 
 
 def choose(m: int, n: int, k: int, aligned: bool = True, fp32: bool = False, sms: int | None = None,
@@ -51,11 +71,18 @@ def choose(m: int, n: int, k: int, aligned: bool = True, fp32: bool = False, sms
     wide = ceil_div(m, 128) * ceil_div(n, 256)
     if hopper and wide >= FILL * sms:
         how = ("copied by cp.async" if aligned else
-               "A and B first copied into arrays with rows padded to 16 bytes (K, N rounded up to 8), so that "
-               "cp.async can copy them")
+               "A and B (those whose rows need it) first copied into arrays with rows padded to 16 bytes (K, N "
+               "rounded up to 8), so that cp.async can copy them")
         return Choice("wgmma", {"tile": "128x256", "padded": not aligned},
                       f"Hopper: {count(wide, 'tile')} of 128 x 256 = {wide / sms:.2f} waves of {sms} SMs, wgmma from "
                       f"swizzled shared tiles, {how}")
+    if hopper and m > WG_SPLIT_ROWS:
+        bn, tiles, slices = wgmma_split(m, n, k, sms)
+        if slices >= 2 and tiles * slices * 2 >= sms:  # and at least half the SMs busy
+            how = "" if aligned else "; A and B (those whose rows need it) first copied into arrays with padded rows"
+            return Choice("wgmma", {"tile": f"128x{bn}", "split_k": slices, "padded": not aligned},
+                          f"Hopper: {count(tiles, 'tile')} of 128 x {bn} for {sms} SMs, each {k} deep: K split in "
+                          f"{slices} slices, {tiles * slices} blocks adding into C by atomics{how}")
     large, small = ceil_div(m, 128) * ceil_div(n, 128), ceil_div(m, 64) * ceil_div(n, 64)
     slices = min(ceil_div(SPLIT_BLOCKS * sms, small), k // SPLIT_MIN_K)
     if aligned and small < SPLIT_BELOW * sms and slices >= 2:
@@ -77,20 +104,23 @@ def _is_fp32(*arrays) -> bool:
 
 @version("tensor_core", check_fp32,
          kernels=[wgmma_kernel, block_tiles_kernel, pipelined_kernel, tf32x3_kernel, split_rows_kernel,
-                  split_cols_kernel, tf32x3_mma_kernel, pad_kernel, pipelined_split_kernel, zero_kernel])
+                  split_cols_kernel, tf32x3_mma_kernel, pad_kernel, pipelined_split_kernel, zero_kernel,
+                  *WGMMA_SPLIT_KERNELS.values()])
 def optimized(a, b, c):
-    """The dispatcher: per shape, wgmma's 128 x 256 tiles (Hopper), 128 x 128 (block_tiles) or 64 x 64 (pipelined);
-    3xTF32 for float32 inputs."""
+    """The dispatcher: per shape, wgmma's 128 x 256 tiles (Hopper; split-K for few deep tiles), 128 x 128
+    (block_tiles) or 64 x 64 (pipelined); 3xTF32 for float32 inputs."""
     m, n = c.shape
     aligned = rows_aligned16(a, b)
     choice = choose(m, n, a.shape[1], aligned, _is_fp32(a, b))
     if choice.step == "tf32x3":
         return tf32x3_launches(a, b, c)
     if choice.step == "wgmma":
+        pads = []
         if choice.config["padded"]:
-            a8, b8, pads = pad_operands(a, b, c)
-            return pads + wgmma_launch(wgmma_kernel, a8, b8, c)
-        return wgmma_launch(wgmma_kernel, a, b, c)
+            a, b, pads = pad_operands(a, b, c, 8)
+        splits = choice.config.get("split_k", 1)
+        kernel = WGMMA_SPLIT_KERNELS[int(choice.config["tile"].split("x")[1])] if splits > 1 else wgmma_kernel
+        return pads + wgmma_launch(kernel, a, b, c, splits)
     if choice.config.get("split_k"):
         bm, bn = pipelined_split_kernel.tile
         grid = (ceil_div(n, bn), ceil_div(m, bm), choice.config["split_k"])
