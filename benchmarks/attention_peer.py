@@ -1,7 +1,8 @@
 """Attention against torch's scaled_dot_product_attention on a GPU, peer in the same run:
 
-    python3 benchmarks/attention_peer.py [--quick] [--half] [VERSION ...]
+    python3 benchmarks/attention_peer.py [--quick | --decode] [--half] [VERSION ...]
 
+``--quick``: the first four shapes only; ``--decode``: only the decoding shapes (Sq <= 8).
 VERSION: a name of ``attention.VERSIONS`` (default: all but naive) or a variant -- ``pipelined@W`` (W warps per
 block), ``tf32x3@W`` or ``tf32x3@W,K`` (K keys per K/V tile, a multiple of 16).
 
@@ -140,7 +141,10 @@ def main() -> int:
     versions = [a for a in sys.argv[1:] if not a.startswith("--")] or [n for n in at.VERSIONS if n != "naive"]
     timer = Timer(torch)
     rows = []
-    for shape, causal in CASES + ([] if quick else MORE):
+    cases = CASES + ([] if quick else MORE)
+    if "--decode" in sys.argv:  # only the decoding shapes (a few queries per head)
+        cases = [(shape, causal) for shape, causal in CASES + MORE if shape[2] <= 8]
+    for shape, causal in cases:
         rows += time_case(shape, causal, versions, timer, lambda s: print(s, flush=True))
     path = os.path.join(os.environ.get("OUT", "benchmarks/results"), "attention_peer.json")
     with open(path, "w") as f:

@@ -24,8 +24,8 @@ from gpukernels.check import compare  # noqa: E402
 SHAPES = [(33, 17, 31), (256, 264, 72)]
 #: Shapes that take the dispatcher down its other paths on an H200: K split in slices added by atomics (after a
 #: zeroing launch), rows padded to 16 bytes before wgmma (100 tiles of 128 x 256, K and N odd), and split-K inside
-#: wgmma (8 tiles of 128 x 256 x 16 slices; 16 tiles of 128 x 128 x 8 slices, N = 100 padded first)
-DISPATCH = [(16, 64, 4096), (1280, 2555, 71), (256, 1024, 4096), (2048, 100, 2048)]
+#: wgmma (12 tiles of 128 x 256 x 8 slices; 33 tiles of 128 x 128 x 2 slices, N = 100 padded first)
+DISPATCH = [(16, 64, 4096), (1280, 2555, 71), (384, 1024, 16384), (4224, 100, 4096)]
 
 
 def main() -> int:

@@ -10,7 +10,9 @@ reads and writes each copied element once: at 4095^3 in float32, 268 MB, ~65-90 
 ~3 ms of product. C is not padded: the kernels store each element of C under its own bounds check (C's own
 shape), so the padded columns of B are computed nowhere.
 
-Used by ``matmul.optimized`` (float32, rows rounded to 4) and ``tensor_core.optimized`` (float16, rounded to 8).
+Used by ``tensor_core.optimized`` (float16, rows rounded to 8): there the alternative is the slow path of loads and
+stores. The matmul lesson's float32 kernels were tried on such copies and measured slower or no faster than on the
+rows as they are (H200, benchmarks/NOTES.md), so its dispatcher does not pad.
 """
 
 from __future__ import annotations

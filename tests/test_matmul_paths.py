@@ -346,11 +346,10 @@ def test_dispatcher_regimes_follow_readable_thresholds():
     assert choose(matmul.k16_skinny.SKINNY_MAX_M + 1, 8192, 8192).step != "skinny"
     big = choose(4096, 4096, 4096)  # 3.88 waves of the largest tile: the last shared out, tiles copied by cp.async
     assert big.step == "async_copy" and big.config["stream_k"] and big.config["stages"] == 3
-    # the ring and stream-K need aligned rows: unaligned ones this large are copied into padded rows first (rule 5)
-    padded = choose(4096, 4096, 4096, aligned=False)
-    assert padded.step == "async_copy" and padded.config["padded"] and padded.estimate_us > big.estimate_us
+    # the ring and stream-K need aligned rows; with 4-byte loads the 128 x 128 tile outruns the 256 x 128 (measured)
+    assert choose(4096, 4096, 4096, aligned=False).step == "swizzled"
     assert choose(1024, 1024, 1024).step != "async_copy"  # 32 tiles of 256 x 128: fewer than the SMs
-    assert choose(300, 301, 299, aligned=False).config["vec"] is False  # too small to pay for a copy
+    assert choose(4095, 4097, 4093, aligned=False).config["vec"] is False
     big_k = choose(256, 256, 65536)
     assert big_k.step == "split_k" and big_k.config["splits"] > 1  # 16 tiles of 64 x 64 cannot fill 132 SMs
     for shape in [(1, 1, 1), (17, 5, 3), (300, 200, 100), (2048, 11008, 4096)]:
@@ -381,87 +380,3 @@ def test_optimized_on_every_suite_shape_gpu(shape, seed):
     matmul.optimized(cuda.as_cuda_array(a), cuda.as_cuda_array(b), out=out)
     check = compare(out.copy_to_host(), ref, TOLERANCE["matmul"])
     assert check.ok, f"{shape} seed={seed} ({matmul.optimized.choose(*shape)}): {check}"
-
-
-def test_unaligned_rows_are_padded_where_the_copy_pays():
-    """Rule 5: rows that are not 16-byte aligned are copied into padded ones when the copy costs less than 4-byte
-    loads would lose -- a threshold on the product's size, the same for every shape of it."""
-    choose, k21 = matmul.optimized.choose, matmul.k21_optimized
-    for shape in [(4095, 4097, 4093), (999, 1001, 1003), (2047, 11007, 4095), (4095, 4097, 63)]:
-        c = choose(*shape, aligned=False, sms=132)
-        assert c.config.get("padded") and c.config["vec"], c
-        aligned = choose(*shape, aligned=True, sms=132)  # the same plan as rows that were aligned to begin with
-        assert (c.step, c.config["tile"], c.config["splits"]) == (aligned.step, aligned.config["tile"],
-                                                                  aligned.config["splits"])
-    for shape in [(300, 301, 299), (31, 33, 17), (700, 701, 703)]:  # too small: the copy costs what it saves
-        c = choose(*shape, aligned=False, sms=132)
-        assert "padded" not in c.config and c.config["vec"] is False, c
-    for shape in [(1, 8191, 8193), (8191, 3, 4093)]:  # matrix-vector (rule 1): a copy would read the matrix twice
-        assert "padded" not in choose(*shape, aligned=False, sms=132).config
-    assert not any("padded" in choose(n, n, n, sms=132).config for n in (300, 1000, 4096))  # aligned: never
-    # the threshold moves with the cost it weighs: monotone in the size of a cube
-    pads = [bool(choose(n, n + 1, n + 3, aligned=False, sms=132).config.get("padded")) for n in range(501, 1402, 50)]
-    assert pads == sorted(pads) and pads[0] is False and pads[-1] is True
-    assert k21.pad_us(1000, 1000, 1000) < k21.pad_us(2000, 2000, 2000)
-
-
-@pytest.fixture
-def pad_always(monkeypatch):
-    """Make 4-byte loads look ruinous, so that the padding path runs at shapes the simulator can take."""
-    monkeypatch.setattr(matmul.k21_optimized, "SCALAR_RATE", 1e-3)
-    monkeypatch.setattr(matmul.k21_optimized, "PAD_LAUNCH_US", 0.0)
-
-
-@pytest.mark.parametrize("shape,copies", [
-    ((130, 131, 37), 2),  # K and N odd: A and B copied
-    ((70, 66, 38), 2),  # K = 38: both
-    ((66, 70, 36), 1),  # K a multiple of 4, N = 70 is not: only B
-    ((33, 17, 31), 2),  # smaller than one tile
-])
-def test_padded_path_is_correct(shape, copies, seed, pad_always):
-    from gpukernels._pad import pad_kernel
-    a, b = matmul.make_inputs(shape, seed)
-    launches = matmul.optimized.launches(a, b)
-    assert [x.kernel for x in launches[:copies]] == [pad_kernel] * copies
-    assert pad_kernel not in [x.kernel for x in launches[copies:]]
-    assert getattr(launches[-1].kernel, "tile", None)  # one of the tiled kernels, on the 16-byte path
-    assert "vec" in launches[-1].kernel.py_func.__name__
-    run_checked("matmul", "optimized", shape, seed)
-
-
-def test_padded_path_copies_a_misaligned_matrix(seed, pad_always):
-    from gpukernels._pad import pad_kernel
-    a, b = matmul.make_inputs((70, 68, 36), seed)  # rows of 16-byte multiples: only the shifted A is copied
-    store = np.empty(a.size + 1, np.float32)
-    shifted = store[1:].reshape(a.shape)
-    shifted[...] = a
-    if not aligned16(store[:4].reshape(1, 4)):
-        pytest.skip("numpy's buffer is not 16-byte aligned")
-    launches = matmul.optimized.launches(shifted, b)
-    assert [x.kernel for x in launches].count(pad_kernel) == 1 and launches[0].args[0] is shifted
-    out = np.full((70, 68), np.nan, np.float32)
-    matmul.optimized(shifted, b, out=out)
-    check = compare(out, matmul.reference(a, b), TOLERANCE["matmul"])
-    assert check.ok, f"seed={seed}: {check}"
-    assert np.array_equal(shifted, a)
-
-
-@pytest.mark.parametrize("plan", ["thread_16x8", "stream_k_ring"])
-def test_padded_copies_run_the_16_byte_kernels(plan, seed):
-    """The kernels read C's width from C: on B padded to 132 columns they store only C's 131 (edge tiles) and the
-    tile that lies inside C takes the unguarded path; stream-K's ring (one SM: whole tiles, then cut ones) too."""
-    from gpukernels._pad import pad_operands
-    from gpukernels.matmul._common import tiled_launch
-    shape = (260, 131, 37) if plan == "stream_k_ring" else (257, 129, 19)
-    a, b = matmul.make_inputs(shape, seed)
-    out = np.full(shape[:2], np.nan, np.float32)
-    ap, bp, launches = pad_operands(a, b, out, 4)
-    assert bp.shape[1] > shape[1] and aligned16(ap, bp)
-    if plan == "stream_k_ring":
-        launches += matmul.k19_stream_k.stream_k_launches(k20_async_copy.async_vec_kernel, ap, bp, out, sms=1)
-    else:
-        launches += tiled_launch(matmul.wide_vec_kernel, out, (ap, bp, out))
-    for launch in launches:
-        launch()
-    check = compare(out, matmul.reference(a, b), TOLERANCE["matmul"])
-    assert check.ok, f"{plan} seed={seed}: {check}"

@@ -150,7 +150,7 @@ SHAPES = {
     "suite": {
         "squares": [(256, 256, 256), (768, 768, 768), (1024, 1024, 1024), (1536, 1536, 1536), (4096, 4096, 4096),
                     (6144, 6144, 6144)],
-        # ragged: 1237 x 1531 x 997 has no dimension a multiple of 4 (rows copied into padded ones, rule 5)
+        # ragged: 1237 x 1531 x 997 has no dimension a multiple of 4 (rows read 4 bytes at a time)
         "ragged": [(1000, 1000, 1000), (4095, 4097, 4093), (1237, 1531, 997)],
         # skinny: few rows, and (6144 x 2 x 6144) few columns -- the vector on the right
         "skinny": [(1, 8192, 8192), (16, 8192, 8192), (64, 8192, 8192), (8192, 32, 4096), (6144, 2, 6144)],

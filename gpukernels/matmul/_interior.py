@@ -248,7 +248,7 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
         t = cuda.threadIdx.x
         tx4, ty4 = (t & (tn - 1)) * 4, (t >> tn_shift) * 4
         m, kdim = a.shape
-        n = c.shape[1]  # C's columns (B may be a copy with padded rows: gpukernels._pad)
+        n = b.shape[1]
         if split_k:
             # Block z of gridDim.z sums K's z-th slice, a whole number of bk-deep tiles long.
             k_chunk = (kdim + cuda.gridDim.z * bk - 1) // (cuda.gridDim.z * bk) * bk
@@ -346,7 +346,7 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
         t = cuda.threadIdx.x
         tx4, ty4 = (t & (tn - 1)) * 4, (t >> tn_shift) * 4
         m, kdim = a.shape
-        n = c.shape[1]  # C's columns (B may be a copy with padded rows: gpukernels._pad)
+        n = b.shape[1]
         gx, gy = (n + bn - 1) // bn, (m + bm - 1) // bm
         iters = (kdim + bk - 1) // bk  # k tiles per tile: a tile is `iters` units of work
         sk = ws.shape[0]  # the blocks that share out the last tiles

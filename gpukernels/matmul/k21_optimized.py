@@ -25,13 +25,9 @@ why:
      the second 9% full): smaller tiles balance the waves.
    * too few tiles to fill the SMs (M = N = 256, K = 65536: 16 tiles of 64 x 64): slices of K (split-K).
 
-5. **Rows not 16-byte aligned** (K or N not a multiple of 4, or data that does not start on a 16-byte boundary): the
-   kernels above read such rows 4 bytes at a time. When the product is large enough, A and B (those that need it)
-   are first copied into arrays whose rows are padded with zeros to a multiple of 4 (`gpukernels._pad`, shared with
-   the tensor-core lesson), and the aligned choice runs on the copies. The rule weighs the copy (``PAD_LAUNCH_US``
-   per copy, plus its bytes at ``PAD_GBPS``) against what 4-byte loads cost: 1 / ``SCALAR_RATE`` - 1 of the product's
-   time at the full rate. Cubes pad from about 800 on; the rows of a matrix-vector product (rule 1) never do -- a copy
-   would read the matrix twice.
+Rows that are not 16-byte aligned run each tile's scalar kernel (4-byte loads), no ring and no stream-K; the
+256 x 128 tile's scalar kernel has a rate of its own (``scalar_rate``: at 4095 x 4097 x 4093 it lost to 128 x 128's
+by 4-6% in three runs). Copying such rows into padded ones was tried and measured slower (benchmarks/NOTES.md).
 
 The rates (``TILES``) come from the committed H200 run (benchmarks/results/h200.json, 2026-12-01) and the register
 counts behind ``per_sm`` from ``gpukernels resources matmul``; nothing here names a shape.
@@ -43,7 +39,6 @@ from dataclasses import dataclass
 
 from .._intrinsics import aligned16
 from .._launch import Choice, ceil_div, version
-from .._pad import copied_bytes, pad_kernel, pad_operands
 from .._launch import count as _count
 from . import _common
 from ._common import check, tiled_launch
@@ -75,14 +70,8 @@ class Tile:
     split_kernels: tuple | None  # (aligned, scalar) with split_k=True, or None
     rate: float
     per_sm: int
+    scalar_rate: float | None = None  # the rate of the scalar kernel (rows not 16-byte aligned), if not ``rate``
 
-
-# Rule 5: rows that are not 16-byte aligned. SCALAR_RATE: the 4-byte-load kernels' speed against the 16-byte ones'
-# where it matters most, near the padding threshold -- odd sizes near 1000 ran at 0.63x cuBLAS against 0.84x for
-# 1000^3 (H200, 2026-12-03); at 4095 x 4097 x 4093 the gap was smaller (0.77x against 0.84x at 4096^3).
-SCALAR_RATE = 0.75
-PAD_LAUNCH_US = 2.0  # one copy kernel's launch and tail inside a plan (a graph replays it without the host)
-PAD_GBPS = 3000.0  # a copy's bytes (read + written), below the H200's ~4.2 TB/s copy ceiling for mid-sized arrays
 
 # SM_GFLOPS from the first suite run of 2026-12-01 (h200-suite-partial-run1.json, in git history); the rest refitted
 # to the third sweep (benchmarks/results/h200-suite-sweep3.json, 8 shapes x up to 60 tile/slice candidates: with these
@@ -106,7 +95,9 @@ small_deep_kernel = make_interior_kernel(64, 64, bk=16)
 #: Largest tile first. 128 x 128: vector_loads at 4096^3 ran at 0.97 of thread_16x8. 64 x 64 (16 deep): 64 threads
 #: of ~128 registers and 17 KB of shared memory, 6 resident per SM reach 0.9 of the big tile's rate per SM (fit).
 TILES = (
-    Tile("256x128", ("thread_16x8", "thread_16x8"), (wide_vec_kernel, wide_kernel), None, 1.0, 1),
+    # 256 x 128 with 4-byte loads: 0.92 -- at 4095 x 4097 x 4093 its scalar kernel took 3.77 / 3.72 / 3.78 ms where
+    # 128 x 128's took 3.57 / 3.57 / 3.57 (H200: the 2026-12-03 suite, two runs of 2026-12-05, benchmarks/NOTES.md)
+    Tile("256x128", ("thread_16x8", "thread_16x8"), (wide_vec_kernel, wide_kernel), None, 1.0, 1, 0.92),
     Tile("128x128", ("vector_loads", "swizzled"), (vec_kernel, swizzled_kernel), split_k_kernels(True)[:1] + split_k_kernels(False)[:1], 0.97, 1),
     Tile("64x64", ("optimized", "optimized"), (small_deep_vec_kernel, small_deep_kernel),
          split_k_kernels(True)[1:] + split_k_kernels(False)[1:], 0.9, 6),
@@ -120,15 +111,17 @@ STREAM_K_TILE = Tile("256x128", ("async_copy", "async_copy"), (async_vec_kernel,
 SMALL_K_TILE = Tile("64x64x8", ("vector_loads", "wave_fit"), (small_vec_kernel, small_tile_kernel), None, 0.61, 4)
 
 
-def estimate_us(m: int, n: int, k: int, tile: Tile, splits: int, sms: int) -> float:
-    """The busiest SM's time for this tile and number of K slices (see the module docstring)."""
+def estimate_us(m: int, n: int, k: int, tile: Tile, splits: int, sms: int, aligned: bool = True) -> float:
+    """The busiest SM's time for this tile and number of K slices (see the module docstring); ``aligned``: the
+    16-byte-load kernel runs, else the scalar one at its own rate."""
     kernel = tile.kernels[0]
+    rate = tile.rate if aligned or tile.scalar_rate is None else tile.scalar_rate
     bm, bn = kernel.tile
     blocks = ceil_div(m, bm) * ceil_div(n, bn) * splits
     on_sm = ceil_div(blocks, sms)  # L, the busiest SM's blocks
     rounds, resident = ceil_div(on_sm, tile.per_sm), min(on_sm, tile.per_sm)
     k_tiles = ceil_div(ceil_div(k, splits), kernel.bk)
-    tile_us = max(resident * 2 * bm * bn * kernel.bk / (tile.rate * SM_GFLOPS * 1e3), LAT_US * kernel.bk / 8)
+    tile_us = max(resident * 2 * bm * bn * kernel.bk / (rate * SM_GFLOPS * 1e3), LAT_US * kernel.bk / 8)
     t = rounds * (k_tiles * tile_us + BLOCK_US)
     if splits > 1:
         t += SPLIT_OVERHEAD_US + 4 * m * n * (1 + 2 * splits) / ATOMIC_GBPS / 1e3
@@ -158,37 +151,10 @@ def split_options(k: int, tiles: int = 0, capacity: int = 1) -> list[int]:
     return out
 
 
-def pad_us(m: int, n: int, k: int) -> float:
-    """Rule 5's cost of padding: two copy kernels (A and B), each element read and written once."""
-    return 2 * PAD_LAUNCH_US + copied_bytes(m, n, k, 4) / PAD_GBPS / 1e3
-
-
 def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None) -> Choice:
     """The step and configuration for an (M, K) x (K, N) product; ``aligned``: rows 16-byte aligned (K and N
-    multiples of 4 and the data 16-byte aligned), so the kernels may use 16-byte loads. Unaligned rows may be
-    copied into padded ones first (rule 5): then ``config["padded"]`` is True and the rest is the aligned choice."""
+    multiples of 4 and the data 16-byte aligned), so the kernels may use 16-byte loads."""
     sms = sms or _common.sm_count()
-    choice = _choose(m, n, k, aligned, sms)
-    if aligned or choice.step == "skinny":
-        return choice
-    ideal_us = 2 * m * n * k / (sms * SM_GFLOPS * 1e3)  # the product at the full rate: its time is at least this
-    cost, saved = pad_us(m, n, k), (1 / SCALAR_RATE - 1) * ideal_us
-    if cost >= saved:
-        choice.why += (f"; rows not 16-byte aligned, read 4 bytes at a time: padding them would cost ~{cost:.0f} us "
-                       f"to save ~{saved:.0f} us")
-        return choice
-    padded = _choose(m, n, k, True, sms)
-    padded.config["padded"] = True
-    padded.why = (f"rows not 16-byte aligned: A and B (those that need it) first copied into arrays with rows padded "
-                  f"to a multiple of 4 (~{cost:.0f} us, against ~{saved:.0f} us that 4-byte loads would lose); on "
-                  f"the copies, {padded.why}")
-    if padded.estimate_us is not None:
-        padded.estimate_us += cost
-    return padded
-
-
-def _choose(m: int, n: int, k: int, aligned: bool, sms: int) -> Choice:
-    """Rules 1-4 for rows that are aligned or not, as they are."""
     if m <= SKINNY_MAX_M:
         splits = skinny_splits(m, n, k, sms)
         return Choice("skinny", {"rows": skinny_rows(m), "splits": splits, "vec": aligned},
@@ -224,7 +190,7 @@ def _choose(m: int, n: int, k: int, aligned: bool, sms: int) -> Choice:
         bm, bn = tile.kernels[0].tile
         tiles = ceil_div(m, bm) * ceil_div(n, bn)
         for splits in split_options(k, tiles, sms * tile.per_sm) if tile.split_kernels else [1]:
-            cands.append((tile, splits, estimate_us(m, n, k, tile, splits, sms)))
+            cands.append((tile, splits, estimate_us(m, n, k, tile, splits, sms, aligned)))
     if aligned and ceil_div(m, 256) * ceil_div(n, 128) > sms:  # more 256 x 128 tiles than SMs: stream-K can balance
         cands.append((STREAM_K_TILE, 1, stream_k_estimate_us(m, n, k, sms)))
     tile, splits, est = min(cands, key=lambda c: c[2])  # ties: the larger tile, the fewer slices (listed first)
@@ -261,20 +227,11 @@ def _kernel_for(choice: Choice):
 
 @version("matmul", check, kernels=[wide_vec_kernel, get_skinny_kernel(1, True), get_skinny_shared_kernel(16, True),
                                    get_skinny_cols_kernel(1, True), rows_vec_kernel, cols_small_vec_kernel, small_deep_vec_kernel]
-         + list(split_k_kernels(True)) + [async_vec_kernel, pad_kernel])
+         + list(split_k_kernels(True)) + [async_vec_kernel])
 def optimized(a, b, c):
-    """The dispatcher: per shape, the step and configuration that choose() estimates fastest (skinny, tiles, split-K,
-    ...; rows not 16-byte aligned copied into padded ones where that pays)."""
+    """The dispatcher: per shape, the step and configuration that choose() estimates fastest (skinny, tiles, split-K, ...)."""
     m, n = c.shape
     choice = choose(m, n, a.shape[1], aligned16(a, b))
-    pads = []
-    if choice.config.get("padded"):
-        a, b, pads = pad_operands(a, b, c, 4)
-    return pads + _launches(choice, a, b, c)
-
-
-def _launches(choice: Choice, a, b, c):
-    m, n = c.shape
     if choice.step == "skinny":
         return skinny_launches(a, b, c, choice.config["splits"])
     if choice.step == "narrow":

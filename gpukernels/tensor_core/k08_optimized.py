@@ -9,9 +9,10 @@
    by loads and stores to 1.30x (cuBLAS is slow on such rows too).
 3. **Hopper, too few wgmma tiles for the SMs but deep K, and more than ``WG_SPLIT_ROWS`` = 64 rows**: wgmma with
    split-K -- the 128 x 256 tiles (128 x 128 where N <= 128, which would leave half a 256-wide tile empty) times as
-   many slices of K, each at least ``WG_SPLIT_MIN_K`` = 256 deep, as keep to one wave of the SMs, if that busies at
-   least half of them; each block adds its products into a zeroed C by atomics. 1024^3: 32 tiles x 4 slices; 128 x 8192 x 8192: 32 x 4; 8192 x 64 x 4096:
-   64 tiles of 128 x 128 x 2. Unaligned rows are padded first, as in rule 2.
+   many slices of K, each at least ``WG_SPLIT_MIN_K`` = 2048 deep, as keep to one wave of the SMs, if that busies at
+   least half of them; each block adds its products into a zeroed C by atomics. 128 x 8192 x 8192: 32 tiles x 4
+   slices (0.38x -> 0.63x cuBLAS); 8192 x 64 x 4096: 64 tiles of 128 x 128 x 2 (0.45x -> 0.53x). Shallower slices
+   lose to their atomics: 1024^3 in 4 slices of 256 ran at 0.18x (0.36x unsplit). Unaligned rows are padded first.
 4. **Few, deep tiles** -- fewer than ``SPLIT_BELOW`` = 2 tiles of 64 x 64 per SM, and K deep enough for slices of at
    least ``SPLIT_MIN_K`` = 1024: split-K, the k tiles shared out over ``SPLIT_BLOCKS`` = 4 blocks per SM, each adding
    its part into a zeroed C by atomics (16 x 8192 x 8192: 0.38x -> 0.87x cuBLAS).
@@ -21,9 +22,8 @@
 6. **Everything else**: step 5's 128 x 128 tiles (rows not 16-byte aligned: the ring filled by loads and stores).
 
 Measured on an H200 (2026-12-04, ``gpukernels bench tensor_core --suite``, 14 shapes, before rule 3): geometric mean
-0.655x cuBLAS, 0.36x to 1.30x (benchmarks/NOTES.md has every shape). Rule 3 is for the shapes at the bottom of that
-range (1024^3 0.36x, 128 x 8192 x 8192 0.38x, 8192 x 64 x 4096 0.45x, all on 64 x 64 mma.sync tiles); its gain is
-predicted, not yet measured.
+0.655x cuBLAS, 0.36x to 1.30x (benchmarks/NOTES.md has every shape). Rule 3, measured on 2026-12-05, lifted two of the
+shapes at the bottom of that range (above); 1024^3 (0.36x) and 1000^3 (0.40x) stay on 64 x 64 mma.sync tiles.
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ SPLIT_BELOW = 2  # split K when there are fewer 64 x 64 tiles than this many per
 SPLIT_MIN_K = 1024  # ... into slices at least this deep (32 k tiles: the prologue and the atomics amortized) ...
 SPLIT_BLOCKS = 4  # ... as many as make this many blocks per SM
 WG_SPLIT_ROWS = 64  # wgmma's split-K only for C with more rows than this (fewer: rule 4's 64-row tiles waste less)
-WG_SPLIT_MIN_K = 256  # ... in slices at least this deep (4 k tiles of 64)
+WG_SPLIT_MIN_K = 2048  # ... in slices at least this deep (32 k tiles of 64). Measured (H200): 1024^3 in 4 slices of
+# 256 took 35.6 us against 17.9 on 64 x 64 mma.sync tiles -- 4M atomic adds into C for 2 GFLOP; 128 x 8192 x 8192 in
+# 4 slices of 2048: 62.0 us against 104.8 (benchmarks/NOTES.md)
 
 #: wgmma's split-K kernels by tile width: 256, and 128 for C at most 128 columns wide
 WGMMA_SPLIT_KERNELS = {bn: make_wgmma_kernel(bn, split=True) for bn in (256, 128)}
