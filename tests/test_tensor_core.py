@@ -560,7 +560,6 @@ for name, k in kernels.items():
     out[name] = {w: ptx.count(s) for w, s in words.items()}
     out[name].update(registers=int(res[1]), smem=int(res[2]), lmem=int(res[3]), serialized="serialized" in log)
 print(json.dumps(out))
-print("REGISTERS", {name: r["registers"] for name, r in out.items()}, file=sys.stderr)
 """
 
 
