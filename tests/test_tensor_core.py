@@ -882,6 +882,27 @@ def test_wgmma_split_k_is_correct(shape, sms, slices, monkeypatch, seed):
     assert check.ok, f"{shape} seed={seed}: {check}"
 
 
+@pytest.mark.parametrize("bm,bn,stages,async_copy,shape", [
+    (64, 128, 8, True, (70, 136, 200)),  # one warpgroup: 2 row tiles (the second mostly past M), 4 k tiles, edges
+    (64, 64, 4, True, (130, 72, 136)),  # 64-column atoms: one per tile; 3 row tiles x 2 column tiles
+    (64, 256, 4, False, (33, 261, 75)),  # rows not 16-byte aligned: the ring filled by loads and stores
+    (128, 128, 4, True, (130, 136, 72)),  # two warpgroups of 128 x 128 (what the dispatcher's split-K builds)
+])
+def test_wgmma_block_shapes_are_correct(bm, bn, stages, async_copy, shape, seed):
+    # make_wgmma_kernel's other block shapes (bm / 64 warpgroups of bm x bn), which benchmarks/wgmma_variants.py
+    # times on a GPU: each must be the product, on odd edges, into a NaN-poisoned C
+    from gpukernels.tensor_core.k06_wgmma import make_wgmma_kernel, wgmma_launch
+
+    kernel = make_wgmma_kernel(bn, stages, async_copy=async_copy, bm=bm)
+    assert kernel.tile == (bm, bn) and kernel.threads == 2 * bm
+    a, b = tc.make_inputs(shape, seed)
+    out = np.full(shape[:2], np.nan, np.float32)
+    [launch] = wgmma_launch(kernel, a, b, out)
+    launch()
+    check = compare(out, tc.reference(a, b), FP16_TOLERANCE)
+    assert check.ok, f"{bm}x{bn} {shape} seed={seed}: {check}"
+
+
 @sim_only
 def test_tracer_counts_ldmatrix_wavefronts_per_phase_of_8_lanes():
     # An ldmatrix.x4 is served 8 lanes (8 rows of 16 bytes) at a time: the swizzled tiles are conflict-free (one

@@ -27,6 +27,9 @@ the tile being multiplied, the one still being multiplied, and ``STAGES - 2`` in
 (BN = 256) does not fit in the 48 KB a kernel may declare statically: it is *dynamic* shared memory, which a kernel
 must opt into (`gpukernels._launch.Launch` sets the attribute).
 
+``make_wgmma_kernel`` also builds other block shapes -- one warpgroup (``bm=64``), 64- or 128-column tiles -- for
+products whose 128 x 256 tiles are too few for the SMs; ``benchmarks/wgmma_variants.py --small`` times them.
+
 ``wgmma`` needs sm_90a (Hopper's architecture-specific instructions); numba-cuda compiles for sm_90a on an H200. The
 simulator runs the same instructions: ``wgmma_n*`` reads the tiles where the descriptors point (`_mma.k_major_byte`,
 ``mn_major_byte``: the PTX ISA's layouts, which the H200 agreed with) and writes the accumulators at ``wgmma_wait``.
@@ -39,7 +42,7 @@ from numba import cuda, float32, types
 from .._intrinsics import udivmod32
 from .._launch import Launch, LaunchError, ceil_div, compute_capability, version
 from .._mma import (align1024, async_commit, async_wait, copy_async16_f16, fence_proxy_async, wgmma_commit,
-                    wgmma_fence, wgmma_n128, wgmma_n256, wgmma_store, wgmma_store_add, wgmma_wait,
+                    wgmma_fence, wgmma_n64, wgmma_n128, wgmma_n256, wgmma_store, wgmma_store_add, wgmma_wait,
                     wgmma_zero)
 from ._common import check, half_at, rows_aligned16, zero_launch
 
@@ -75,21 +78,21 @@ def grouped_tile(group):
 
 
 def make_wgmma_kernel(bn: int, stages: int = STAGES, async_copy: bool = True, keep: int = 1, group: int = GROUP,
-                      split: bool = False):
-    """A BM x bn tile of C per block of two warpgroups, a ring of ``stages`` k tiles copied by cp.async
+                      split: bool = False, bm: int = BM):
+    """A bm x bn tile of C per block of bm / 64 warpgroups (two by default), a ring of ``stages`` k tiles copied by cp.async
     (``async_copy``) or by loads and stores; ``keep``: wgmma groups left running while the next copies are issued
     (0 or 1); ``group``: tile rows per group of the block order (1: row by row); ``split``: split-K -- block z of
     gridDim.z multiplies its share of the k tiles and adds its products into C (zeroed first) by atomics."""
-    threads = 256  # two warpgroups
+    threads = 2 * bm  # a warpgroup of 128 threads per 64 rows
     acc_n = bn // 2  # accumulators per thread
-    a_stage, b_stage = BM * BK, BK * bn  # halves per buffer
+    a_stage, b_stage = bm * BK, BK * bn  # halves per buffer
     stage = a_stage + b_stage
     a_copies, b_copies = a_stage // 8 // threads, b_stage // 8 // threads
     b_chunks = bn // 8
     ahead = stages - 1 - keep  # tiles in flight beyond the ones the tensor cores may be reading
     waits = ahead - 1
     lbo = BK * 64 * 2  # bytes between B's 64-column atoms
-    mma = wgmma_n256 if bn == 256 else wgmma_n128
+    mma = {64: wgmma_n64, 128: wgmma_n128, 256: wgmma_n256}[bn]
     b_at_py = make_b_at(bn)
     a_at_d = cuda.jit(device=True, forceinline=True)(a_at)
     b_at = cuda.jit(device=True, forceinline=True)(b_at_py)
@@ -129,7 +132,7 @@ def make_wgmma_kernel(bn: int, stages: int = STAGES, async_copy: bool = True, ke
         tid = cuda.threadIdx.x
         wg = tid >> 7  # the warpgroup: rows 64 wg .. 64 wg + 63 of the block's tile
         row, col = grouped_tile(group)
-        row0, col0 = row * BM, col * bn
+        row0, col0 = row * bm, col * bn
         base0 = align1024(smem)
         k_tiles = (a.shape[1] + BK - 1) // BK
         k_first = 0  # the first k tile of this block's share: all of them, or slice blockIdx.z of gridDim.z
@@ -166,9 +169,10 @@ def make_wgmma_kernel(bn: int, stages: int = STAGES, async_copy: bool = True, ke
         else:
             wgmma_store(c, acc, bn, r0, c0)  # acc[4 j + i] -> c[r0 + 8 (i // 2), c0 + 8 j + i % 2], inside C
 
-    if split:
-        wgmma_kernel.__name__ = wgmma_kernel.__qualname__ = f"wgmma_{bn}_split_kernel"  # (profiles tell them apart)
-    wgmma_kernel.tile = (BM, bn)
+    if split or bm != BM:  # (profiles tell them apart)
+        name = f"wgmma_{bn}" if bm == BM else f"wgmma_{bm}x{bn}"
+        wgmma_kernel.__name__ = wgmma_kernel.__qualname__ = name + ("_split_kernel" if split else "_kernel")
+    wgmma_kernel.tile = (bm, bn)
     wgmma_kernel.threads = threads
     wgmma_kernel.stages = stages
     wgmma_kernel.async_copy = async_copy
