@@ -4,7 +4,8 @@
 
 ``--quick``: the first four shapes only; ``--decode``: only the decoding shapes (Sq <= 8).
 VERSION: a name of ``attention.VERSIONS`` (default: all but naive) or a variant -- ``pipelined@W`` (W warps per
-block), ``tf32x3@W`` or ``tf32x3@W,K`` (K keys per K/V tile, a multiple of 16).
+block), ``pipelined@W,32`` or ``pipelined@W,32,K`` (32 query rows per warp -- two m16 tiles -- and K keys per K/V
+tile), ``tf32x3@W`` or ``tf32x3@W,K`` (K keys per K/V tile, a multiple of 16).
 
 float16 steps (``attention.FLOAT16_VERSIONS``) against SDPA's flash backend on float16 inputs; float32 steps
 against SDPA in float32 (whichever backend torch picks: flash takes no float32). CUDA-graph replay (torch events),
@@ -82,11 +83,16 @@ def time_case(shape, causal, versions, timer, log):
         tol = 1e-2 if dtype == np.float16 else 1e-4
         for name in names:
             version = at.VERSIONS[name.split("@")[0]]
-            if "@" in name:  # a variant: pipelined@W (W warps per block), tf32x3@W or tf32x3@W,K (K keys per tile)
+            if "@" in name:  # a variant (the module's docstring)
                 base, spec = name.split("@")
                 knobs = {"warps": int(spec.split(",")[0])}
-                if "," in spec:
-                    knobs["keys"] = int(spec.split(",")[1])
+                more = [int(x) for x in spec.split(",")[1:]]
+                if base == "tf32x3" and more:  # keys per K/V tile
+                    knobs["keys"] = more[0]
+                elif more:  # pipelined: query rows per warp (16 or 32), then keys per K/V tile
+                    knobs["rows_per_warp"] = more[0]
+                    if len(more) > 1:
+                        knobs["keys"] = more[1]
                 launches = {"pipelined": at.pipelined_launches, "tf32x3": at.tf32x3_launches}[base]
                 plans = [launches(*(cuda.as_cuda_array(x) for x in sets_in[i]), cuda.as_cuda_array(sets_out[i]),
                                   causal, 1 / math.sqrt(d), **knobs) for i in range(sets)]

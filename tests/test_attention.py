@@ -559,6 +559,47 @@ def test_pipelined_launch_plan_and_order():
     run_mma(None, 0, inputs=(q, k1, v), name="pipelined")
 
 
+
+@pytest.mark.parametrize("shape", [(1, 2, 100, 70, 64), (2, 1, 17, 130, 16), (1, 1, 65, 64, 80), (1, 1, 1, 33, 128)],
+                         ids=["two-blocks", "ragged-warp", "d80", "one-row"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_pipelined_with_32_rows_per_warp(shape, causal, seed):
+    # The variant with two m16 tiles per warp (benchmarks/attention_peer.py's pipelined@W,32): rows of both tiles
+    # past Sq, the second tile live when the first is all masked (causal), every D a multiple of 16
+    import math
+
+    from gpukernels.attention.k05_pipelined import pipelined_launches
+
+    q, k, v = half_inputs(shape, seed)
+    ref = at.reference(q, k, v, causal=causal)
+    out = np.full(ref.shape, np.nan, np.float32)
+    [launch] = pipelined_launches(q, k, v, out, causal, 1 / math.sqrt(shape[-1]), warps=2, rows_per_warp=32)
+    assert launch.kernel.tile[0] == 64 and launch.block == (64,)
+    launch()
+    check = compare(out, ref, TOLERANCE_F16)
+    assert check.ok, f"{shape} causal={causal} seed={seed}: {check}"
+    with pytest.raises(ValueError, match="rows_per_warp must be 16 or 32.*got 8"):
+        at.pipelined_kernel_for(64, 4, rows_per_warp=8)
+    with pytest.raises(ValueError, match="keys: .*tiles of 64 keys; got 32"):
+        at.pipelined_kernel_for(64, 4, keys=32)
+
+
+@pytest.mark.parametrize("keys", [16, 32])
+def test_pipelined_with_32_rows_per_warp_and_shorter_key_tiles(keys, seed):
+    # 16- or 32-key tiles (what keeps D = 128 near the register limit): 5 / 3 tiles, the last ragged, causal
+    import math
+
+    from gpukernels.attention.k05_pipelined import pipelined_launches
+
+    q, k, v = half_inputs((1, 1, 70, 75, 128), seed)
+    ref = at.reference(q, k, v, causal=True)
+    out = np.full(ref.shape, np.nan, np.float32)
+    [launch] = pipelined_launches(q, k, v, out, True, 1 / math.sqrt(128), warps=2, rows_per_warp=32, keys=keys)
+    assert launch.kernel.tile == (64, keys, 128)
+    launch()
+    check = compare(out, ref, TOLERANCE_F16)
+    assert check.ok, f"keys={keys} seed={seed}: {check}"
+
 def _traced_mma(causal, seed, name="mma"):
     # 2 query tiles (the second with 2 warps past Sq), 3 K/V tiles (the last ragged)
     return _traced(at.VERSIONS[name], half_inputs((1, 1, 70, 130, 16), seed), causal, TOLERANCE_F16)

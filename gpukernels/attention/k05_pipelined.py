@@ -47,7 +47,7 @@ from numba import cuda, float32, types, uint32
 
 from .._intrinsics import address
 from .._launch import Launch, ceil_div, version
-from .._mma import async_commit, async_wait, copy_async16_f16, ldmatrix_x4, mma_f16
+from .._mma import async_commit, async_wait, copy_async16_f16, ldmatrix_x4, ldmatrix_x4_trans, mma_f16, pack_half2
 from ._common import MAX_D, check_half, heads
 from .k04_mma import MMA_KEYS, fragment_steps, mma_launches
 
@@ -120,9 +120,70 @@ def softmax_step(keys: int, no: int):
     return step
 
 
-def pipelined_kernel_for(d: int, warps: int | None = None):
-    """The kernel for head dimension ``d`` (a multiple of 16) with ``warps`` warps of 16 query rows per block
-    (default: `warps_for`)."""
+@functools.cache
+def tile_copy(d: int, threads: int, keys: int = KEYS):
+    """``(copy_tile, per_pass)``: the device function with which a block of ``threads`` threads copies a K or V tile
+    of ``keys`` rows of ``d`` halves into shared memory (rows ``d + 8`` halves apart), and the rows one pass of the block
+    covers. Each thread copies one column of 16-byte pieces: the piece at column c of rows r, r + per_pass, ..."""
+    pitch = d + 8
+    chunks = d // 8  # 16-byte pieces of a row
+    per_pass = threads // chunks  # rows a pass of the block's threads copies (each thread: one column of pieces)
+    passes = (keys + per_pass - 1) // per_pass
+
+    @cuda.jit(device=True, forceinline=True)
+    def copy_tile(src, dst, base, k0, sk, r, c):
+        # keys k0 .. k0 + keys - 1 of a head (``base``: the flat index of its key 0, plus this thread's column c) into
+        # dst, 16 bytes per cp.async: this thread copies the piece at column c of rows r, r + per_pass, ... The
+        # indices step by constants, so a copy costs an add, a compare and the cp.async. Rows past Sk are zero-filled
+        # (a copy of 0 bytes writes 16 zero bytes), so that P = 0 never meets garbage in V.
+        for i in range(passes):
+            row = r + i * per_pass
+            if row < keys:
+                inside = k0 + row < sk
+                copy_async16_f16(dst, row * pitch + c, src, (base + (k0 + row) * d) if inside else 0,
+                                 16 if inside else 0)
+
+    return copy_tile, per_pass
+
+
+@functools.cache
+def block_place(d: int, rows: int, threads: int, keys: int = KEYS):
+    """The device function that places a thread of a block of ``rows`` query rows and ``threads`` threads:
+    ``warp, g, t, j8, r8, sq, sk, bh, q0, cr, cc = place(q, k)`` -- its warp; lane 4 g + t of the mma fragments and
+    8 j8 + r8 of ldmatrix's addresses; Sq, Sk; the block's head and first query (block x: query tile x % q_tiles,
+    the last first, of head x // q_tiles); and its first row and column in the tile copies (`tile_copy`)."""
+    chunks = d // 8  # 16-byte pieces of a row
+    _, per_pass = tile_copy(d, threads, keys)
+
+    @cuda.jit(device=True, forceinline=True)
+    def place(q, k):
+        tid = cuda.threadIdx.x
+        warp, lane = tid >> 5, tid & 31
+        g, t = lane >> 2, lane & 3
+        j8, r8 = lane >> 3, lane & 7
+        sq = q.shape[1]
+        sk = k.shape[1]
+        q_tiles = (sq + rows - 1) // rows
+        bh = cuda.blockIdx.x // q_tiles
+        q0 = (q_tiles - 1 - cuda.blockIdx.x % q_tiles) * rows
+        cr, cc = tid // chunks, (tid % chunks) * 8  # this thread's first row and its column in the tile copies
+        if cr >= per_pass:
+            cr = keys  # threads past the last whole row of a pass (D = 80: 128 = 12 rows of 10 pieces + 8) copy none
+        return warp, g, t, j8, r8, sq, sk, bh, q0, cr, cc
+
+    return place
+
+
+def pipelined_kernel_for(d: int, warps: int | None = None, rows_per_warp: int = 16, keys: int = KEYS):
+    """The kernel for head dimension ``d`` (a multiple of 16) with ``warps`` warps of ``rows_per_warp`` query rows
+    per block (default: `warps_for` warps of 16 rows; 32 rows: `_pair_kernel`, a variant that
+    benchmarks/attention_peer.py times as ``pipelined@W,32`` or ``pipelined@W,32,K`` with ``keys`` per K/V tile)."""
+    if rows_per_warp == 32:
+        return _pair_kernel(d, warps or PIPELINED_WARPS, keys)
+    if rows_per_warp != 16:
+        raise ValueError(f"rows_per_warp must be 16 or 32 (one or two m16 tiles of the mma); got {rows_per_warp}")
+    if keys != KEYS:
+        raise ValueError(f"keys: the kernel of 16 rows per warp walks tiles of {KEYS} keys; got {keys}")
     return _kernel(d, warps or warps_for(d))  # one cache key per kernel, however the warps are given
 
 
@@ -132,25 +193,11 @@ def _kernel(d: int, warps: int):
     pitch = d + 8  # a tile row: d halves + 16 bytes, so that the 8 rows of an ldmatrix matrix fall in different banks
     tile = KEYS * pitch
     rows, threads = 16 * warps, 32 * warps
-    chunks = d // 8  # 16-byte pieces of a row
     load_q, add_pv, store_rows = fragment_steps(d)
     softmax = softmax_step(KEYS, no)
 
-    per_pass = threads // chunks  # rows a pass of the block's threads copies (each thread: one column of pieces)
-    passes = (KEYS + per_pass - 1) // per_pass
-
-    @cuda.jit(device=True, forceinline=True)
-    def copy_tile(src, dst, base, k0, sk, r, c):
-        # keys k0 .. k0 + KEYS - 1 of a head (``base``: the flat index of its key 0, plus this thread's column c) into
-        # dst, 16 bytes per cp.async: this thread copies the piece at column c of rows r, r + per_pass, ... The
-        # indices step by constants, so a copy costs an add, a compare and the cp.async. Rows past Sk are zero-filled
-        # (a copy of 0 bytes writes 16 zero bytes), so that P = 0 never meets garbage in V.
-        for i in range(passes):
-            row = r + i * per_pass
-            if row < KEYS:
-                inside = k0 + row < sk
-                copy_async16_f16(dst, row * pitch + c, src, (base + (k0 + row) * d) if inside else 0,
-                                 16 if inside else 0)
+    copy_tile, _ = tile_copy(d, threads)
+    place = block_place(d, rows, threads)
 
     @cuda.jit(fastmath=True)
     def pipelined_kernel(q, k, v, out, scale2, causal):
@@ -161,20 +208,9 @@ def _kernel(d: int, warps: int):
         qf = cuda.local.array((nd, 4), uint32)
         s = cuda.local.array((ns, 4), float32)
         acc = cuda.local.array((no, 4), float32)
-        tid = cuda.threadIdx.x
-        warp, lane = tid >> 5, tid & 31
-        g, t = lane >> 2, lane & 3
-        j8, r8 = lane >> 3, lane & 7
-        sq = q.shape[1]
-        sk = k.shape[1]
-        q_tiles = (sq + rows - 1) // rows
-        bh = cuda.blockIdx.x // q_tiles
-        q0 = (q_tiles - 1 - cuda.blockIdx.x % q_tiles) * rows
+        warp, g, t, j8, r8, sq, sk, bh, q0, cr, cc = place(q, k)
         w0 = q0 + 16 * warp  # the warp's first query
         row = w0 + g
-        cr, cc = tid // chunks, (tid % chunks) * 8  # this thread's first row and its column in the tile copies
-        if cr >= per_pass:
-            cr = KEYS  # threads past the last whole row of a pass (D = 80: 128 = 12 rows of 10 pieces + 8) copy none
         base = bh * sk * d + cc
 
         load_q(q, bh, row, t, qf, acc)
@@ -222,16 +258,132 @@ def _kernel(d: int, warps: int):
     return pipelined_kernel
 
 
+@cuda.jit(device=True, forceinline=True)
+def mma_into(c, n, a0, a1, a2, a3, b0, b1):
+    # n-tile n of the C fragments ``c`` += the m16n8k16 product of A fragment a0..a3 and B fragment b0, b1
+    c[n, 0], c[n, 1], c[n, 2], c[n, 3] = mma_f16(a0, a1, a2, a3, b0, b1, c[n, 0], c[n, 1], c[n, 2], c[n, 3])
+
+
+@functools.cache
+def add_pv_pair(d: int, keys: int = KEYS):
+    """O += P V for a warp's two m16 tiles at once (`_pair_kernel`): as `fragment_steps`' ``add_pv``, but each of V's
+    B fragments (one ldmatrix.x4.trans) feeds four mmas -- two n-tiles of O for each of the two tiles of rows."""
+    nd = d // 16
+    pitch = d + 8
+
+    @cuda.jit(device=True, forceinline=True)
+    def add_pv2(s0, s1, vs, acc0, acc1, r8, j8):
+        for kk in range(keys // 16):
+            a0 = pack_half2(s0[2 * kk, 0], s0[2 * kk, 1])
+            a1 = pack_half2(s0[2 * kk, 2], s0[2 * kk, 3])
+            a2 = pack_half2(s0[2 * kk + 1, 0], s0[2 * kk + 1, 1])
+            a3 = pack_half2(s0[2 * kk + 1, 2], s0[2 * kk + 1, 3])
+            c0 = pack_half2(s1[2 * kk, 0], s1[2 * kk, 1])
+            c1 = pack_half2(s1[2 * kk, 2], s1[2 * kk, 3])
+            c2 = pack_half2(s1[2 * kk + 1, 0], s1[2 * kk + 1, 1])
+            c3 = pack_half2(s1[2 * kk + 1, 2], s1[2 * kk + 1, 3])
+            for p in range(nd):
+                b00, b01, b10, b11 = ldmatrix_x4_trans(
+                    vs, (16 * kk + r8 + 8 * (j8 & 1)) * pitch + 16 * p + 8 * (j8 >> 1))
+                mma_into(acc0, 2 * p, a0, a1, a2, a3, b00, b01)
+                mma_into(acc1, 2 * p, c0, c1, c2, c3, b00, b01)
+                mma_into(acc0, 2 * p + 1, a0, a1, a2, a3, b10, b11)
+                mma_into(acc1, 2 * p + 1, c0, c1, c2, c3, b10, b11)
+
+    return add_pv2
+
+
+@functools.cache
+def _pair_kernel(d: int, warps: int, keys: int = KEYS):
+    """``pipelined`` with 32 query rows per warp -- two m16 tiles, FlashAttention-2's layout: every K fragment that
+    ldmatrix reads from shared memory feeds four mmas instead of two, and every V fragment likewise, so a warp's
+    shared-memory reads per mma halve. The price is registers: two sets of Q fragments, scores and accumulators --
+    at D = 128 with 64-key tiles more than 255 (ptxas spills ~1 KB), so ``keys`` (a multiple of 16) can halve the
+    scores' share."""
+    nd, no, ns = d // 16, d // 8, keys // 8
+    pitch = d + 8
+    tile = keys * pitch
+    rows, threads = 32 * warps, 32 * warps
+    load_q, _, store_rows = fragment_steps(d)
+    add_pv2 = add_pv_pair(d, keys)
+    softmax = softmax_step(keys, no)
+    copy_tile, _ = tile_copy(d, threads, keys)
+    place = block_place(d, rows, threads, keys)
+
+    @cuda.jit(fastmath=True)
+    def pipelined_pair_kernel(q, k, v, out, scale2, causal):
+        # As pipelined_kernel, but warp w has rows q0 + 32 w .. + 31: tile 0 (rows ra, ra + 8) and tile 1 (rb, rb + 8)
+        ks = cuda.shared.array(tile, types.float16, alignment=16)
+        vs = cuda.shared.array(tile, types.float16, alignment=16)
+        qf0 = cuda.local.array((nd, 4), uint32)
+        qf1 = cuda.local.array((nd, 4), uint32)
+        s0 = cuda.local.array((ns, 4), float32)
+        s1 = cuda.local.array((ns, 4), float32)
+        acc0 = cuda.local.array((no, 4), float32)
+        acc1 = cuda.local.array((no, 4), float32)
+        warp, g, t, j8, r8, sq, sk, bh, q0, cr, cc = place(q, k)
+        w0 = q0 + 32 * warp  # the warp's first query; its second tile starts at w0 + 16
+        ra, rb = w0 + g, w0 + 16 + g
+        base = bh * sk * d + cc
+
+        load_q(q, bh, ra, t, qf0, acc0)
+        load_q(q, bh, rb, t, qf1, acc1)
+        ma0 = ma1 = mb0 = mb1 = float32(-math.inf)
+        la0 = la1 = lb0 = lb1 = float32(0.0)
+
+        seen = min(sk, q0 + rows) if causal else sk
+        tiles = (seen + keys - 1) // keys
+        copy_tile(k, ks, base, 0, sk, cr, cc)
+        async_commit()
+        for it in range(tiles):
+            k0 = it * keys
+            async_wait(0)
+            cuda.syncthreads()  # K(it) is in; every warp is done with V(it - 1)
+            copy_tile(v, vs, base, k0, sk, cr, cc)
+            async_commit()
+            live = not causal or k0 <= w0 + 31  # some key of the tile is visible to some row of the warp
+            if live:
+                for n in range(ns):
+                    for e in range(4):
+                        s0[n, e] = float32(0.0)
+                        s1[n, e] = float32(0.0)
+                for kd in range(nd):
+                    for p in range(ns // 2):
+                        b00, b01, b10, b11 = ldmatrix_x4(ks, (16 * p + r8 + 8 * (j8 >> 1)) * pitch + 16 * kd
+                                                         + 8 * (j8 & 1))
+                        mma_into(s0, 2 * p, qf0[kd, 0], qf0[kd, 1], qf0[kd, 2], qf0[kd, 3], b00, b01)
+                        mma_into(s1, 2 * p, qf1[kd, 0], qf1[kd, 1], qf1[kd, 2], qf1[kd, 3], b00, b01)
+                        mma_into(s0, 2 * p + 1, qf0[kd, 0], qf0[kd, 1], qf0[kd, 2], qf0[kd, 3], b10, b11)
+                        mma_into(s1, 2 * p + 1, qf1[kd, 0], qf1[kd, 1], qf1[kd, 2], qf1[kd, 3], b10, b11)
+            async_wait(0)
+            cuda.syncthreads()  # V(it) is in; every warp is done with K(it)
+            if it + 1 < tiles:
+                copy_tile(k, ks, base, k0 + keys, sk, cr, cc)
+            async_commit()
+            if live:
+                ma0, ma1, la0, la1 = softmax(s0, acc0, k0, sk, w0, ra, t, causal, scale2, ma0, ma1, la0, la1)
+                mb0, mb1, lb0, lb1 = softmax(s1, acc1, k0, sk, w0 + 16, rb, t, causal, scale2, mb0, mb1, lb0, lb1)
+                add_pv2(s0, s1, vs, acc0, acc1, r8, j8)
+
+        store_rows(out, acc0, la0, la1, bh, ra, t, sq)
+        store_rows(out, acc1, lb0, lb1, bh, rb, t, sq)
+
+    pipelined_pair_kernel.tile = (rows, keys, d)
+    pipelined_pair_kernel.threads = threads
+    return pipelined_pair_kernel
+
+
 #: One kernel per head dimension: D = 16, 32, ..., 128.
 PIPELINED_KERNELS = [pipelined_kernel_for(d) for d in range(16, MAX_D + 1, 16)]
 
 
-def pipelined_launches(q, k, v, out, causal: bool, scale: float, warps: int | None = None) -> list[Launch]:
+def pipelined_launches(q, k, v, out, causal: bool, scale: float, warps: int | None = None,
+                       rows_per_warp: int = 16, keys: int = KEYS) -> list[Launch]:
     q3, k3, v3, o3 = heads(q), heads(k), heads(v), heads(out)
     if address(k3) % 16 or address(v3) % 16:  # cp.async needs 16-byte aligned rows: step 4's loads instead
         return mma_launches(q, k, v, out, causal, scale)
     bhs, sq, dim = q3.shape
-    kernel = pipelined_kernel_for(dim, warps)
+    kernel = pipelined_kernel_for(dim, warps, rows_per_warp, keys)
     # one block per (query tile, head), the query tiles of a head consecutive (they share K and V in L2)
     return [Launch(kernel, (bhs * ceil_div(sq, kernel.tile[0]),), (kernel.threads,),
                    (q3, k3, v3, o3, np.float32(scale * LOG2E), causal))]
