@@ -4,8 +4,9 @@
 
 ``--quick``: the first four shapes only; ``--decode``: only the decoding shapes (Sq <= 8).
 VERSION: a name of ``attention.VERSIONS`` (default: all but naive) or a variant -- ``pipelined@W`` (W warps per
-block), ``pipelined@W,32`` or ``pipelined@W,32,K`` (32 query rows per warp -- two m16 tiles -- and K keys per K/V
-tile), ``tf32x3@W`` or ``tf32x3@W,K`` (K keys per K/V tile, a multiple of 16).
+block), ``pipelined@W,32``, ``pipelined@W,32,K`` or ``pipelined@W,32,K,1`` (32 query rows per warp -- two m16 tiles
+--, K keys per K/V tile, and 1: Q's tile kept in shared memory), ``tf32x3@W`` or ``tf32x3@W,K`` (K keys per K/V
+tile, a multiple of 16).
 
 float16 steps (``attention.FLOAT16_VERSIONS``) against SDPA's flash backend on float16 inputs; float32 steps
 against SDPA in float32 (whichever backend torch picks: flash takes no float32). CUDA-graph replay (torch events),
@@ -89,10 +90,8 @@ def time_case(shape, causal, versions, timer, log):
                 more = [int(x) for x in spec.split(",")[1:]]
                 if base == "tf32x3" and more:  # keys per K/V tile
                     knobs["keys"] = more[0]
-                elif more:  # pipelined: query rows per warp (16 or 32), then keys per K/V tile
-                    knobs["rows_per_warp"] = more[0]
-                    if len(more) > 1:
-                        knobs["keys"] = more[1]
+                elif more:  # pipelined: query rows per warp (16 or 32), keys per K/V tile, Q's tile in shared
+                    knobs.update(zip(("rows_per_warp", "keys", "q_shared"), more))
                 launches = {"pipelined": at.pipelined_launches, "tf32x3": at.tf32x3_launches}[base]
                 plans = [launches(*(cuda.as_cuda_array(x) for x in sets_in[i]), cuda.as_cuda_array(sets_out[i]),
                                   causal, 1 / math.sqrt(d), **knobs) for i in range(sets)]

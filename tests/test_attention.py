@@ -580,25 +580,28 @@ def test_pipelined_with_32_rows_per_warp(shape, causal, seed):
     assert check.ok, f"{shape} causal={causal} seed={seed}: {check}"
     with pytest.raises(ValueError, match="rows_per_warp must be 16 or 32.*got 8"):
         at.pipelined_kernel_for(64, 4, rows_per_warp=8)
-    with pytest.raises(ValueError, match="keys: .*tiles of 64 keys; got 32"):
+    with pytest.raises(ValueError, match="tiles of 64 keys with Q in registers; got keys=32, q_shared=False"):
         at.pipelined_kernel_for(64, 4, keys=32)
 
 
-@pytest.mark.parametrize("keys", [16, 32])
-def test_pipelined_with_32_rows_per_warp_and_shorter_key_tiles(keys, seed):
-    # 16- or 32-key tiles (what keeps D = 128 near the register limit): 5 / 3 tiles, the last ragged, causal
+@pytest.mark.parametrize("keys,q_shared", [(16, False), (32, False), (32, True), (64, True)])
+def test_pipelined_with_32_rows_per_warp_and_other_tiles(keys, q_shared, seed):
+    # 16- or 32-key tiles and Q's tile in (dynamic) shared memory -- what keeps D = 128 within 255 registers: 5, 3 or
+    # 2 K/V tiles, the last ragged; 3 query tiles of 64, the last with 22 rows past Sq; causal
     import math
 
     from gpukernels.attention.k05_pipelined import pipelined_launches
 
-    q, k, v = half_inputs((1, 1, 70, 75, 128), seed)
+    q, k, v = half_inputs((1, 1, 150, 75, 128), seed)
     ref = at.reference(q, k, v, causal=True)
     out = np.full(ref.shape, np.nan, np.float32)
-    [launch] = pipelined_launches(q, k, v, out, True, 1 / math.sqrt(128), warps=2, rows_per_warp=32, keys=keys)
+    [launch] = pipelined_launches(q, k, v, out, True, 1 / math.sqrt(128), warps=2, rows_per_warp=32, keys=keys,
+                                  q_shared=q_shared)
     assert launch.kernel.tile == (64, keys, 128)
+    assert launch.shared_bytes == ((64 + 2 * keys) * 136 * 2 if q_shared else 0)
     launch()
     check = compare(out, ref, TOLERANCE_F16)
-    assert check.ok, f"keys={keys} seed={seed}: {check}"
+    assert check.ok, f"keys={keys} q_shared={q_shared} seed={seed}: {check}"
 
 def _traced_mma(causal, seed, name="mma"):
     # 2 query tiles (the second with 2 warps past Sq), 3 K/V tiles (the last ragged)

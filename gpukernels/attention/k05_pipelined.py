@@ -32,6 +32,11 @@ pipe to be the integer ALU, not the tensor cores: the copy loop's index arithmet
 step by constants (``copy_tile``). The Q load, the P V product and the epilogue are step 4's
 (`gpukernels.attention.k04_mma.fragment_steps`).
 
+``pipelined_kernel_for(d, rows_per_warp=32)`` builds the next idea, not yet measured on a GPU: FlashAttention-2's
+two m16 tiles per warp, so that each K or V fragment read from shared memory feeds four mmas instead of two (the
+profile's largest stall is on those reads). Its registers decide its shape: at D = 128 the two tiles' Q fragments
+no longer fit, and Q's tile moves into shared memory (``q_shared``), read a k16 slice at a time.
+
 The copies need 16-byte aligned rows of K and V: D is a multiple of 16 and the data must start on a 16-byte boundary
 (every array this toolkit allocates does; a view that does not takes step 4's kernel). A block is 4 warps of 16
 query rows, or 8 past D = 96 (`warps_for`).
@@ -151,7 +156,8 @@ def block_place(d: int, rows: int, threads: int, keys: int = KEYS):
     """The device function that places a thread of a block of ``rows`` query rows and ``threads`` threads:
     ``warp, g, t, j8, r8, sq, sk, bh, q0, cr, cc = place(q, k)`` -- its warp; lane 4 g + t of the mma fragments and
     8 j8 + r8 of ldmatrix's addresses; Sq, Sk; the block's head and first query (block x: query tile x % q_tiles,
-    the last first, of head x // q_tiles); and its first row and column in the tile copies (`tile_copy`)."""
+    the last first, of head x // q_tiles); and its first row and column in the tile copies (`tile_copy`) -- ``keys``,
+    past every row a copy covers, for a thread past the last whole row of a pass."""
     chunks = d // 8  # 16-byte pieces of a row
     _, per_pass = tile_copy(d, threads, keys)
 
@@ -174,16 +180,19 @@ def block_place(d: int, rows: int, threads: int, keys: int = KEYS):
     return place
 
 
-def pipelined_kernel_for(d: int, warps: int | None = None, rows_per_warp: int = 16, keys: int = KEYS):
+def pipelined_kernel_for(d: int, warps: int | None = None, rows_per_warp: int = 16, keys: int = KEYS,
+                         q_shared: bool = False):
     """The kernel for head dimension ``d`` (a multiple of 16) with ``warps`` warps of ``rows_per_warp`` query rows
     per block (default: `warps_for` warps of 16 rows; 32 rows: `_pair_kernel`, a variant that
-    benchmarks/attention_peer.py times as ``pipelined@W,32`` or ``pipelined@W,32,K`` with ``keys`` per K/V tile)."""
+    benchmarks/attention_peer.py times as ``pipelined@W,32``, ``pipelined@W,32,K`` with ``keys`` per K/V tile, and
+    ``pipelined@W,32,K,1`` with Q's tile in shared memory, ``q_shared``)."""
     if rows_per_warp == 32:
-        return _pair_kernel(d, warps or PIPELINED_WARPS, keys)
+        return _pair_kernel(d, warps or PIPELINED_WARPS, keys, q_shared)
     if rows_per_warp != 16:
         raise ValueError(f"rows_per_warp must be 16 or 32 (one or two m16 tiles of the mma); got {rows_per_warp}")
-    if keys != KEYS:
-        raise ValueError(f"keys: the kernel of 16 rows per warp walks tiles of {KEYS} keys; got {keys}")
+    if keys != KEYS or q_shared:
+        raise ValueError(f"the kernel of 16 rows per warp walks tiles of {KEYS} keys with Q in registers; got "
+                         f"keys={keys}, q_shared={q_shared}")
     return _kernel(d, warps or warps_for(d))  # one cache key per kernel, however the warps are given
 
 
@@ -267,12 +276,13 @@ def mma_into(c, n, a0, a1, a2, a3, b0, b1):
 @functools.cache
 def add_pv_pair(d: int, keys: int = KEYS):
     """O += P V for a warp's two m16 tiles at once (`_pair_kernel`): as `fragment_steps`' ``add_pv``, but each of V's
-    B fragments (one ldmatrix.x4.trans) feeds four mmas -- two n-tiles of O for each of the two tiles of rows."""
+    B fragments (one ldmatrix.x4.trans of the tile at ``vs[voff:]``) feeds four mmas -- two n-tiles of O for each of
+    the two tiles of rows."""
     nd = d // 16
     pitch = d + 8
 
     @cuda.jit(device=True, forceinline=True)
-    def add_pv2(s0, s1, vs, acc0, acc1, r8, j8):
+    def add_pv2(s0, s1, vs, voff, acc0, acc1, r8, j8):
         for kk in range(keys // 16):
             a0 = pack_half2(s0[2 * kk, 0], s0[2 * kk, 1])
             a1 = pack_half2(s0[2 * kk, 2], s0[2 * kk, 3])
@@ -284,7 +294,7 @@ def add_pv_pair(d: int, keys: int = KEYS):
             c3 = pack_half2(s1[2 * kk + 1, 2], s1[2 * kk + 1, 3])
             for p in range(nd):
                 b00, b01, b10, b11 = ldmatrix_x4_trans(
-                    vs, (16 * kk + r8 + 8 * (j8 & 1)) * pitch + 16 * p + 8 * (j8 >> 1))
+                    vs, voff + (16 * kk + r8 + 8 * (j8 & 1)) * pitch + 16 * p + 8 * (j8 >> 1))
                 mma_into(acc0, 2 * p, a0, a1, a2, a3, b00, b01)
                 mma_into(acc1, 2 * p, c0, c1, c2, c3, b00, b01)
                 mma_into(acc0, 2 * p + 1, a0, a1, a2, a3, b10, b11)
@@ -294,29 +304,37 @@ def add_pv_pair(d: int, keys: int = KEYS):
 
 
 @functools.cache
-def _pair_kernel(d: int, warps: int, keys: int = KEYS):
+def _pair_kernel(d: int, warps: int, keys: int = KEYS, q_shared: bool = False):
     """``pipelined`` with 32 query rows per warp -- two m16 tiles, FlashAttention-2's layout: every K fragment that
     ldmatrix reads from shared memory feeds four mmas instead of two, and every V fragment likewise, so a warp's
     shared-memory reads per mma halve. The price is registers: two sets of Q fragments, scores and accumulators --
-    at D = 128 with 64-key tiles more than 255 (ptxas spills ~1 KB), so ``keys`` (a multiple of 16) can halve the
-    scores' share."""
+    at D = 128 with 64-key tiles more than 255 (ptxas spills ~1 KB). Two ways back: shorter K/V tiles (``keys``, a
+    multiple of 16), or ``q_shared``: the block's Q tile is copied into shared memory once and each k16 slice's Q
+    fragments are read from it by ldmatrix when they are needed (FlashAttention-2's default), 8 registers instead of
+    8 D / 16 -- with the K and V tiles that is more than a kernel may declare statically (48 KB), so the shared
+    memory is dynamic (``shared_bytes``)."""
     nd, no, ns = d // 16, d // 8, keys // 8
     pitch = d + 8
     tile = keys * pitch
     rows, threads = 32 * warps, 32 * warps
+    qoff = 0  # Q tile (q_shared), then the K tile, then the V tile, in one shared array
+    koff = rows * pitch if q_shared else 0
+    voff = koff + tile
     load_q, _, store_rows = fragment_steps(d)
     add_pv2 = add_pv_pair(d, keys)
     softmax = softmax_step(keys, no)
     copy_tile, _ = tile_copy(d, threads, keys)
-    place = block_place(d, rows, threads, keys)
+    copy_q, _ = tile_copy(d, threads, rows)
+    place = block_place(d, rows, threads, max(keys, rows))
+    qn = nd if not q_shared else 1  # Q fragments held in registers: all of them, or one k16 slice at a time
+    static = 0 if q_shared else 2 * tile  # halves of static shared memory: the K and V tiles, or none (dynamic)
 
     @cuda.jit(fastmath=True)
     def pipelined_pair_kernel(q, k, v, out, scale2, causal):
         # As pipelined_kernel, but warp w has rows q0 + 32 w .. + 31: tile 0 (rows ra, ra + 8) and tile 1 (rb, rb + 8)
-        ks = cuda.shared.array(tile, types.float16, alignment=16)
-        vs = cuda.shared.array(tile, types.float16, alignment=16)
-        qf0 = cuda.local.array((nd, 4), uint32)
-        qf1 = cuda.local.array((nd, 4), uint32)
+        sm = cuda.shared.array(static, types.float16, alignment=16)  # size 0: dynamic, the launch gives its size
+        qf0 = cuda.local.array((qn, 4), uint32)
+        qf1 = cuda.local.array((qn, 4), uint32)
         s0 = cuda.local.array((ns, 4), float32)
         s1 = cuda.local.array((ns, 4), float32)
         acc0 = cuda.local.array((no, 4), float32)
@@ -326,20 +344,27 @@ def _pair_kernel(d: int, warps: int, keys: int = KEYS):
         ra, rb = w0 + g, w0 + 16 + g
         base = bh * sk * d + cc
 
-        load_q(q, bh, ra, t, qf0, acc0)
-        load_q(q, bh, rb, t, qf1, acc1)
+        if q_shared:  # rows q0 .. q0 + rows - 1 of Q into the Q tile (rows past Sq zero), with K(0) below
+            copy_q(q, sm, bh * sq * d + cc, q0, sq, cr, qoff + cc)
+            for n in range(no):
+                for e in range(4):
+                    acc0[n, e] = float32(0.0)
+                    acc1[n, e] = float32(0.0)
+        else:
+            load_q(q, bh, ra, t, qf0, acc0)
+            load_q(q, bh, rb, t, qf1, acc1)
         ma0 = ma1 = mb0 = mb1 = float32(-math.inf)
         la0 = la1 = lb0 = lb1 = float32(0.0)
 
         seen = min(sk, q0 + rows) if causal else sk
         tiles = (seen + keys - 1) // keys
-        copy_tile(k, ks, base, 0, sk, cr, cc)
+        copy_tile(k, sm, base, 0, sk, cr, koff + cc)
         async_commit()
         for it in range(tiles):
             k0 = it * keys
             async_wait(0)
-            cuda.syncthreads()  # K(it) is in; every warp is done with V(it - 1)
-            copy_tile(v, vs, base, k0, sk, cr, cc)
+            cuda.syncthreads()  # K(it) (and Q) is in; every warp is done with V(it - 1)
+            copy_tile(v, sm, base, k0, sk, cr, voff + cc)
             async_commit()
             live = not causal or k0 <= w0 + 31  # some key of the tile is visible to some row of the warp
             if live:
@@ -348,45 +373,50 @@ def _pair_kernel(d: int, warps: int, keys: int = KEYS):
                         s0[n, e] = float32(0.0)
                         s1[n, e] = float32(0.0)
                 for kd in range(nd):
+                    i = 0 if q_shared else kd
+                    if q_shared:  # this k16 slice of the warp's two tiles of Q rows (a_frag_coords' order)
+                        qa_at = qoff + (w0 - q0 + r8 + 8 * (j8 & 1)) * pitch + 16 * kd + 8 * (j8 >> 1)
+                        qf0[0, 0], qf0[0, 1], qf0[0, 2], qf0[0, 3] = ldmatrix_x4(sm, qa_at)
+                        qf1[0, 0], qf1[0, 1], qf1[0, 2], qf1[0, 3] = ldmatrix_x4(sm, qa_at + 16 * pitch)
                     for p in range(ns // 2):
-                        b00, b01, b10, b11 = ldmatrix_x4(ks, (16 * p + r8 + 8 * (j8 >> 1)) * pitch + 16 * kd
+                        b00, b01, b10, b11 = ldmatrix_x4(sm, koff + (16 * p + r8 + 8 * (j8 >> 1)) * pitch + 16 * kd
                                                          + 8 * (j8 & 1))
-                        mma_into(s0, 2 * p, qf0[kd, 0], qf0[kd, 1], qf0[kd, 2], qf0[kd, 3], b00, b01)
-                        mma_into(s1, 2 * p, qf1[kd, 0], qf1[kd, 1], qf1[kd, 2], qf1[kd, 3], b00, b01)
-                        mma_into(s0, 2 * p + 1, qf0[kd, 0], qf0[kd, 1], qf0[kd, 2], qf0[kd, 3], b10, b11)
-                        mma_into(s1, 2 * p + 1, qf1[kd, 0], qf1[kd, 1], qf1[kd, 2], qf1[kd, 3], b10, b11)
+                        mma_into(s0, 2 * p, qf0[i, 0], qf0[i, 1], qf0[i, 2], qf0[i, 3], b00, b01)
+                        mma_into(s1, 2 * p, qf1[i, 0], qf1[i, 1], qf1[i, 2], qf1[i, 3], b00, b01)
+                        mma_into(s0, 2 * p + 1, qf0[i, 0], qf0[i, 1], qf0[i, 2], qf0[i, 3], b10, b11)
+                        mma_into(s1, 2 * p + 1, qf1[i, 0], qf1[i, 1], qf1[i, 2], qf1[i, 3], b10, b11)
             async_wait(0)
             cuda.syncthreads()  # V(it) is in; every warp is done with K(it)
             if it + 1 < tiles:
-                copy_tile(k, ks, base, k0 + keys, sk, cr, cc)
+                copy_tile(k, sm, base, k0 + keys, sk, cr, koff + cc)
             async_commit()
             if live:
                 ma0, ma1, la0, la1 = softmax(s0, acc0, k0, sk, w0, ra, t, causal, scale2, ma0, ma1, la0, la1)
                 mb0, mb1, lb0, lb1 = softmax(s1, acc1, k0, sk, w0 + 16, rb, t, causal, scale2, mb0, mb1, lb0, lb1)
-                add_pv2(s0, s1, vs, acc0, acc1, r8, j8)
+                add_pv2(s0, s1, sm, voff, acc0, acc1, r8, j8)
 
         store_rows(out, acc0, la0, la1, bh, ra, t, sq)
         store_rows(out, acc1, lb0, lb1, bh, rb, t, sq)
 
     pipelined_pair_kernel.tile = (rows, keys, d)
     pipelined_pair_kernel.threads = threads
+    pipelined_pair_kernel.shared_bytes = (rows + 2 * keys) * pitch * 2 if q_shared else 0
     return pipelined_pair_kernel
-
 
 #: One kernel per head dimension: D = 16, 32, ..., 128.
 PIPELINED_KERNELS = [pipelined_kernel_for(d) for d in range(16, MAX_D + 1, 16)]
 
 
 def pipelined_launches(q, k, v, out, causal: bool, scale: float, warps: int | None = None,
-                       rows_per_warp: int = 16, keys: int = KEYS) -> list[Launch]:
+                       rows_per_warp: int = 16, keys: int = KEYS, q_shared: bool = False) -> list[Launch]:
     q3, k3, v3, o3 = heads(q), heads(k), heads(v), heads(out)
     if address(k3) % 16 or address(v3) % 16:  # cp.async needs 16-byte aligned rows: step 4's loads instead
         return mma_launches(q, k, v, out, causal, scale)
     bhs, sq, dim = q3.shape
-    kernel = pipelined_kernel_for(dim, warps, rows_per_warp, keys)
+    kernel = pipelined_kernel_for(dim, warps, rows_per_warp, keys, q_shared)
     # one block per (query tile, head), the query tiles of a head consecutive (they share K and V in L2)
     return [Launch(kernel, (bhs * ceil_div(sq, kernel.tile[0]),), (kernel.threads,),
-                   (q3, k3, v3, o3, np.float32(scale * LOG2E), causal))]
+                   (q3, k3, v3, o3, np.float32(scale * LOG2E), causal), getattr(kernel, "shared_bytes", 0))]
 
 
 @version("attention", check_half, kernels=PIPELINED_KERNELS)
