@@ -70,6 +70,14 @@ def half_at(x, bh, i, d):
     return np.float16(0)
 
 
+@cuda.jit(device=True, forceinline=True)
+def p_fragment(s, kk):
+    # P's A fragment for keys 16 kk .. 16 kk + 15: the C fragments of score n-tiles 2 kk and 2 kk + 1, rounded to
+    # float16 and packed in pairs (the same elements, in the same lane: the module's docstring, 3.)
+    return (pack_half2(s[2 * kk, 0], s[2 * kk, 1]), pack_half2(s[2 * kk, 2], s[2 * kk, 3]),
+            pack_half2(s[2 * kk + 1, 0], s[2 * kk + 1, 1]), pack_half2(s[2 * kk + 1, 2], s[2 * kk + 1, 3]))
+
+
 @functools.cache
 def fragment_steps(d: int):
     """The parts of the tile loop that ``mma`` and ``pipelined`` share, for head dimension ``d``, as device functions
@@ -99,10 +107,7 @@ def fragment_steps(d: int):
         # float16; V's B fragments by ldmatrix.x4.trans -- matrices: keys +0..7 and +8..15 at dims +0..7 (b0 b1 of
         # n-tile 2p of O), then at dims +8..15 (of n-tile 2p + 1)
         for kk in range(MMA_KEYS // 16):
-            a0 = pack_half2(s[2 * kk, 0], s[2 * kk, 1])
-            a1 = pack_half2(s[2 * kk, 2], s[2 * kk, 3])
-            a2 = pack_half2(s[2 * kk + 1, 0], s[2 * kk + 1, 1])
-            a3 = pack_half2(s[2 * kk + 1, 2], s[2 * kk + 1, 3])
+            a0, a1, a2, a3 = p_fragment(s, kk)
             for p in range(nd):
                 b00, b01, b10, b11 = ldmatrix_x4_trans(
                     vs, (16 * kk + r8 + 8 * (j8 & 1)) * pitch + 16 * p + 8 * (j8 >> 1))

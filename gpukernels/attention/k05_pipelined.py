@@ -52,9 +52,9 @@ from numba import cuda, float32, types, uint32
 
 from .._intrinsics import address
 from .._launch import Launch, ceil_div, version
-from .._mma import async_commit, async_wait, copy_async16_f16, ldmatrix_x4, ldmatrix_x4_trans, mma_f16, pack_half2
+from .._mma import async_commit, async_wait, copy_async16_f16, ldmatrix_x4, ldmatrix_x4_trans, mma_f16
 from ._common import MAX_D, check_half, heads
-from .k04_mma import MMA_KEYS, fragment_steps, mma_launches
+from .k04_mma import MMA_KEYS, fragment_steps, mma_launches, p_fragment
 
 PIPELINED_WARPS = 4  # warps per block, 16 query rows each: 64 rows (D <= WIDE_D)
 WIDE_WARPS, WIDE_D = 8, 96  # past D = 96: 8 warps, 128 rows
@@ -284,14 +284,8 @@ def add_pv_pair(d: int, keys: int = KEYS):
     @cuda.jit(device=True, forceinline=True)
     def add_pv2(s0, s1, vs, voff, acc0, acc1, r8, j8):
         for kk in range(keys // 16):
-            a0 = pack_half2(s0[2 * kk, 0], s0[2 * kk, 1])
-            a1 = pack_half2(s0[2 * kk, 2], s0[2 * kk, 3])
-            a2 = pack_half2(s0[2 * kk + 1, 0], s0[2 * kk + 1, 1])
-            a3 = pack_half2(s0[2 * kk + 1, 2], s0[2 * kk + 1, 3])
-            c0 = pack_half2(s1[2 * kk, 0], s1[2 * kk, 1])
-            c1 = pack_half2(s1[2 * kk, 2], s1[2 * kk, 3])
-            c2 = pack_half2(s1[2 * kk + 1, 0], s1[2 * kk + 1, 1])
-            c3 = pack_half2(s1[2 * kk + 1, 2], s1[2 * kk + 1, 3])
+            a0, a1, a2, a3 = p_fragment(s0, kk)
+            c0, c1, c2, c3 = p_fragment(s1, kk)
             for p in range(nd):
                 b00, b01, b10, b11 = ldmatrix_x4_trans(
                     vs, voff + (16 * kk + r8 + 8 * (j8 & 1)) * pitch + 16 * p + 8 * (j8 >> 1))
