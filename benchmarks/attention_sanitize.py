@@ -4,12 +4,14 @@
     compute-sanitizer --tool memcheck --report-api-errors no python3 benchmarks/attention_sanitize.py [versions]
 
 The shapes are small but take every path: a single key and query, Sq != Sk both ways, several K/V tiles with a
-partial last one, D = 16 / 80 / 128, causal and not. The float16 steps get float16 inputs. Outputs start as NaN.
-Exit status 1 on a wrong result.
+partial last one, D = 16 / 80 / 128, causal and not. The float16 steps get float16 inputs. Then the variants of
+``pipelined`` that benchmarks/attention_peer.py times (VARIANTS: 32 query rows per warp, shorter K/V tiles, Q's tile
+in dynamic shared memory), unless versions are named. Outputs start as NaN. Exit status 1 on a wrong result.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -18,10 +20,14 @@ os.environ.setdefault("GPUKERNELS_DEVICE", "gpu")
 import numpy as np  # noqa: E402
 
 from gpukernels import attention as at  # noqa: E402
+from gpukernels.attention.k05_pipelined import pipelined_launches  # noqa: E402
 from gpukernels.check import compare  # noqa: E402
 
 #: (B, H, Sq, Sk, D)
 SHAPES = [(1, 1, 1, 1, 16), (1, 2, 70, 33, 80), (2, 1, 33, 150, 128), (1, 1, 129, 129, 64)]
+#: keyword arguments of pipelined_launches: the 32-rows-per-warp kernel as attention_peer.py's pipelined@W,32[,K[,1]]
+VARIANTS = [{"warps": 4, "rows_per_warp": 32}, {"warps": 4, "rows_per_warp": 32, "keys": 32, "q_shared": True},
+            {"warps": 2, "rows_per_warp": 32, "keys": 16}]
 
 
 def main() -> int:
@@ -41,6 +47,17 @@ def main() -> int:
                 check = compare(out, at.reference(*args, causal=causal), 1e-2 if half else 1e-4)
                 bad += not check.ok
                 print(f"{name:12s} {'x'.join(map(str, shape)):16s} causal={causal!s:5s} {check}", flush=True)
+            if sys.argv[1:] or shape[-1] % 16:
+                continue
+            args = [x.astype(np.float16) for x in (q, k, v)]
+            for kw in VARIANTS:
+                out = np.full(shape[:3] + shape[4:], np.nan, np.float32)
+                for launch in pipelined_launches(*args, out, causal, 1 / math.sqrt(shape[-1]), **kw):
+                    launch()
+                check = compare(out, at.reference(*args, causal=causal), 1e-2)
+                bad += not check.ok
+                label = ",".join(str(int(v)) for v in kw.values())
+                print(f"pipelined@{label:8s} {'x'.join(map(str, shape)):16s} causal={causal!s:5s} {check}", flush=True)
     return 1 if bad else 0
 
 

@@ -6,7 +6,8 @@
 The shapes take every path: (33, 17, 31) has rows that are not 16-byte aligned (the ring filled by loads and
 stores), odd edges in M, N and K; (256, 264, 72) has aligned rows (cp.async), several k tiles, whole and edge
 blocks of 128 x 128 and 64 x 64. tf32x3 gets float32 inputs. Then the dispatcher's split-K, padded and wgmma
-split-K paths (DISPATCH). Outputs start as NaN. Exit status 1 on a wrong result.
+split-K paths (DISPATCH), and wgmma's other block shapes (BLOCKS). Outputs start as NaN. Exit status 1 on a wrong
+result.
 """
 
 from __future__ import annotations
@@ -20,12 +21,17 @@ import numpy as np  # noqa: E402
 
 from gpukernels import tensor_core as tc  # noqa: E402
 from gpukernels.check import compare  # noqa: E402
+from gpukernels.tensor_core.k06_wgmma import make_wgmma_kernel, wgmma_launch  # noqa: E402
 
 SHAPES = [(33, 17, 31), (256, 264, 72)]
 #: Shapes that take the dispatcher down its other paths on an H200: K split in slices added by atomics (after a
 #: zeroing launch), rows padded to 16 bytes before wgmma (100 tiles of 128 x 256, K and N odd), and split-K inside
 #: wgmma (12 tiles of 128 x 256 x 8 slices; 33 tiles of 128 x 128 x 2 slices, N = 100 padded first)
 DISPATCH = [(16, 64, 4096), (1280, 2555, 71), (384, 1024, 16384), (4224, 100, 4096)]
+#: wgmma's other block shapes that benchmarks/wgmma_variants.py --small times: (columns, ring stages, block rows),
+#: on a shape with whole and edge tiles in both directions and a ragged last k tile
+BLOCKS = [(128, 8, 64), (64, 8, 64), (256, 4, 64), (128, 4, 128)]
+BLOCK_SHAPE = (200, 328, 200)
 
 
 def main() -> int:
@@ -46,7 +52,22 @@ def main() -> int:
         check = compare(out, tc.reference(a, b), 1e-3)
         bad += not check.ok
         print(f"optimized    {'x'.join(map(str, shape)):12s} {check}  [{tc.optimized.describe(a, b)[:60]}]", flush=True)
+    bad += blocks()
     return 1 if bad else 0
+
+
+def blocks() -> int:
+    """wgmma's other block shapes (BLOCKS) on BLOCK_SHAPE: how many are wrong."""
+    bad = 0
+    a, b = tc.make_inputs(BLOCK_SHAPE, seed=1)
+    for bn, stages, bm in BLOCKS:
+        out = np.full(BLOCK_SHAPE[:2], np.nan, np.float32)
+        for launch in wgmma_launch(make_wgmma_kernel(bn, stages, bm=bm), a, b, out):
+            launch()
+        check = compare(out, tc.reference(a, b), 1e-3)
+        bad += not check.ok
+        print(f"wgmma {bm}x{bn}x{stages} {'x'.join(map(str, BLOCK_SHAPE)):12s} {check}", flush=True)
+    return bad
 
 
 if __name__ == "__main__":
