@@ -559,13 +559,13 @@ def test_pipelined_launch_plan_and_order():
     run_mma(None, 0, inputs=(q, k1, v), name="pipelined")
 
 
-
 @pytest.mark.parametrize("shape", [(1, 2, 100, 70, 64), (2, 1, 17, 130, 16), (1, 1, 65, 64, 80), (1, 1, 1, 33, 128)],
                          ids=["two-blocks", "ragged-warp", "d80", "one-row"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_pipelined_with_32_rows_per_warp(shape, causal, seed):
     # The variant with two m16 tiles per warp (benchmarks/attention_peer.py's pipelined@W,32): rows of both tiles
-    # past Sq, the second tile live when the first is all masked (causal), every D a multiple of 16
+    # past Sq, causal and not, D from 16 to 128 (with 64-key tiles a warp's two tiles are live together; 16-key
+    # tiles, below, have one where only the second is)
     import math
 
     from gpukernels.attention.k05_pipelined import pipelined_launches

@@ -128,8 +128,8 @@ def softmax_step(keys: int, no: int):
 @functools.cache
 def tile_copy(d: int, threads: int, keys: int = KEYS):
     """``(copy_tile, per_pass)``: the device function with which a block of ``threads`` threads copies a K or V tile
-    of ``keys`` rows of ``d`` halves into shared memory (rows ``d + 8`` halves apart), and the rows one pass of the block
-    covers. Each thread copies one column of 16-byte pieces: the piece at column c of rows r, r + per_pass, ..."""
+    of ``keys`` rows of ``d`` halves into shared memory (rows ``d + 8`` halves apart), and the rows one pass of the
+    block covers. Each thread copies one column of 16-byte pieces: the piece at column c of rows r, r + per_pass, ..."""
     pitch = d + 8
     chunks = d // 8  # 16-byte pieces of a row
     per_pass = threads // chunks  # rows a pass of the block's threads copies (each thread: one column of pieces)
@@ -396,6 +396,7 @@ def _pair_kernel(d: int, warps: int, keys: int = KEYS, q_shared: bool = False):
     pipelined_pair_kernel.threads = threads
     pipelined_pair_kernel.shared_bytes = (rows + 2 * keys) * pitch * 2 if q_shared else 0
     return pipelined_pair_kernel
+
 
 #: One kernel per head dimension: D = 16, 32, ..., 128.
 PIPELINED_KERNELS = [pipelined_kernel_for(d) for d in range(16, MAX_D + 1, 16)]

@@ -79,10 +79,10 @@ def grouped_tile(group):
 
 def make_wgmma_kernel(bn: int, stages: int = STAGES, async_copy: bool = True, keep: int = 1, group: int = GROUP,
                       split: bool = False, bm: int = BM):
-    """A bm x bn tile of C per block of bm / 64 warpgroups (two by default), a ring of ``stages`` k tiles copied by cp.async
-    (``async_copy``) or by loads and stores; ``keep``: wgmma groups left running while the next copies are issued
-    (0 or 1); ``group``: tile rows per group of the block order (1: row by row); ``split``: split-K -- block z of
-    gridDim.z multiplies its share of the k tiles and adds its products into C (zeroed first) by atomics."""
+    """A bm x bn tile of C per block of bm / 64 warpgroups (two by default), a ring of ``stages`` k tiles copied by
+    cp.async (``async_copy``) or by loads and stores; ``keep``: wgmma groups left running while the next copies are
+    issued (0 or 1); ``group``: tile rows per group of the block order (1: row by row); ``split``: split-K -- block z
+    of gridDim.z multiplies its share of the k tiles and adds its products into C (zeroed first) by atomics."""
     threads = 2 * bm  # a warpgroup of 128 threads per 64 rows
     acc_n = bn // 2  # accumulators per thread
     a_stage, b_stage = bm * BK, BK * bn  # halves per buffer
