@@ -5,6 +5,7 @@ checked on a NaN-poisoned output against a float64 reference before it is timed.
     GPUKERNELS_DEVICE=gpu python benchmarks/cbr_variants.py                      # cbr.SHAPES["bench"], ~1.5 min
     GPUKERNELS_DEVICE=gpu python benchmarks/cbr_variants.py 32,64,56,56,64,3,3   # N,C,H,W,K,R,S
     GPUKERNELS_DEVICE=gpu python benchmarks/cbr_variants.py --deep               # also 2 and 3 channels per k tile
+    GPUKERNELS_DEVICE=gpu python benchmarks/cbr_variants.py --only=igemm ...     # optimized and names with "igemm"
 
 Most of the run is compiling: ~8 s per 3x3 variant (its k loop is unrolled), ~25 s per variant with 2 channels
 per k tile, which is why those (--deep) are left out by default.
@@ -30,6 +31,13 @@ VARIANTS = [
     ("igemm bn=128 lb=(128,3)", {"bn": 128, "min_blocks": 3}),
     ("igemm bn=128 lb=(128,4)", {"bn": 128, "min_blocks": 4}),
     ("igemm bn=128 unbounded", {"bn": 128, "min_blocks": None}),
+    ("igemm bn=256 x2 slices", {"bn": 256, "min_blocks": 2, "splits": 2}),
+    # 128 output channels per block, 16 x 8 outputs per thread (matmul's thread_16x8 inner loop)
+    ("igemm 128x256 unbounded", {"bm": 128, "bn": 256, "min_blocks": None}),
+    ("igemm 128x256 x2 slices", {"bm": 128, "bn": 256, "min_blocks": None, "splits": 2}),
+    ("igemm 128x128 lb=(128,2)", {"bm": 128, "bn": 128, "min_blocks": 2}),
+    ("igemm 128x128 unbounded", {"bm": 128, "bn": 128, "min_blocks": None}),
+    ("igemm 128x128 lb=(128,2) x2 slices", {"bm": 128, "bn": 128, "min_blocks": 2, "splits": 2}),
 ]
 DEEP = [
     ("igemm bn=128 lb=(128,3) cb=2", {"bn": 128, "min_blocks": 3, "cb": 2}),
@@ -56,6 +64,7 @@ def main(argv):
     import torch.nn.functional as F
 
     deep = "--deep" in argv
+    only = [a.split("=", 1)[1] for a in argv if a.startswith("--only=")]  # variants whose name contains this
     texts = [a for a in argv if not a.startswith("--")]
     shapes = [tuple(int(v) for v in t.split(",")) for t in texts] or cbr.SHAPES["bench"]
     _configure_torch(torch)
@@ -80,6 +89,8 @@ def main(argv):
         print(f"cbr {label} cuDNN: {t_peer:.4f} ms ok={ok} {flops / t_peer / 1e9:.1f} TFLOP/s", flush=True)
 
         for name, plan in candidates(deep):
+            if only and not any(o in name for o in only) and name != "optimized":
+                continue
             nb = [[cuda.as_cuda_array(t) for t in s] for s in ins]
             try:
                 plans = [plan(*nb[i], cuda.as_cuda_array(outs[i])) for i in range(sets)]

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from gpukernels import cbr, matmul, softmax
+from gpukernels._launch import LaunchError
 from gpukernels.check import TOLERANCE, compare
 from gpukernels.matmul import k16_skinny, k18_narrow, k21_optimized
 
@@ -116,6 +117,37 @@ def test_split_c_with_more_slices_than_channel_tiles(seed):
     for launch in launches:
         launch()
     assert compare(dy.copy_to_host(), cbr.reference(x, w, b), TOLERANCE["cbr"]).ok
+
+
+@pytest.mark.parametrize("shape, bn, splits", [
+    ((1, 5, 7, 9, 150, 3, 3), 64, 1),  # K past one 128-channel block, last block 22 channels; pixels past the end
+    ((2, 3, 6, 5, 131, 3, 3), 128, 2),  # sliced, 3 channels in 2 slices
+    ((1, 9, 5, 6, 129, 1, 1), 64, 1),  # 1x1: 8 channels per k tile, the last chunk partial
+    ((1, 3, 6, 4, 40, 5, 5), 64, 1),  # 5x5: the filter cut into row groups; K below one block
+])
+def test_igemm_with_16_channels_per_thread(shape, bn, splits, seed):
+    # The 128-channel tile (16 x 8 outputs per thread, matmul's thread_16x8 inner loop): every output is written,
+    # from the right channel (a wrong second-half channel offset fails K = 150 and 131), into a NaN-poisoned y.
+    from numba import cuda
+
+    k = shape[4]
+    x, w, b = cbr.make_inputs(shape, seed)
+    ref = cbr.reference(x, w, b)  # padding 1: a 1x1 filter's output is 2 pixels wider and taller than x
+    dy = cuda.to_device(np.full(ref.shape, np.nan, np.float32))
+    launches = cbr.igemm_launches(cuda.to_device(x), cuda.to_device(w), cuda.to_device(b), dy, 1, bn=bn,
+                                  min_blocks=None, splits=splits, bm=128)
+    assert launches[-1 if splits == 1 else 1].grid[1] == -(-k // 128)
+    for launch in launches:
+        launch()
+    assert compare(dy.copy_to_host(), ref, TOLERANCE["cbr"]).ok
+
+
+def test_igemm_rejects_other_channel_tiles():
+    from numba import cuda
+
+    x, w, b = cbr.make_inputs((1, 3, 5, 7, 4, 3, 3), 0)
+    with pytest.raises(LaunchError, match="bm must be one of"):
+        cbr.igemm_launches(*(cuda.to_device(a) for a in (x, w, b)), cuda.device_array((1, 4, 5, 7), np.float32), bm=96)
 
 
 # ----------------------------------------------------------------------------------------------------------

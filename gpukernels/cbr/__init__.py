@@ -147,7 +147,7 @@ SHAPES = {
 # ----------------------------------------------------------------------------------------------------------
 from .k01_naive import NAIVE_THREADS, bias_fill_kernel, bias_kernel, conv_kernel, naive, relu_kernel  # noqa: E402,F401
 from .k02_fused_direct import CB, KB, PX, TH, TW, TX, TY, fused_direct, fused_kernel  # noqa: E402,F401
-from .k03_implicit_gemm import (IG_BM, IG_BN, IG_BNS, IG_MIN_BLOCKS, IG_ROW, IG_SMEM, igemm_bk_max,  # noqa: E402,F401
+from .k03_implicit_gemm import (IG_BM, IG_BMS, IG_BN, IG_BNS, IG_MIN_BLOCKS, IG_ROW, IG_SMEM, igemm_bk_max,  # noqa: E402,F401
                                 igemm_kernel, igemm_launches, igemm_tiling, implicit_gemm)
 from .k04_split_c import SPLIT_C_MAX, split_c  # noqa: E402,F401
 from .k05_optimized import CBR_SMALL_SMS, CBR_SPLIT_IDLE, Choice, choose, optimized  # noqa: E402,F401

@@ -29,14 +29,18 @@ IG_ROW = IG_BM + 4  # a_tile row (matmul's V_ROW): 272 bytes keeps rows 16-byte 
 # times these alternatives.
 IG_MIN_BLOCKS = 2
 IG_BNS = (64, 128, 256)  # pixels per block the kernel is built for (threads = BN, 8 x 8 outputs each)
+# Output channels per block: 64 (8 x 8 outputs per thread, matmul's step 8) or 128 (16 x 8 per thread, matmul's
+# step 15: 128 FMAs per 6 shared loads instead of 64 per 4). Either way a block has 8 rows of threads along the
+# channels, so its threads are still BN, one per pixel of the gather.
+IG_BMS = (64, 128)
 
 
-def igemm_bk_max(bn: int = IG_BN) -> int:
+def igemm_bk_max(bn: int = IG_BN, bm: int = IG_BM) -> int:
     """The deepest k tile whose two W^T and two X buffers fit in static shared memory: 18 for BN = 256."""
-    return IG_SMEM // (2 * 4 * (IG_ROW + bn))
+    return IG_SMEM // (2 * 4 * (bm + 4 + bn))
 
 
-def igemm_tiling(r_: int, s_: int, cb: int | None = None, bn: int = IG_BN) -> tuple[int, int]:
+def igemm_tiling(r_: int, s_: int, cb: int | None = None, bn: int = IG_BN, bm: int = IG_BM) -> tuple[int, int]:
     """(CB, RB): the input channels and filter rows one k tile covers; its depth is BK = CB * RB * S.
 
     A k tile is a whole number of filter taps, so the (channel, row, column) of each of its BK rows is a
@@ -45,7 +49,7 @@ def igemm_tiling(r_: int, s_: int, cb: int | None = None, bn: int = IG_BN) -> tu
     memory (``igemm_bk_max``) is cut into groups of RB rows of one channel (5x5 with BN = 256: RB = 3, BK = 15;
     the last group is partly empty).
     """
-    rs, bk_max = r_ * s_, igemm_bk_max(bn)
+    rs, bk_max = r_ * s_, igemm_bk_max(bn, bm)
     if cb is None:
         cb = max(1, 8 // rs)
     if cb * rs <= bk_max:
@@ -78,16 +82,20 @@ def _unrolled(step, lo: int, hi: int):
     return steps
 
 
-def _make_igemm_kernel(r_: int, s_: int, cb: int, rb: int, bn: int, min_blocks: int | None, sliced: bool = False):
-    """The implicit-GEMM kernel for an R x S filter, CB channels and RB filter rows per k tile, BN pixels per
-    block; ``min_blocks`` adds launch bounds (BN threads, at least that many blocks per SM); ``sliced``: block z
-    sums one slice of the channels and adds it into y with atomics (split_c). A compile-time choice: with both
-    epilogues in one kernel, the unsplit one ran 1.7x slower at N32 C64 56^2 (H200, benchmarks/NOTES.md)."""
-    bm = IG_BM
+def _make_igemm_kernel(r_: int, s_: int, cb: int, rb: int, bn: int, min_blocks: int | None, sliced: bool = False,
+                       bm: int = IG_BM):
+    """The implicit-GEMM kernel for an R x S filter, CB channels and RB filter rows per k tile, BN pixels and BM
+    output channels per block; ``min_blocks`` adds launch bounds (BN threads, at least that many blocks per SM);
+    ``sliced``: block z sums one slice of the channels and adds it into y with atomics (split_c). A compile-time
+    choice: with both epilogues in one kernel, the unsplit one ran 1.7x slower at N32 C64 56^2 (H200,
+    benchmarks/NOTES.md)."""
+    rows = bm // 8  # output channels per thread: 8 (BM = 64) or 16 (BM = 128), as rows / 4 runs of 4, 32 apart
+    subs = rows // 4
+    row_len = bm + 4  # a_tile row (matmul's V_ROW): 16-byte aligned rows that spread the stores
     bk = cb * rb * s_  # k-tile depth
     taps = rb * s_  # filter taps of one channel in a tile: bits of the tap mask
     groups = -(-r_ // rb)  # filter-row groups per channel (1 unless the filter is cut)
-    threads = bn  # (BM / 8) x (BN / 8) threads of 8 x 8 outputs
+    threads = bn  # 8 x (BN / 8) threads of rows x 8 outputs
     tcols = bn // 8  # threads along the pixels (16 or 32)
     tshift = tcols.bit_length() - 1
     half = bn // 2
@@ -147,13 +155,14 @@ def _make_igemm_kernel(r_: int, s_: int, cb: int, rb: int, bn: int, min_blocks: 
 
     @cuda.jit(device=True, forceinline=True)
     def mma_step(a_tile, x_tile, cur, kk, acc, a_frag, b_frag, tx, ty):
-        # One k step of the tile: 4 x 16-byte shared loads feed 64 FMAs (matmul.vectorized's inner loop).
+        # One k step of the tile: 4 x 16-byte shared loads feed 64 FMAs (matmul.vectorized's inner loop), or with
+        # 16 rows 6 feed 128 (matmul.thread_16x8's).
         for q in range(4):
-            a_frag[q] = a_tile[cur, kk, ty * 4 + q]
-            a_frag[4 + q] = a_tile[cur, kk, 32 + ty * 4 + q]
+            for sub in range(subs):
+                a_frag[4 * sub + q] = a_tile[cur, kk, 32 * sub + ty * 4 + q]
             b_frag[q] = x_tile[cur, kk, tx * 4 + q]
             b_frag[4 + q] = x_tile[cur, kk, half + tx * 4 + q]
-        for ii in range(8):
+        for ii in range(rows):
             for jj in range(8):
                 acc[ii, jj] += a_frag[ii] * b_frag[jj]
 
@@ -167,10 +176,10 @@ def _make_igemm_kernel(r_: int, s_: int, cb: int, rb: int, bn: int, min_blocks: 
     def igemm_kernel(x, w, b, y, n_, c_, h, wd, k_, ho, wo, padding):
         # x: (N*C*H*W,), w: (K*C*R*S,), y: (N*K*Ho*Wo,) -- flat views of the 4-D arrays, so an element's address
         # is an offset this kernel keeps up to date with one add, not four index products.
-        a_tile = cuda.shared.array((2, bk, IG_ROW), float32, alignment=16)  # W^T tiles: a_tile[buf, kq, m]
+        a_tile = cuda.shared.array((2, bk, row_len), float32, alignment=16)  # W^T tiles: a_tile[buf, kq, m]
         x_tile = cuda.shared.array((2, bk, bn), float32, alignment=16)  # gathered X tiles: x_tile[buf, kq, p]
-        acc = cuda.local.array((8, 8), float32)
-        a_frag = cuda.local.array(8, float32)
+        acc = cuda.local.array((rows, 8), float32)
+        a_frag = cuda.local.array(rows, float32)
         b_frag = cuda.local.array(8, float32)
         x_next = cuda.local.array(bk, float32)
         w_next = cuda.local.array(wpasses, float32)
@@ -178,7 +187,7 @@ def _make_igemm_kernel(r_: int, s_: int, cb: int, rb: int, bn: int, min_blocks: 
         # As in matmul.vectorized_kernel, indices come from threadIdx through & and >> (never negative), so
         # NVVM sees the 16-byte alignment of the fragment loads below.
         t = cuda.threadIdx.x
-        tx, ty = t & (tcols - 1), t >> tshift  # outputs: pixels tx*4 + {0..3} (+ BN/2), channels ty*4 + {0..3} (+ 32)
+        tx, ty = t & (tcols - 1), t >> tshift  # outputs: pixels tx*4 + {0..3} (+ BN/2), channels ty*4 + {0..3} (+ 32s)
         p0 = cuda.blockIdx.x * bn
         k0 = cuda.blockIdx.y * bm
         hw, howo, q_ = h * wd, ho * wo, c_ * (r_ * s_)
@@ -198,7 +207,7 @@ def _make_igemm_kernel(r_: int, s_: int, cb: int, rb: int, bn: int, min_blocks: 
         tmask = tap_mask(colmask, i, 0, padding, h)
         wm, wq = t >> wshift, t & (wlanes - 1)  # W loads: rows wm + wrows*l of the tile, tap wq
         wptr = (k0 + wm) * q_ + wq  # this thread's first W element, tap 0 of the filter
-        for ii in range(8):
+        for ii in range(rows):
             for jj in range(8):
                 acc[ii, jj] = 0.0
 
@@ -255,7 +264,7 @@ def _make_igemm_kernel(r_: int, s_: int, cb: int, rb: int, bn: int, min_blocks: 
                 if yij == howo:
                     yij = 0
                     yn += 1
-        for ii in range(8):
+        for ii in range(rows):
             ch = k0 + (ii >> 2) * 32 + ty * 4 + (ii & 3)
             if ch < k_:
                 if sliced:
@@ -277,31 +286,34 @@ _IGEMM: dict[tuple, object] = {}
 
 
 def igemm_kernel(r: int, s: int, cb: int | None = None, bn: int = IG_BN, min_blocks: int | None = IG_MIN_BLOCKS,
-                 sliced: bool = False):
+                 sliced: bool = False, bm: int = IG_BM):
     """The compiled-once implicit-GEMM kernel for an R x S filter (and a tiling; the defaults are `implicit_gemm`'s)."""
-    cb, rb = igemm_tiling(r, s, cb, bn)
-    key = (r, s, cb, rb, bn, min_blocks, sliced)
+    cb, rb = igemm_tiling(r, s, cb, bn, bm)
+    key = (r, s, cb, rb, bn, min_blocks, sliced, bm)
     if key not in _IGEMM:
-        _IGEMM[key] = _make_igemm_kernel(r, s, cb, rb, bn, min_blocks, sliced)
+        _IGEMM[key] = _make_igemm_kernel(r, s, cb, rb, bn, min_blocks, sliced, bm)
     return _IGEMM[key]
 
 
-def igemm_launches(x, w, b, y, padding=1, cb=None, bn=IG_BN, min_blocks=IG_MIN_BLOCKS, splits=1) -> list[Launch]:
+def igemm_launches(x, w, b, y, padding=1, cb=None, bn=IG_BN, min_blocks=IG_MIN_BLOCKS, splits=1,
+                   bm=IG_BM) -> list[Launch]:
     """The launches of the implicit-GEMM kernel (``implicit_gemm`` uses the defaults; benchmarks/cbr_variants.py
-    sweeps the rest): a grid of P / BN pixel blocks by K / 64 channel blocks (by ``splits`` slices of the
+    sweeps the rest): a grid of P / BN pixel blocks by K / BM channel blocks (by ``splits`` slices of the
     channels), BN threads each. With slices, y starts at the bias, each slice adds its part of the sum, and a
     last pass applies the ReLU."""
     if bn not in IG_BNS:
-        raise LaunchError(f"bn must be one of {IG_BNS} (one thread per pixel of a 64-channel tile); got {bn}")
+        raise LaunchError(f"bn must be one of {IG_BNS} (one thread per pixel of a channel tile); got {bn}")
+    if bm not in IG_BMS:
+        raise LaunchError(f"bm must be one of {IG_BMS} (8 or 16 output channels per thread); got {bm}")
     n, c, h, wd = x.shape
     k, _, r, s = w.shape
     _, _, ho, wo = y.shape
-    if s > igemm_bk_max(bn):
-        raise LaunchError(f"the implicit GEMM with {bn} pixels per block handles filters up to {igemm_bk_max(bn)} "
+    if s > igemm_bk_max(bn, bm):
+        raise LaunchError(f"the implicit GEMM with {bm} x {bn} tiles handles filters up to {igemm_bk_max(bn, bm)} "
                           f"columns wide (one filter row must fit in a k tile); got S = {s}")
-    splits = max(1, min(splits, ceil_div(c, igemm_tiling(r, s, cb, bn)[0])))  # no more slices than k-tile chunks
-    kernel = igemm_kernel(r, s, cb, bn, min_blocks, splits > 1)
-    grid = (ceil_div(n * ho * wo, bn), ceil_div(k, IG_BM), splits)  # pixels on x: gridDim.y stops at 65535
+    splits = max(1, min(splits, ceil_div(c, igemm_tiling(r, s, cb, bn, bm)[0])))  # no more slices than chunks
+    kernel = igemm_kernel(r, s, cb, bn, min_blocks, splits > 1, bm)
+    grid = (ceil_div(n * ho * wo, bn), ceil_div(k, bm), splits)  # pixels on x: gridDim.y stops at 65535
     flat = (x.reshape(x.size), w.reshape(w.size), b, y.reshape(y.size))
     conv = Launch(kernel, grid, (bn,), flat + (n, c, h, wd, k, ho, wo, padding))
     if splits == 1:
