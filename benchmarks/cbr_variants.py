@@ -6,6 +6,7 @@ checked on a NaN-poisoned output against a float64 reference before it is timed.
     GPUKERNELS_DEVICE=gpu python benchmarks/cbr_variants.py 32,64,56,56,64,3,3   # N,C,H,W,K,R,S
     GPUKERNELS_DEVICE=gpu python benchmarks/cbr_variants.py --deep               # also 2 and 3 channels per k tile
     GPUKERNELS_DEVICE=gpu python benchmarks/cbr_variants.py --only=igemm ...     # optimized and names with "igemm"
+    GPUKERNELS_DEVICE=gpu python benchmarks/cbr_variants.py --gemm ...           # also matmul on the same GEMM
 
 Most of the run is compiling: ~8 s per 3x3 variant (its k loop is unrolled), ~25 s per variant with 2 channels
 per k tile, which is why those (--deep) are left out by default.
@@ -59,6 +60,35 @@ def candidates(deep=False):
     return out
 
 
+def gemm_rate(shape, timer, torch):
+    """The matmul lesson on the convolution's GEMM -- (K x C R S) times (C R S x N Ho Wo), an explicit im2col
+    matrix, its building not timed: the rate an implicit GEMM at matmul's speed would reach."""
+    from gpukernels import matmul
+
+    n, c, h, wd, k, r, s = shape
+    p, q = n * h * wd, c * r * s
+    a, b = torch.randn(k, q, device="cuda"), torch.randn(q, p, device="cuda")
+    out = torch.empty(k, p, device="cuda")
+    ref = (a.double() @ b.double()).float()
+    t_mm = statistics.median(timer.time(lambda i: torch.mm(a, b, out=out), 1, budget_ms=400, min_runs=10))
+    print(f"  gemm {k}x{p}x{q} cuBLAS: {t_mm:.4f} ms {2 * k * p * q / t_mm / 1e9:.1f} TFLOP/s", flush=True)
+    for name in ("optimized", "split_k", "vector_loads", "thread_16x8"):
+        version = matmul.VERSIONS[name]
+        launches = version.plan(cuda.as_cuda_array(a), cuda.as_cuda_array(b), cuda.as_cuda_array(out))
+        out.fill_(float("nan"))
+        for L in launches:
+            L()
+        err = ((out.double() - ref.double()).norm() / ref.double().norm()).item()
+
+        def enqueue(i, launches=launches):
+            st = timer.stream()
+            for L in launches:
+                L(stream=st)
+
+        t = statistics.median(timer.time(enqueue, 1, budget_ms=400, min_runs=10))
+        print(f"  gemm matmul.{name}: {t:.4f} ms {2 * k * p * q / t / 1e9:.1f} TFLOP/s rel err {err:.1e}", flush=True)
+
+
 def main(argv):
     import torch
     import torch.nn.functional as F
@@ -87,6 +117,8 @@ def main(argv):
             t_peer = statistics.median(timer.time(lambda i: F.relu(F.conv2d(*ins[i], padding=1)), sets,
                                                   budget_ms=600, min_runs=10))
         print(f"cbr {label} cuDNN: {t_peer:.4f} ms ok={ok} {flops / t_peer / 1e9:.1f} TFLOP/s", flush=True)
+        if "--gemm" in argv:
+            gemm_rate(shape, timer, torch)
 
         for name, plan in candidates(deep):
             if only and not any(o in name for o in only) and name != "optimized":

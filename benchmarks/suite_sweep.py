@@ -58,6 +58,12 @@ def matmul_candidates(shape):
         for kernel, label in ((wide_vec_kernel, "256x128"), (vec_kernel, "128x128"), (small_vec_kernel, "64x64")):
             out.append((label, lambda a, b, c, kernel=kernel: _common.tiled_launch(kernel, c, (a, b, c))))
     if m > 64 and n > 64 and m * n <= 1024 * 1024:
+        # small squares: skinny's 16-row kernel (B read by one block per 16 rows of C) with many slices of K ran
+        # 512^3 14% faster than the estimate's pick in one run (benchmarks/NOTES.md): is that a regime?
+        for sp in (8, 16, 32, 64):
+            if k // sp >= 16:
+                out.append((f"skinny_shared rows16 x{sp}", lambda a, b, c, s=sp:
+                            skinny_launches(a, b, c, rows=16, shared=True, splits=s)))
         tiles(split_vec_kernel, "128x128 split", (1, 2, 4, 8, 16, 32, 64))
         tiles(small_split_vec_kernel, "64x64 split", (1, 2, 4, 8, 16, 32, 64))
     if "--tiles3" in sys.argv and m > 64 and n > 64:
