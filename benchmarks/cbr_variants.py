@@ -33,6 +33,8 @@ VARIANTS = [
     ("igemm bn=128 lb=(128,4)", {"bn": 128, "min_blocks": 4}),
     ("igemm bn=128 unbounded", {"bn": 128, "min_blocks": None}),
     ("igemm bn=256 x2 slices", {"bn": 256, "min_blocks": 2, "splits": 2}),
+    ("igemm bn=64 unbounded", {"bn": 64, "min_blocks": None}),  # matmul's estimate picks 64 x 64 tiles here
+    ("igemm bn=64 x2 slices", {"bn": 64, "min_blocks": None, "splits": 2}),
     # 128 output channels per block, 16 x 8 outputs per thread (matmul's thread_16x8 inner loop)
     ("igemm 128x256 unbounded", {"bm": 128, "bn": 256, "min_blocks": None}),
     ("igemm 128x256 x2 slices", {"bm": 128, "bn": 256, "min_blocks": None, "splits": 2}),
