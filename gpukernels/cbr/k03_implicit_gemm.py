@@ -28,7 +28,7 @@ IG_ROW = IG_BM + 4  # a_tile row (matmul's V_ROW): 272 bytes keeps rows 16-byte 
 # kernel needs 168 registers (3 blocks of 4 warps) and spills 56 bytes at 128: benchmarks/cbr_variants.py
 # times these alternatives.
 IG_MIN_BLOCKS = 2
-IG_BNS = (64, 128, 256)  # pixels per block the kernel is built for (threads = BN, 8 x 8 outputs each)
+IG_BNS = (64, 128, 256)  # pixels per block the kernel is built for (threads = BN, one pixel's gather each)
 # Output channels per block: 64 (8 x 8 outputs per thread, matmul's step 8) or 128 (16 x 8 per thread, matmul's
 # step 15: 128 FMAs per 6 shared loads instead of 64 per 4). Either way a block has 8 rows of threads along the
 # channels, so its threads are still BN, one per pixel of the gather.
@@ -187,7 +187,7 @@ def _make_igemm_kernel(r_: int, s_: int, cb: int, rb: int, bn: int, min_blocks: 
         # As in matmul.vectorized_kernel, indices come from threadIdx through & and >> (never negative), so
         # NVVM sees the 16-byte alignment of the fragment loads below.
         t = cuda.threadIdx.x
-        tx, ty = t & (tcols - 1), t >> tshift  # outputs: pixels tx*4 + {0..3} (+ BN/2), channels ty*4 + {0..3} (+ 32s)
+        tx, ty = t & (tcols - 1), t >> tshift  # outputs: pixels tx*4 + {0..3} (+ BN/2), channels ty*4 + {0..3} (+ 32 k)
         p0 = cuda.blockIdx.x * bn
         k0 = cuda.blockIdx.y * bm
         hw, howo, q_ = h * wd, ho * wo, c_ * (r_ * s_)
