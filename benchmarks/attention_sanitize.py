@@ -25,8 +25,11 @@ from gpukernels.check import compare  # noqa: E402
 
 #: (B, H, Sq, Sk, D)
 SHAPES = [(1, 1, 1, 1, 16), (1, 2, 70, 33, 80), (2, 1, 33, 150, 128), (1, 1, 129, 129, 64)]
-#: keyword arguments of pipelined_launches: the 32-rows-per-warp kernel as attention_peer.py's pipelined@W,32[,K[,1]]
-VARIANTS = [{"warps": 4, "rows_per_warp": 32}, {"warps": 4, "rows_per_warp": 32, "keys": 32, "q_shared": True},
+#: keyword arguments of pipelined_launches, as attention_peer.py's pipelined@W,R[,K[,Q]]: both layouts whichever
+#: `plan` picks for these small shapes (16 rows per warp; 32, Q in shared memory past D = 64), and the others
+VARIANTS = [{"warps": 4, "rows_per_warp": 32}, {"warps": 4, "rows_per_warp": 16},
+            {"warps": 4, "rows_per_warp": 32, "q_shared": False},
+            {"warps": 4, "rows_per_warp": 32, "keys": 32, "q_shared": True},
             {"warps": 2, "rows_per_warp": 32, "keys": 16}]
 
 

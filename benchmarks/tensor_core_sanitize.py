@@ -26,8 +26,10 @@ from gpukernels.tensor_core.k06_wgmma import make_wgmma_kernel, wgmma_launch  # 
 SHAPES = [(33, 17, 31), (256, 264, 72)]
 #: Shapes that take the dispatcher down its other paths on an H200: K split in slices added by atomics (after a
 #: zeroing launch), rows padded to 16 bytes before wgmma (100 tiles of 128 x 256, K and N odd), and split-K inside
-#: wgmma (12 tiles of 128 x 256 x 8 slices; 33 tiles of 128 x 128 x 2 slices, N = 100 padded first)
-DISPATCH = [(16, 64, 4096), (1280, 2555, 71), (384, 1024, 16384), (4224, 100, 4096)]
+#: wgmma (12 tiles of 128 x 256 x 8 slices; 33 tiles of 128 x 128 x 2 slices, N = 100 padded first), and blocks of
+#: one warpgroup (72 tiles of 64 x 128, aligned and padded; SHAPES take the 64 x 64 ones)
+DISPATCH = [(16, 64, 4096), (1280, 2555, 71), (384, 1024, 16384), (4224, 100, 4096), (520, 1000, 200),
+            (517, 999, 203)]
 #: wgmma's other block shapes that benchmarks/wgmma_variants.py --small times: (columns, ring stages, block rows),
 #: on a shape with whole and edge tiles in both directions and a ragged last k tile
 BLOCKS = [(128, 8, 64), (64, 8, 64), (256, 4, 64), (128, 4, 128)]

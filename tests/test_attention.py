@@ -542,12 +542,17 @@ def test_mma_launch_plan():
 
 
 def test_pipelined_launch_plan_and_order():
+    # few blocks (6 heads x 1 tile of 128 rows, for 132 SMs): 16 rows per warp, blocks of 64 rows
     q, k, v = half_inputs((2, 3, 100, 70, 80), 0)
     [la] = at.pipelined.launches(q, k, v)
-    assert la.kernel is at.pipelined_kernel_for(80) and la.kernel.tile == (64, 64, 80)
+    assert la.kernel is at.pipelined_kernel_for(80, rows_per_warp=16) and la.kernel.tile == (64, 64, 80)
     assert la.block == (128,) and la.grid == (6 * 2,)
     [wide] = at.pipelined.launches(*half_inputs((2, 3, 129, 70, 128), 0))  # past D = 96: blocks of 128 rows
-    assert wide.kernel is at.pipelined_kernel_for(128, 8) and wide.block == (256,) and wide.grid == (6 * 2,)
+    assert wide.kernel is at.pipelined_kernel_for(128, 8, 16) and wide.block == (256,) and wide.grid == (6 * 2,)
+    # enough blocks of 128 rows to fill the SMs: 32 rows per warp, Q in shared memory past D = 64
+    [pair] = at.pipelined.launches(*half_inputs((1, 132, 1, 3, 80), 0))
+    assert pair.kernel is at.pipelined_kernel_for(80, 4, 32, 64, True) and pair.kernel.tile == (128, 64, 80)
+    assert pair.block == (128,) and pair.grid == (132,) and pair.shared_bytes == (128 + 2 * 64) * 88 * 2
     assert list(at.VERSIONS).index("pipelined") == list(at.VERSIONS).index("tf32x3") - 1
     # a view that does not start on 16 bytes cannot be copied by cp.async: step 4's kernel runs it, correctly
     q, k, v = half_inputs((1, 1, 20, 70, 16), 0)
@@ -580,8 +585,24 @@ def test_pipelined_with_32_rows_per_warp(shape, causal, seed):
     assert check.ok, f"{shape} causal={causal} seed={seed}: {check}"
     with pytest.raises(ValueError, match="rows_per_warp must be 16 or 32.*got 8"):
         at.pipelined_kernel_for(64, 4, rows_per_warp=8)
-    with pytest.raises(ValueError, match="tiles of 64 keys with Q in registers; got keys=32, q_shared=False"):
-        at.pipelined_kernel_for(64, 4, keys=32)
+    with pytest.raises(ValueError, match="tiles of 64 keys with Q in registers; got keys=32, q_shared=None"):
+        at.pipelined_kernel_for(64, 4, 16, keys=32)
+    with pytest.raises(ValueError, match="tiles of 64 keys with Q in registers; got keys=64, q_shared=True"):
+        at.pipelined_kernel_for(64, 4, 16, q_shared=True)
+
+
+@pytest.mark.parametrize("d,pair", [(64, False), (80, True), (128, True)])
+def test_pipelined_plan(d, pair):
+    # 32 rows per warp where the blocks of 128 rows fill the SMs, Q in shared memory past D = 64; 16 rows otherwise
+    plan = at.pipelined_plan
+    assert plan(132, 128, d, sms=132) == {"rows_per_warp": 32, "warps": 4, "q_shared": pair}
+    assert plan(1, 128 * 132 - 127, d, sms=132)["rows_per_warp"] == 32  # 132 tiles, the last of one row
+    assert plan(1, 128 * 131, d, sms=132) == {"rows_per_warp": 16, "warps": at.warps_for(d)}
+    assert plan(131, 1, d, sms=132)["rows_per_warp"] == 16 and plan(66, 129, d, sms=132)["rows_per_warp"] == 32
+    choice = at.choose(4, 33, 1000, 1000, d, half=True, sms=132)  # 132 heads x 8 tiles
+    assert choice.config["rows"] == 128 and choice.config["rows_per_warp"] == 32
+    assert ("Q in shared memory" in choice.why) == pair
+    assert at.choose(1, 4, 512, 512, d, half=True, sms=132).config["rows_per_warp"] == 16
 
 
 @pytest.mark.parametrize("keys,q_shared", [(16, False), (32, False), (32, True), (64, True)])
@@ -625,22 +646,26 @@ _MMA_KERNELS_CHILD = r"""
 import json, re
 from numba import cuda, types
 from gpukernels import attention as at
-from gpukernels.resources import _assemble
+from gpukernels.resources import _assemble, _jit_options
 h3, f3 = types.Array(types.float16, 3, "C"), types.Array(types.float32, 3, "C")
 import sys
 out = {}
 for k in at.MMA_KERNELS + at.PIPELINED_KERNELS:
     if k.tile[2] not in map(int, sys.argv[1:]):
         continue
-    ptx, _ = cuda.compile_ptx(k.py_func, (h3, h3, h3, f3, types.float32, types.boolean), cc=(9, 0))
+    ptx, _ = cuda.compile_ptx(k.py_func, (h3, h3, h3, f3, types.float32, types.boolean), cc=(9, 0),
+                              **_jit_options(k))  # fastmath, as the kernel runs
     log = _assemble(ptx, "sm_90")
     res = re.search(r"used (\d+) registers.*?(\d+) bytes smem.*?(\d+) bytes lmem", log, re.S)
-    out[f"{k.py_func.__name__}_d{k.tile[2]}"] = {"registers": int(res[1]), "smem": int(res[2]), "lmem": int(res[3]),
+    spill = re.search(r"(\d+) bytes spill stores", log)
+    out[f"{k.py_func.__name__}_{k.tile[0]}_d{k.tile[2]}"] = {"registers": int(res[1]), "smem": int(res[2]), "lmem": int(res[3]),
+                                "spill": int(spill[1]) if spill else 0,
                                 "local": ptx.count("ld.local") + ptx.count("st.local"),
                                 "mma": ptx.count("mma.sync.aligned.m16n8k16"), "ldmatrix": ptx.count("ldmatrix.sync"),
                                 "shfl": ptx.count("shfl.sync"), "d": k.tile[2],
                                 "cp_async": ptx.count("cp.async.cg.shared.global"),
-                                "threads": getattr(k, "threads", 128)}
+                                "threads": getattr(k, "threads", 128), "rows": k.tile[0],
+                                "q_shared": bool(getattr(k, "shared_bytes", 0))}
 print(json.dumps(out))
 """
 
@@ -654,22 +679,28 @@ def test_mma_kernels_compile_to_tensor_core_instructions(dims):
     from gpukernels.resources import run_with_real_cuda
 
     out = json.loads(run_with_real_cuda(_MMA_KERNELS_CHILD, *map(str, dims)))
-    assert len(at.MMA_KERNELS) == len(at.PIPELINED_KERNELS) == 8  # D = 16, 32, ..., 128
-    assert len(out) == 2 * len(dims)
+    assert len(at.MMA_KERNELS) == 8 and len(at.PIPELINED_KERNELS) == 16  # D = 16, 32, ..., 128 (pipelined: 2 layouts)
+    assert len(out) == 3 * len(dims)
     for name, r in out.items():
-        # the fragments (Q's, the scores', the accumulators') are indexed by constants: registers, not local memory
-        assert r["lmem"] == 0 and r["local"] == 0, f"{name} uses local memory: {r}"
+        d, nd = r["d"], r["d"] // 16
+        pair = name.startswith("pipelined_pair")
+        # the fragments (Q's, the scores', the accumulators') are indexed by constants: registers, not local memory;
+        # ptxas spills only the two tiles per warp at D = 112 and 128 (~150 bytes, with Q in shared memory)
+        assert r["local"] == 0, f"{name} indexes local memory: {r}"
+        assert r["lmem"] == 0 and r["spill"] <= (160 if pair and d > 96 else 0), f"{name} spills: {r}"
         assert r["smem"] <= 48 * 1024, f"{name}: more than the static 48 KB: {r}"
-        # per K/V tile: (64 / 8) * (D / 16) mmas for Q K^T and (64 / 16) * (D / 8) for P V, unrolled
-        d = r["d"]
-        assert r["mma"] == 8 * (d // 16) + 4 * (d // 8), r
-        assert r["ldmatrix"] == 4 * (d // 16) + 4 * (d // 16), r
+        assert r["q_shared"] == (pair and d > 64), r
+        # per K/V tile: (64 / 8) * (D / 16) mmas for Q K^T and (64 / 16) * (D / 8) for P V, unrolled; twice that for
+        # two tiles of rows, whose K and V fragments are read once for both (Q's too, from shared memory)
+        assert r["mma"] == (2 if pair else 1) * (8 * nd + 4 * (d // 8)), r
+        assert r["ldmatrix"] == 4 * nd + 4 * nd + (2 * nd if r["q_shared"] else 0), r
         if name.startswith("pipelined"):
             # K and V copied 16 bytes at a time: D / 8 pieces per key row, so a pass of the block's threads copies
             # threads // (D / 8) rows of 64; the passes are unrolled (three copy loops: V, and K twice -- the first
-            # tile and the next)
-            assert r["threads"] == 32 * at.warps_for(d), r
-            assert r["cp_async"] == 3 * -(-64 // (r["threads"] // (d // 8))), r
+            # tile and the next; and Q's 128 rows once, where they go to shared memory)
+            per_pass = r["threads"] // (d // 8)
+            assert r["threads"] == (128 if pair else 32 * at.warps_for(d)), r
+            assert r["cp_async"] == 3 * -(-64 // per_pass) + (-(-r["rows"] // per_pass) if r["q_shared"] else 0), r
         else:
             assert r["cp_async"] == 0, r
 
@@ -677,7 +708,7 @@ def test_mma_kernels_compile_to_tensor_core_instructions(dims):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_optimized_takes_float16_to_the_tensor_cores(causal, seed):
     q, k, v = half_inputs((1, 2, 70, 33, 64), seed)
-    assert at.optimized.launches(q, k, v)[0].kernel is at.pipelined_kernel_for(64)
+    assert at.optimized.launches(q, k, v)[0].kernel is at.pipelined_kernel_for(64, rows_per_warp=16)  # 2 blocks
     assert at.optimized.describe(q, k, v).startswith("pipelined") and "float16" in at.optimized.describe(q, k, v)
     out = np.full((1, 2, 70, 64), np.nan, np.float32)
     at.optimized(q, k, v, causal=causal, out=out)

@@ -484,11 +484,29 @@ def test_dispatcher_follows_readable_thresholds():
     assert choose(1024, 1024, 1024, sms=48).step == "block_tiles"  # a smaller GPU is filled by them
     assert choose(1823, 781, 129, sms=132).step == "block_tiles"  # 105 tiles: 0.8 of the SMs (measured about even)
     assert choose(4096, 4096, 4096, fp32=True).step == "tf32x3"
-    # On Hopper: wgmma's 128 x 256 tiles wherever they fill 3/4 of the SMs and rows are 16-byte aligned
+    # On Hopper: wgmma's 128 x 256 tiles wherever they fill half of the SMs; below, blocks of one warpgroup
     hopper = tc.optimized.choose
-    assert hopper(4096, 4096, 4096, sms=132, hopper=True).step == "wgmma"  # 512 tiles
-    assert hopper(2048, 2048, 2048, sms=132, hopper=True).step == "wgmma"  # 128 tiles: 0.97 waves
-    assert hopper(1024, 1024, 1024, sms=132, hopper=True).step == "pipelined"  # 32 tiles: a quarter of the GPU
+
+    def tile(*shape, **kw):
+        choice = hopper(*shape, sms=132, hopper=True, **kw)
+        return choice.step, choice.config.get("tile"), choice.config.get("split_k", 1)
+
+    assert tile(4096, 4096, 4096) == ("wgmma", "128x256", 1)  # 512 tiles
+    assert tile(2048, 2048, 2048) == ("wgmma", "128x256", 1)  # 128 tiles: 0.97 waves
+    assert tile(1536, 1536, 1536) == ("wgmma", "128x256", 1)  # 72 tiles: 0.55 waves
+    assert tile(1408, 1536, 512) == ("wgmma", "128x256", 1)  # 11 x 6 = 66 tiles of 128 x 256: exactly half
+    assert tile(1280, 1536, 512) == ("wgmma", "64x128", 1)  # 60 of those; 240 of 64 x 128
+    assert tile(1024, 1024, 1024) == ("wgmma", "64x128", 1)  # 32 of 128 x 256: 128 of 64 x 128
+    assert tile(768, 768, 768) == ("wgmma", "64x128", 1)  # 72 of 64 x 128: 0.55 waves
+    assert tile(512, 512, 512) == ("wgmma", "64x64", 1)  # 32 of 64 x 128; 64 of 64 x 64
+    assert tile(1, 1, 1) == ("wgmma", "64x64", 1)
+    assert hopper(1000, 1000, 1000, sms=132, hopper=True).config["stages"] == 8
+    # ... and split-K where the tiles are few and deep (wgmma's above 64 rows, mma.sync's below)
+    assert tile(128, 8192, 8192) == ("wgmma", "128x256", 4)
+    assert tile(8192, 64, 4096) == ("wgmma", "128x128", 2)
+    assert tile(16, 8192, 8192) == ("pipelined", "64x64", 5)
+    small = hopper(999, 1001, 997, aligned=False, sms=132, hopper=True)
+    assert small.config["padded"] and "padded to 16 bytes" in small.why and "64 x 128" in small.why
     unaligned = hopper(4096, 4096, 4096, aligned=False, sms=132, hopper=True)  # rows padded first, for cp.async
     assert unaligned.step == "wgmma" and unaligned.config["padded"] and "padded to 16 bytes" in unaligned.why
     assert hopper(4096, 4096, 4096, fp32=True, hopper=True).step == "tf32x3"
@@ -539,8 +557,9 @@ kernels = {"mma_global": tc.mma_global_kernel, "ldmatrix": tc.ldmatrix_kernel, "
            "block_tiles": tc.block_tiles_kernel, "block_tiles_sync": tc.block_tiles_sync_kernel,
            "tf32x3_mma": tc.tf32x3_mma_kernel, "tf32x3": tc.tf32x3_kernel, "wgmma": tc.wgmma_kernel,
            "wgmma_sync": tc.wgmma_sync_kernel, "split_rows": tc.split_rows_kernel, "split_cols": tc.split_cols_kernel}
-from gpukernels.tensor_core.k08_optimized import WGMMA_SPLIT_KERNELS
+from gpukernels.tensor_core.k08_optimized import WGMMA_KERNELS, WGMMA_SPLIT_KERNELS
 kernels.update({f"wgmma_split{bn}": k for bn, k in WGMMA_SPLIT_KERNELS.items()})
+kernels.update({f"wgmma_{tile}": k for tile, k in WGMMA_KERNELS.items() if tile != "128x256"})
 f3 = types.Array(types.float32, 3, "C")
 sigs = {"tf32x3_mma": (f, f, f), "tf32x3": (f3, f3, f), "split_rows": (f, f3), "split_cols": (f, f3)}
 words = {"mma16": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma8": "mma.sync.aligned.m16n8k8.row.col.f32.tf32",
@@ -549,6 +568,7 @@ words = {"mma16": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma8": "
          "wgmma.wait": "wgmma.wait_group", "fence.proxy": "fence.proxy.async",
          "wgmma_tf32": "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32",
          "wgmma128": "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "red": "red.global.add.f32",
+         "wgmma64": "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16",
          "atom": "atom.global.add.f32"}
 out = {}
 for name, k in kernels.items():
@@ -575,8 +595,11 @@ def test_kernels_compile_to_tensor_core_instructions():
             # "serialized" if anything read them between a wgmma and its wait (a local array, a 64-bit division)
             # (split-K's: the 128 x 128 tile's m64n128k16, and the products added into C by atomics -- NVVM writes
             # atom.global.add, which ptxas turns into a RED when its result is unused)
-            assert r["wgmma"] + r["wgmma128"] == 4 and r["wgmma.wait"] == 2 and r["fence.proxy"] == 1, r
-            assert not r["serialized"] and (r["wgmma128"] == 4) == (name == "wgmma_split128"), r
+            # (the one-warpgroup blocks of rule 5: m64n128k16 or m64n64k16)
+            assert r["wgmma"] + r["wgmma128"] + r["wgmma64"] == 4 and r["wgmma.wait"] == 2, r
+            assert r["fence.proxy"] == 1 and not r["serialized"], r
+            assert (r["wgmma128"] == 4) == (name in ("wgmma_split128", "wgmma_64x128")), r
+            assert (r["wgmma64"] == 4) == (name == "wgmma_64x64"), r
             assert r["mma16"] == 0 and r["ldmatrix"] == 0 and (r["cp.async"] > 0) == (name != "wgmma_sync"), r
             assert (r["red"] + r["atom"] > 0) == ("split" in name), r
             continue
@@ -860,9 +883,9 @@ def test_dispatcher_splits_k_inside_wgmma_for_few_deep_tiles():
 
 
 @pytest.mark.parametrize("shape,sms,slices", [
-    ((130, 300, 330), 8, 2),  # 4 tiles of 128 x 256 x 2 slices of 3 k tiles
+    ((130, 300, 330), 10, 2),  # 4 tiles of 128 x 256 (under half of 10 SMs) x 2 slices of 3 k tiles
     ((70, 100, 200), 6, 3),  # N <= 128: one 128 x 128 tile, 4 k tiles in slices of 2, 2 and none
-    ((130, 261, 333), 8, 2),  # rows not 16-byte aligned: padded copies first
+    ((130, 261, 333), 10, 2),  # rows not 16-byte aligned: padded copies first
 ])
 def test_wgmma_split_k_is_correct(shape, sms, slices, monkeypatch, seed):
     from gpukernels._pad import pad_kernel

@@ -35,7 +35,9 @@ Each step changes one thing, and its file's docstring says what and why (``k03_t
 5. ``pipelined``   step 4 fed as the tensor cores need (``k05_pipelined.py``): K and V tiles copied 16 bytes at a
                    time by cp.async while the mmas run (V during Q K^T, the next K during the softmax and P V), a
                    head's query tiles in consecutive blocks so that K and V are read from L2, one exp2 per score,
-                   the mask only where a tile has one. On an H200 step 4 runs at 20 TFLOP/s, this one at 190-220.
+                   the mask only where a tile has one, and two m16 tiles of queries per warp (each K or V
+                   fragment read from shared memory feeds four mmas). On an H200 step 4 runs at 20 TFLOP/s, this
+                   one at 230-270 (0.71-0.78x FlashAttention-2 at D = 128).
 6. ``tf32x3``      float32 on the tensor cores (``k06_tf32x3.py``), any D: q, k and v split once into two TF32
                    parts each, x = big + small, and step 5's tile loop with every product as three TF32 mma.sync
                    (3xTF32, the tensor-core lesson's step 7), each k step's three summed from zero and added by
@@ -208,6 +210,7 @@ from .k03_tiled import (ROW_THREADS, TILE_ROWS, TILED_KERNELS, TILED_THREADS, pa
 from .k04_mma import MMA_KERNELS, MMA_KEYS, MMA_ROWS, MMA_THREADS, mma, mma_kernel_for, mma_launches  # noqa: E402,F401
 from .k05_pipelined import (PIPELINED_KERNELS, pipelined, pipelined_kernel_for, pipelined_launches,  # noqa: E402,F401
                             warps_for)
+from .k05_pipelined import plan as pipelined_plan  # noqa: E402,F401
 from .k06_tf32x3 import (TF32X3_KERNELS, VALUE_ORDER, padded_width, split_rows_kernel,  # noqa: E402,F401
                          split_values_kernel, tf32x3, tf32x3_config, tf32x3_kernel_for, tf32x3_launches)
 from .k07_split_keys import (MIN_CHUNK, SPLIT_KEYS_KERNELS, merge_kernel_for, split_keys,  # noqa: E402,F401

@@ -26,20 +26,27 @@ Step 4 spends most of its time not on its mmas. Measured on an H200 at (B, H, S,
    barriers and copies it still shares with the block; and the accumulators are rescaled only when some row's max
    moved, which after the first tiles is rare.
 
-With these, on the H200 the step runs at 190-220 TFLOP/s (0.6-0.74x FlashAttention-2 without the mask, 0.53x with
-it at D = 128; benchmarks/NOTES.md). Profiling the first version of this step (Nsight Compute) found its busiest
-pipe to be the integer ALU, not the tensor cores: the copy loop's index arithmetic. So each thread's copies now
-step by constants (``copy_tile``). The Q load, the P V product and the epilogue are step 4's
+With these, the first version of this step ran at 190-220 TFLOP/s on the H200 (0.6-0.74x FlashAttention-2 without
+the mask, 0.49-0.53x with it at D = 128; benchmarks/NOTES.md). Profiling it (Nsight Compute) found its busiest pipe to
+be the integer ALU, not the tensor cores: the copy loop's index arithmetic. So each thread's copies now step by
+constants (``copy_tile``). The Q load, the P V product and the epilogue are step 4's
 (`gpukernels.attention.k04_mma.fragment_steps`).
 
-``pipelined_kernel_for(d, rows_per_warp=32)`` builds the next idea, not yet measured on a GPU: FlashAttention-2's
-two m16 tiles per warp, so that each K or V fragment read from shared memory feeds four mmas instead of two (the
-profile's largest stall is on those reads). Its registers decide its shape: at D = 128 the two tiles' Q fragments
-no longer fit, and Q's tile moves into shared memory (``q_shared``), read a k16 slice at a time.
+**Then two m16 tiles per warp** (FlashAttention-2's layout, `_pair_kernel`). The profile's largest stall was then on
+the K and V fragments that ldmatrix reads from shared memory. With 32 query rows per warp, each fragment feeds four
+mmas instead of two, so a warp's shared-memory reads per mma halve. The price is registers: two sets of Q fragments,
+scores and accumulators. Past D = ``Q_SHARED_D`` = 64, Q in registers would spill (116 bytes at D = 80, 1 KB at D =
+128), so Q's tile moves into shared memory and each k16 slice of it is read by ldmatrix when it is needed. Measured
+on the H200: 0.60 -> 0.78x FlashAttention-2 at 8 x 16 x 4096^2 x 128, 0.49 -> 0.71x causal, and +5-8% at D = 64
+(benchmarks/NOTES.md). At D = 112 and 128 ptxas still spills 148 and 124 bytes; no variant that does not was faster.
+
+``plan`` says which layout a launch takes: 32 rows per warp where the blocks of 128 rows are at least
+``PAIR_FILL`` per SM, and the 16-row kernel otherwise (a few heads of short sequences: its blocks are more, and
+smaller). A block is 4 warps of 32 query rows; the 16-row kernel's block is 4 warps, or 8 past D = 96
+(`warps_for`).
 
 The copies need 16-byte aligned rows of K and V: D is a multiple of 16 and the data must start on a 16-byte boundary
-(every array this toolkit allocates does; a view that does not takes step 4's kernel). A block is 4 warps of 16
-query rows, or 8 past D = 96 (`warps_for`).
+(every array this toolkit allocates does; a view that does not takes step 4's kernel).
 """
 
 from __future__ import annotations
@@ -51,7 +58,7 @@ import numpy as np
 from numba import cuda, float32, types, uint32
 
 from .._intrinsics import address
-from .._launch import Launch, ceil_div, version
+from .._launch import Launch, ceil_div, sm_count, version
 from .._mma import async_commit, async_wait, copy_async16_f16, ldmatrix_x4, ldmatrix_x4_trans, mma_f16
 from ._common import MAX_D, check_half, heads
 from .k04_mma import MMA_KEYS, fragment_steps, mma_launches, p_fragment
@@ -67,6 +74,9 @@ def warps_for(d: int) -> int:
     blocks of 8 lose (182 against 219 TFLOP/s at 4 x 32 x 8192^2): fewer, larger blocks fill the SMs worse."""
     return WIDE_WARPS if d > WIDE_D else PIPELINED_WARPS
 KEYS = MMA_KEYS  # keys per K/V tile: 64, as step 4's (the P V step they share walks that many)
+ROWS_PER_WARP = 32  # query rows per warp: two m16 tiles (FlashAttention-2's layout, `_pair_kernel`) ...
+Q_SHARED_D = 64  # ... with Q's tile in shared memory past this D (in registers it would spill) ...
+PAIR_FILL = 1.0  # ... where its blocks of 128 rows are at least this many per SM; fewer: 16 rows per warp
 LOG2E = 1.4426950408889634
 
 
@@ -180,20 +190,30 @@ def block_place(d: int, rows: int, threads: int, keys: int = KEYS):
     return place
 
 
-def pipelined_kernel_for(d: int, warps: int | None = None, rows_per_warp: int = 16, keys: int = KEYS,
-                         q_shared: bool = False):
+def pipelined_kernel_for(d: int, warps: int | None = None, rows_per_warp: int = ROWS_PER_WARP, keys: int = KEYS,
+                         q_shared: bool | None = None):
     """The kernel for head dimension ``d`` (a multiple of 16) with ``warps`` warps of ``rows_per_warp`` query rows
-    per block (default: `warps_for` warps of 16 rows; 32 rows: `_pair_kernel`, a variant that
-    benchmarks/attention_peer.py times as ``pipelined@W,32``, ``pipelined@W,32,K`` with ``keys`` per K/V tile, and
-    ``pipelined@W,32,K,1`` with Q's tile in shared memory, ``q_shared``)."""
+    per block: 32 (default; `_pair_kernel`, 4 warps, ``keys`` per K/V tile, Q's tile in shared memory where
+    ``q_shared`` -- by default past D = Q_SHARED_D) or 16 (`_kernel`, `warps_for` warps, 64-key tiles, Q in
+    registers). benchmarks/attention_peer.py times the others as ``pipelined@W,R[,K[,Q]]``."""
     if rows_per_warp == 32:
-        return _pair_kernel(d, warps or PIPELINED_WARPS, keys, q_shared)
+        return _pair_kernel(d, warps or PIPELINED_WARPS, keys, d > Q_SHARED_D if q_shared is None else bool(q_shared))
     if rows_per_warp != 16:
         raise ValueError(f"rows_per_warp must be 16 or 32 (one or two m16 tiles of the mma); got {rows_per_warp}")
     if keys != KEYS or q_shared:
         raise ValueError(f"the kernel of 16 rows per warp walks tiles of {KEYS} keys with Q in registers; got "
                          f"keys={keys}, q_shared={q_shared}")
     return _kernel(d, warps or warps_for(d))  # one cache key per kernel, however the warps are given
+
+
+def plan(heads: int, sq: int, d: int, sms: int | None = None) -> dict:
+    """The layout for ``heads`` (B * H) heads of ``sq`` queries of width ``d`` on ``sms`` SMs (default: this GPU's):
+    ``{"rows_per_warp": 32, "warps": 4, "q_shared": d > Q_SHARED_D}`` where the blocks of 128 rows are at least
+    PAIR_FILL per SM, else ``{"rows_per_warp": 16, "warps": warps_for(d)}`` -- smaller blocks, more of them."""
+    sms = sms or sm_count()
+    if heads * ceil_div(sq, 32 * PIPELINED_WARPS) >= PAIR_FILL * sms:
+        return {"rows_per_warp": 32, "warps": PIPELINED_WARPS, "q_shared": d > Q_SHARED_D}
+    return {"rows_per_warp": 16, "warps": warps_for(d)}
 
 
 @functools.cache
@@ -398,16 +418,22 @@ def _pair_kernel(d: int, warps: int, keys: int = KEYS, q_shared: bool = False):
     return pipelined_pair_kernel
 
 
-#: One kernel per head dimension: D = 16, 32, ..., 128.
-PIPELINED_KERNELS = [pipelined_kernel_for(d) for d in range(16, MAX_D + 1, 16)]
+#: The kernels `plan` picks from, per head dimension D = 16, 32, ..., 128: 32 rows per warp, then 16.
+PIPELINED_KERNELS = ([pipelined_kernel_for(d) for d in range(16, MAX_D + 1, 16)]
+                     + [pipelined_kernel_for(d, rows_per_warp=16) for d in range(16, MAX_D + 1, 16)])
 
 
 def pipelined_launches(q, k, v, out, causal: bool, scale: float, warps: int | None = None,
-                       rows_per_warp: int = 16, keys: int = KEYS, q_shared: bool = False) -> list[Launch]:
+                       rows_per_warp: int | None = None, keys: int = KEYS, q_shared: bool | None = None
+                       ) -> list[Launch]:
+    """The launch for these inputs: `plan`'s layout, or the one the keywords give (``rows_per_warp`` 16 or 32)."""
     q3, k3, v3, o3 = heads(q), heads(k), heads(v), heads(out)
     if address(k3) % 16 or address(v3) % 16:  # cp.async needs 16-byte aligned rows: step 4's loads instead
         return mma_launches(q, k, v, out, causal, scale)
     bhs, sq, dim = q3.shape
+    if rows_per_warp is None:
+        layout = plan(bhs, sq, dim)
+        rows_per_warp, warps = layout["rows_per_warp"], warps or layout["warps"]
     kernel = pipelined_kernel_for(dim, warps, rows_per_warp, keys, q_shared)
     # one block per (query tile, head), the query tiles of a head consecutive (they share K and V in L2)
     return [Launch(kernel, (bhs * ceil_div(sq, kernel.tile[0]),), (kernel.threads,),
@@ -417,5 +443,6 @@ def pipelined_launches(q, k, v, out, causal: bool, scale: float, warps: int | No
 @version("attention", check_half, kernels=PIPELINED_KERNELS)
 def pipelined(q, k, v, out, causal=False, scale=None):
     """Step 4's kernel fed as the tensor cores need: K and V tiles copied by cp.async during the mmas, a head's query
-    tiles in consecutive blocks (K and V read from L2), one exp2 per score and the mask only where a tile has one."""
+    tiles in consecutive blocks (K and V read from L2), one exp2 per score and the mask only where a tile has one,
+    two m16 tiles of queries per warp."""
     return pipelined_launches(q, k, v, out, causal, scale)

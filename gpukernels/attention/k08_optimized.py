@@ -3,7 +3,8 @@
 causal, half)``).
 
 **float16 inputs** go to the tensor cores: ``pipelined`` (step 5), at every shape -- on an H200 it is the fastest
-step wherever it can run, from one query per head (decoding) to 16k tokens. D must be a multiple of 16, as for
+step wherever it can run, from one query per head (decoding) to 16k tokens -- with its own plan (two m16 tiles of
+queries per warp where its blocks fill the SMs, `gpukernels.attention.k05_pipelined.plan`). D must be a multiple of 16, as for
 the tensor-core steps themselves. **float32 inputs**, by these rules:
 
 1. **Few queries** (Sq <= FUSED_MAX_SQ = 8, decoding one token at a time): a warp per query row. A tile of queries
@@ -35,7 +36,8 @@ from ..tensor_core._common import itemsize
 from ._common import check, check_half
 from .k02_fused_rows import FUSED_ROWS_KERNELS, FUSED_WARPS, dims_per_lane, fused_rows_launches
 from .k03_tiled import TILE_ROWS, TILED_KERNELS, padded_dims, tile_keys, tiled_launches
-from .k05_pipelined import PIPELINED_KERNELS, pipelined_launches, warps_for
+from .k05_pipelined import PIPELINED_KERNELS, pipelined_launches
+from .k05_pipelined import plan as pipelined_plan
 from .k06_tf32x3 import TF32X3_KERNELS, padded_width, tf32x3_config, tf32x3_launches
 from .k07_split_keys import MIN_CHUNK, SPLIT_KEYS_KERNELS, split_keys_launches, splits_for
 
@@ -52,12 +54,14 @@ def choose(b: int, h: int, sq: int, sk: int, d: int, causal: bool = False, half:
     if tensor_cores is None:
         tensor_cores = compute_capability() >= (8, 0)
     if half:
-        rows = 16 * warps_for(d)
+        layout = pipelined_plan(b * h, sq, d, sms)
+        rows = layout["rows_per_warp"] * layout["warps"]
         tiles = b * h * ceil_div(sq, rows)
-        return Choice("pipelined", {"rows": rows, "keys": 64, "width": d},
-                      f"float16: tensor cores, {count(tiles, 'block')} of {rows} queries walking "
-                      f"K/V tiles of 64 keys copied by cp.async" + (", causal: tiles past a block's queries skipped"
-                                                                     if causal else ""))
+        where = ", Q in shared memory" if layout.get("q_shared") else ""
+        return Choice("pipelined", {"rows": rows, "rows_per_warp": layout["rows_per_warp"], "keys": 64, "width": d},
+                      f"float16: tensor cores, {count(tiles, 'block')} of {rows} queries ({layout['rows_per_warp']} "
+                      f"per warp{where}) walking K/V tiles of 64 keys copied by cp.async"
+                      + (", causal: tiles past a block's queries skipped" if causal else ""))
     mask = ", causal: each row stops at its query" if causal else ""
     rows = {"rows_per_block": FUSED_WARPS, "dims_per_lane": dims_per_lane(d)}
     rows_blocks = ceil_div(b * h * sq, FUSED_WARPS)

@@ -3,10 +3,11 @@
 ``tensor_core.optimized.choose(M, N, K)`` returns the step, its configuration and why:
 
 1. **float32 inputs** (either matrix): ``tf32x3``, the only step that keeps float32's accuracy on tensor cores.
-2. **Hopper, and wgmma's 128 x 256 tiles fill at least ``FILL`` = 3/4 of the SMs**: step 6, ``wgmma``. Rows of A and
-   B that are not 16-byte aligned (K or N not a multiple of 8) are first copied once into arrays whose rows are
+2. **Hopper, and wgmma's 128 x 256 tiles fill at least ``WG_FILL`` = 1/2 of the SMs**: step 6, ``wgmma``. Rows of A
+   and B that are not 16-byte aligned (K or N not a multiple of 8) are first copied once into arrays whose rows are
    padded with zeros (`gpukernels._pad`), so that cp.async can copy them: 4095 x 4097 x 4093 went from 0.34x cuBLAS
-   by loads and stores to 1.30x (cuBLAS is slow on such rows too).
+   by loads and stores to 1.30x (cuBLAS is slow on such rows too). At 1536^3 (72 tiles, 0.55 of a wave) these tiles
+   still beat every smaller block (0.51x against 0.47x for 64 x 128).
 3. **Hopper, too few wgmma tiles for the SMs but deep K, and more than ``WG_SPLIT_ROWS`` = 64 rows**: wgmma with
    split-K -- the 128 x 256 tiles (128 x 128 where N <= 128, which would leave half a 256-wide tile empty) times as
    many slices of K, each at least ``WG_SPLIT_MIN_K`` = 2048 deep, as keep to one wave of the SMs, if that busies at
@@ -16,14 +17,20 @@
 4. **Few, deep tiles** -- fewer than ``SPLIT_BELOW`` = 2 tiles of 64 x 64 per SM, and K deep enough for slices of at
    least ``SPLIT_MIN_K`` = 1024: split-K, the k tiles shared out over ``SPLIT_BLOCKS`` = 4 blocks per SM, each adding
    its part into a zeroed C by atomics (16 x 8192 x 8192: 0.38x -> 0.87x cuBLAS).
-5. **Too few large tiles** -- 128 x 128 tiles of C for fewer than 3/4 of the SMs: step 4's 64 x 64 tiles, four times
-   as many blocks. At 1024^2, 64 tiles of 128 x 128 would leave 68 of 132 SMs idle while 256 tiles of 64 x 64 use
-   them all (measured: 0.093 against 0.101 ms).
-6. **Everything else**: step 5's 128 x 128 tiles (rows not 16-byte aligned: the ring filled by loads and stores).
+5. **Hopper, the rest** (products too small for half a wave of 128 x 256 tiles): wgmma on blocks of *one*
+   warpgroup, 64 rows, with a ring of ``SMALL_STAGES`` = 8 k tiles -- 64 x 128 tiles where they are at least
+   ``WG_FILL`` of the SMs, else 64 x 64. Small products are latency-bound: a deeper ring and more, smaller blocks
+   keep more copies in flight per SM. Measured (H200, x cuBLAS): 1024^3 0.36x on mma.sync 64 x 64 tiles -> 0.70x on
+   64 x 128 (128 tiles), 768^3 0.35x -> 0.66x (72 tiles), 512^3 0.44x -> 0.81x on 64 x 64 (64 tiles).
+6. **Too few large tiles** (no wgmma) -- 128 x 128 tiles of C for fewer than ``FILL`` = 3/4 of the SMs: step 4's
+   64 x 64 tiles, four times as many blocks. At 1024^2, 64 tiles of 128 x 128 would leave 68 of 132 SMs idle while
+   256 tiles of 64 x 64 use them all (measured: 0.093 against 0.101 ms).
+7. **Everything else** (no wgmma): step 5's 128 x 128 tiles (rows not 16-byte aligned: the ring filled by loads and
+   stores).
 
-Measured on an H200 (2026-12-04, ``gpukernels bench tensor_core --suite``, 14 shapes, before rule 3): geometric mean
-0.655x cuBLAS, 0.36x to 1.30x (benchmarks/NOTES.md has every shape). Rule 3, measured on 2026-12-05, lifted two of the
-shapes at the bottom of that range (above); 1024^3 (0.36x) and 1000^3 (0.40x) stay on 64 x 64 mma.sync tiles.
+Measured on an H200 (2026-12-04, ``gpukernels bench tensor_core --suite``, 14 shapes, before rules 3 and 5): geometric
+mean 0.655x cuBLAS, 0.36x to 1.30x (benchmarks/NOTES.md has every shape). Rules 3 and 5, measured on 2026-12-05,
+lifted the shapes at the bottom of that range (above).
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ from .._pad import pad_kernel, pad_operands
 from .k06_wgmma import make_wgmma_kernel, wgmma_kernel, wgmma_launch
 
 FILL = 0.75  # 128 x 128 tiles once there are at least this many per SM (a fraction of one wave)
+WG_FILL = 0.5  # Hopper: wgmma's 128 x 256 tiles (then 64 x 128) once there are at least this many per SM
+SMALL_STAGES = 8  # ... and the one-warpgroup blocks' ring of k tiles
 SPLIT_BELOW = 2  # split K when there are fewer 64 x 64 tiles than this many per SM ...
 SPLIT_MIN_K = 1024  # ... into slices at least this deep (32 k tiles: the prologue and the atomics amortized) ...
 SPLIT_BLOCKS = 4  # ... as many as make this many blocks per SM
@@ -48,6 +57,8 @@ WG_SPLIT_MIN_K = 2048  # ... in slices at least this deep (32 k tiles of 64). Me
 
 #: wgmma's split-K kernels by tile width: 256, and 128 for C at most 128 columns wide
 WGMMA_SPLIT_KERNELS = {bn: make_wgmma_kernel(bn, split=True) for bn in (256, 128)}
+#: wgmma's kernels by tile of C: two warpgroups (step 6's), and one (rule 5, for products too small for those)
+WGMMA_KERNELS = {"128x256": wgmma_kernel, **{f"64x{bn}": make_wgmma_kernel(bn, SMALL_STAGES, bm=64) for bn in (128, 64)}}
 
 
 def wgmma_split(m: int, n: int, k: int, sms: int) -> tuple[int, int, int]:
@@ -71,10 +82,10 @@ def choose(m: int, n: int, k: int, aligned: bool = True, fp32: bool = False, sms
                       "float32 inputs: each split into two TF32 parts, three tensor-core products per multiply keep "
                       "float32's accuracy")
     wide = ceil_div(m, 128) * ceil_div(n, 256)
-    if hopper and wide >= FILL * sms:
-        how = ("copied by cp.async" if aligned else
-               "A and B (those whose rows need it) first copied into arrays with rows padded to 16 bytes (K, N "
-               "rounded up to 8), so that cp.async can copy them")
+    how = ("copied by cp.async" if aligned else
+           "A and B (those whose rows need it) first copied into arrays with rows padded to 16 bytes (K, N "
+           "rounded up to 8), so that cp.async can copy them")
+    if hopper and wide >= WG_FILL * sms:
         return Choice("wgmma", {"tile": "128x256", "padded": not aligned},
                       f"Hopper: {count(wide, 'tile')} of 128 x 256 = {wide / sms:.2f} waves of {sms} SMs, wgmma from "
                       f"swizzled shared tiles, {how}")
@@ -92,6 +103,13 @@ def choose(m: int, n: int, k: int, aligned: bool = True, fp32: bool = False, sms
                       f"{count(small, 'tile')} of 64 x 64 for {sms} SMs, each {k} deep: K split in {slices} slices, "
                       f"{small * slices} blocks adding into C by atomics, so that every SM has several blocks' copies "
                       "in flight")
+    if hopper:
+        mid = ceil_div(m, 64) * ceil_div(n, 128)
+        bn, tiles = (128, mid) if mid >= WG_FILL * sms else (64, small)
+        return Choice("wgmma", {"tile": f"64x{bn}", "stages": SMALL_STAGES, "padded": not aligned},
+                      f"Hopper, {count(wide, 'tile')} of 128 x 256 for {sms} SMs: blocks of one warpgroup, "
+                      f"{count(tiles, 'tile')} of 64 x {bn} = {tiles / sms:.2f} waves, a ring of {SMALL_STAGES} k "
+                      f"tiles {how}")
     if large < FILL * sms:
         return Choice("pipelined", {"tile": "64x64", "async_copy": aligned},
                       f"{count(large, 'tile')} of 128 x 128 would leave {max(sms - large, 0)} of {sms} SMs idle; "
@@ -105,12 +123,13 @@ def _is_fp32(*arrays) -> bool:
 
 
 @version("tensor_core", check_fp32,
-         kernels=[wgmma_kernel, block_tiles_kernel, pipelined_kernel, tf32x3_kernel, split_rows_kernel,
+         kernels=[*WGMMA_KERNELS.values(), block_tiles_kernel, pipelined_kernel, tf32x3_kernel, split_rows_kernel,
                   split_cols_kernel, tf32x3_mma_kernel, pad_kernel, pipelined_split_kernel, zero_kernel,
                   *WGMMA_SPLIT_KERNELS.values()])
 def optimized(a, b, c):
-    """The dispatcher: per shape, wgmma's 128 x 256 tiles (Hopper; split-K for few deep tiles), 128 x 128
-    (block_tiles) or 64 x 64 (pipelined); 3xTF32 for float32 inputs."""
+    """The dispatcher: per shape, wgmma's 128 x 256 tiles (Hopper; split-K for few deep tiles; one-warpgroup blocks of
+    64 x 128 or 64 x 64 for small products), 128 x 128 (block_tiles) or 64 x 64 (pipelined); 3xTF32 for float32
+    inputs."""
     m, n = c.shape
     aligned = rows_aligned16(a, b)
     choice = choose(m, n, a.shape[1], aligned, _is_fp32(a, b))
@@ -121,7 +140,8 @@ def optimized(a, b, c):
         if choice.config["padded"]:
             a, b, pads = pad_operands(a, b, c, 8)
         splits = choice.config.get("split_k", 1)
-        kernel = WGMMA_SPLIT_KERNELS[int(choice.config["tile"].split("x")[1])] if splits > 1 else wgmma_kernel
+        tile = choice.config["tile"]
+        kernel = WGMMA_SPLIT_KERNELS[int(tile.split("x")[1])] if splits > 1 else WGMMA_KERNELS[tile]
         return pads + wgmma_launch(kernel, a, b, c, splits)
     if choice.config.get("split_k"):
         bm, bn = pipelined_split_kernel.tile
