@@ -25,7 +25,7 @@ from numba import cuda
 
 import gpukernels
 from gpukernels import LESSONS
-from gpukernels.check import TOLERANCE, case, compare, version_inputs
+from gpukernels.check import FLOAT16_TOLERANCE, TOLERANCE, case, compare, version_inputs
 
 pytestmark = pytest.mark.skipif(gpukernels.MODE != "sim", reason="the tracer runs on the simulator")
 
@@ -91,8 +91,10 @@ MIN_BARRIERS = 3  # per block, for a launch that has barriers at all: several ph
 #: it): at a traceable shape every slice is one k tile, so a block passes 2 barriers -- the prologue's, which
 #: separates its shared stores from the tile's reads, and the tile's own. (Empty trailing slices pass 1.)
 MIN_BARRIERS_OF = {("cbr", "split_c"): 1, ("cbr", "optimized"): 1,
-                   # 64-deep k tiles: K = 72 is 2 of them (its ring's reuse is traced in PATHS, at K = 328)
-                   ("tensor_core", "wgmma"): 2}
+                   # 64-deep k tiles: K = 72 is 2 of them (its ring's reuse is traced in PATHS, at K = 328), and
+                   # the dispatcher's one-warpgroup wgmma blocks at this shape (their 8-stage ring wraps in
+                   # test_tensor_core_dispatch_paths_have_no_hazards)
+                   ("tensor_core", "wgmma"): 2, ("tensor_core", "optimized"): 2}
 
 
 def _run_traced(launch_all):
@@ -296,26 +298,32 @@ def test_kernel_path_has_no_hazards(build, seed):
 
 
 @pytest.mark.parametrize("path,shape", [("split_k", (16, 64, 200)), ("padded", (70, 261, 75)),
-                                        ("wgmma_split", (130, 300, 330)), ("wgmma_split", (70, 100, 200))])
+                                        ("wgmma_split", (130, 300, 330)), ("wgmma_split", (70, 100, 200)),
+                                        ("wgmma_64x128", (69, 131, 597)), ("wgmma_64x64", (70, 72, 600))])
 def test_tensor_core_dispatch_paths_have_no_hazards(path, shape, seed, monkeypatch):
     """The tensor-core dispatcher's paths for large problems, taken at a traceable shape by lending it a shallow
     split (split-K: 7 k tiles in 6 slices added into C by atomics after a zeroing launch) or a 1-SM GPU (A and B
-    copied into arrays with 16-byte rows, then wgmma)."""
+    copied into arrays with 16-byte rows, then wgmma); and its one-warpgroup wgmma blocks, 10 k tiles through their
+    8-stage ring (64 x 128: 4 tiles on a lent 4-SM GPU, rows padded first; 64 x 64: 2 tiles on 132 SMs)."""
     from gpukernels.tensor_core import k08_optimized as opt
 
     if path == "split_k":
         monkeypatch.setattr(opt, "SPLIT_MIN_K", 32)
     elif path == "wgmma_split":  # 4 tiles of 128 x 256 x 2 slices; one of 128 x 128 x 3 slices, the last empty
         monkeypatch.setattr(opt, "WG_SPLIT_MIN_K", 64)
-        monkeypatch.setattr(opt, "sm_count", lambda: 8 if shape[1] > 128 else 6)
-    else:
+        monkeypatch.setattr(opt, "sm_count", lambda: 10 if shape[1] > 128 else 6)
+    elif path == "wgmma_64x128":
+        monkeypatch.setattr(opt, "sm_count", lambda: 4)
+    elif path == "padded":
         monkeypatch.setattr(opt, "sm_count", lambda: 1)
     mod = LESSONS["tensor_core"]
     a, b = mod.make_inputs(shape, seed)
     kernels = [x.kernel for x in mod.optimized.launches(a, b)]
     expected = {"split_k": [opt.zero_kernel, opt.pipelined_split_kernel],
                 "padded": [opt.pad_kernel, opt.pad_kernel, opt.wgmma_kernel],
-                "wgmma_split": [opt.zero_kernel, opt.WGMMA_SPLIT_KERNELS[256 if shape[1] > 128 else 128]]}
+                "wgmma_split": [opt.zero_kernel, opt.WGMMA_SPLIT_KERNELS[256 if shape[1] > 128 else 128]],
+                "wgmma_64x128": [opt.pad_kernel, opt.pad_kernel, opt.WGMMA_KERNELS["64x128"]],
+                "wgmma_64x64": [opt.WGMMA_KERNELS["64x64"]]}
     if path == "wgmma_split":  # (K = 330, N = 100: rows not 16-byte aligned, so copies with padded rows first)
         kernels = [k for k in kernels if k is not opt.pad_kernel]
     assert kernels == expected[path]
@@ -325,6 +333,27 @@ def test_tensor_core_dispatch_paths_have_no_hazards(path, shape, seed, monkeypat
     assert not problems, f"tensor_core.optimized ({path}) at {shape}:\n" + "\n".join(problems)
     check = compare(out, mod.reference(a, b), TOLERANCE["tensor_core"])
     assert check.ok, f"tensor_core.optimized ({path}) at {shape} seed={seed}: {check}"
+
+
+@pytest.mark.parametrize("d", [pytest.param(d, marks=[] if d in (16, 80, 128) else [pytest.mark.slow])
+                               for d in range(16, 129, 16)])
+def test_pipelined_pair_has_no_hazards(d, monkeypatch, seed):
+    """attention.pipelined with 32 query rows per warp, which its plan takes where the blocks of 128 rows fill the
+    SMs (here a lent 1-SM GPU): 2 query blocks (the first with 12 rows), 3 and 2 K/V tiles under the causal mask, the
+    last ragged; Q's tile in shared memory past D = 64."""
+    from gpukernels.attention import k05_pipelined
+
+    monkeypatch.setattr(k05_pipelined, "sm_count", lambda: 1)
+    mod = LESSONS["attention"]
+    q, k, v = version_inputs("attention", "pipelined", mod.make_inputs((1, 1, 140, 150, d), seed))
+    [launch] = mod.pipelined.launches(q, k, v)
+    assert launch.kernel is mod.pipelined_kernel_for(d) and launch.kernel.tile[0] == 128
+    out = np.full((1, 1, 140, d), np.nan, np.float32)
+    t = _run_traced(lambda: mod.pipelined(q, k, v, causal=True, out=out))
+    problems = hazard_report(t, 4)
+    assert not problems, f"attention.pipelined (32 rows per warp) at D = {d}:\n" + "\n".join(problems)
+    check = compare(out, mod.reference(q, k, v, causal=True), FLOAT16_TOLERANCE["attention"])
+    assert check.ok, f"attention.pipelined (32 rows per warp) at D = {d} seed={seed}: {check}"
 
 
 def test_tf32x3_without_wgmma_has_no_hazards(monkeypatch, seed):
@@ -357,8 +386,9 @@ def test_cases_reach_every_registered_kernel():
                | {id(get_skinny_cols_kernel(1, True)), id(get_skinny_cols_kernel(3, False))}
                # test_tensor_core_dispatch_paths_have_no_hazards
                | {id(tc_opt.zero_kernel), id(tc_opt.pipelined_split_kernel), id(tc_opt.pad_kernel)}
-               | {id(k) for k in tc_opt.WGMMA_SPLIT_KERNELS.values()}
-               | {id(tc_opt.tf32x3_mma_kernel)})  # test_tf32x3_without_wgmma_has_no_hazards
+               | {id(k) for k in tc_opt.WGMMA_SPLIT_KERNELS.values()} | {id(k) for k in tc_opt.WGMMA_KERNELS.values()}
+               | {id(tc_opt.tf32x3_mma_kernel)}  # test_tf32x3_without_wgmma_has_no_hazards
+               | {id(LESSONS["attention"].pipelined_kernel_for(d)) for d in range(16, 129, 16)})  # ... pair ...
     missing = [f"{lesson}.{name}: {getattr(k, '__name__', k)}" for lesson, mod in LESSONS.items()
                for name, version in mod.VERSIONS.items() for k in version.kernels if id(k) not in reached]
     assert not missing, "kernels no race-check case launches:\n" + "\n".join(missing)
