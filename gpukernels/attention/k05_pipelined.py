@@ -22,9 +22,10 @@ Step 4 spends most of its time not on its mmas. Measured on an H200 at (B, H, S,
 3. **The softmax's instructions.** Each score becomes its weight in one multiply-add and one ``exp2`` (the
    hardware's ``ex2``: exp(x) = 2^(x log2 e), so the scale is folded into scale * log2(e), and ``fastmath`` lets
    Numba emit ex2.approx); the mask is tested only in the tiles that have a masked key (the last tile past Sk, the
-   tiles on the causal diagonal); a warp skips a tile whose keys all come after its 16 queries (causal) -- the
-   barriers and copies it still shares with the block; and the accumulators are rescaled only when some row's max
-   moved, which after the first tiles is rare.
+   tiles on the causal diagonal); a warp skips a tile whose keys all come after its 16 queries (causal), and a warp
+   whose queries all lie past Sq skips every tile (decoding: one query per head, so one warp of the block computes)
+   -- the barriers and copies it still shares with the block; and the accumulators are rescaled only when some
+   row's max moved, which after the first tiles is rare.
 
 With these, the first version of this step ran at 190-220 TFLOP/s on the H200 (0.6-0.74x FlashAttention-2 without
 the mask, 0.49-0.53x with it at D = 128; benchmarks/NOTES.md). Profiling it (Nsight Compute) found its busiest pipe to
@@ -256,7 +257,8 @@ def _kernel(d: int, warps: int):
             cuda.syncthreads()  # K(it) is in; every warp is done with V(it - 1)
             copy_tile(v, vs, base, k0, sk, cr, cc)
             async_commit()
-            live = not causal or k0 <= w0 + 15  # some key of the tile is visible to some row of the warp
+            # some key of the tile is visible to some row of the warp, and the warp has a row (not past Sq)
+            live = (not causal or k0 <= w0 + 15) and w0 < sq
             if live:
                 for n in range(ns):
                     for e in range(4):
@@ -380,7 +382,8 @@ def _pair_kernel(d: int, warps: int, keys: int = KEYS, q_shared: bool = False):
             cuda.syncthreads()  # K(it) (and Q) is in; every warp is done with V(it - 1)
             copy_tile(v, sm, base, k0, sk, cr, voff + cc)
             async_commit()
-            live = not causal or k0 <= w0 + 31  # some key of the tile is visible to some row of the warp
+            # some key of the tile is visible to some row of the warp, and the warp has a row (not past Sq)
+            live = (not causal or k0 <= w0 + 31) and w0 < sq
             if live:
                 for n in range(ns):
                     for e in range(4):
