@@ -550,7 +550,7 @@ def test_pipelined_launch_plan_and_order():
     [wide] = at.pipelined.launches(*half_inputs((2, 3, 129, 70, 128), 0))  # past D = 96: blocks of 128 rows
     assert wide.kernel is at.pipelined_kernel_for(128, 8, 16) and wide.block == (256,) and wide.grid == (6 * 2,)
     # enough blocks of 128 rows to fill the SMs: 32 rows per warp, Q in shared memory past D = 64
-    [pair] = at.pipelined.launches(*half_inputs((1, 132, 1, 3, 80), 0))
+    [pair] = at.pipelined.launches(*half_inputs((1, 132, 17, 3, 80), 0))
     assert pair.kernel is at.pipelined_kernel_for(80, 4, 32, 64, True) and pair.kernel.tile == (128, 64, 80)
     assert pair.block == (128,) and pair.grid == (132,) and pair.shared_bytes == (128 + 2 * 64) * 88 * 2
     assert list(at.VERSIONS).index("pipelined") == list(at.VERSIONS).index("tf32x3") - 1
@@ -598,7 +598,9 @@ def test_pipelined_plan(d, pair):
     assert plan(132, 128, d, sms=132) == {"rows_per_warp": 32, "warps": 4, "q_shared": pair}
     assert plan(1, 128 * 132 - 127, d, sms=132)["rows_per_warp"] == 32  # 132 tiles, the last of one row
     assert plan(1, 128 * 131, d, sms=132) == {"rows_per_warp": 16, "warps": at.warps_for(d)}
-    assert plan(131, 1, d, sms=132)["rows_per_warp"] == 16 and plan(66, 129, d, sms=132)["rows_per_warp"] == 32
+    assert plan(131, 17, d, sms=132)["rows_per_warp"] == 16 and plan(66, 129, d, sms=132)["rows_per_warp"] == 32
+    assert plan(132, 17, d, sms=132)["rows_per_warp"] == 32  # a warp's second tile has a query
+    assert plan(4096, 16, d, sms=132)["rows_per_warp"] == 16  # decoding: one m16 tile holds every query
     choice = at.choose(4, 33, 1000, 1000, d, half=True, sms=132)  # 132 heads x 8 tiles
     assert choice.config["rows"] == 128 and choice.config["rows_per_warp"] == 32
     assert ("Q in shared memory" in choice.why) == pair

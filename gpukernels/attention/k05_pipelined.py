@@ -43,7 +43,7 @@ on the H200: 0.60 -> 0.78x FlashAttention-2 at 8 x 16 x 4096^2 x 128, 0.49 -> 0.
 
 ``plan`` says which layout a launch takes: 32 rows per warp where the blocks of 128 rows are at least
 ``PAIR_FILL`` per SM, and the 16-row kernel otherwise (a few heads of short sequences: its blocks are more, and
-smaller). A block is 4 warps of 32 query rows; the 16-row kernel's block is 4 warps, or 8 past D = 96
+smaller; decoding, at most 16 queries per head: the second tile of a warp would be padding). A block is 4 warps of 32 query rows; the 16-row kernel's block is 4 warps, or 8 past D = 96
 (`warps_for`).
 
 The copies need 16-byte aligned rows of K and V: D is a multiple of 16 and the data must start on a 16-byte boundary
@@ -210,9 +210,11 @@ def pipelined_kernel_for(d: int, warps: int | None = None, rows_per_warp: int = 
 def plan(heads: int, sq: int, d: int, sms: int | None = None) -> dict:
     """The layout for ``heads`` (B * H) heads of ``sq`` queries of width ``d`` on ``sms`` SMs (default: this GPU's):
     ``{"rows_per_warp": 32, "warps": 4, "q_shared": d > Q_SHARED_D}`` where the blocks of 128 rows are at least
-    PAIR_FILL per SM, else ``{"rows_per_warp": 16, "warps": warps_for(d)}`` -- smaller blocks, more of them."""
+    PAIR_FILL per SM and a warp's second tile has queries (Sq > 16), else ``{"rows_per_warp": 16, "warps":
+    warps_for(d)}`` -- smaller blocks, more of them; and for decoding (a few queries per head) one m16 tile of
+    products per query block instead of two."""
     sms = sms or sm_count()
-    if heads * ceil_div(sq, 32 * PIPELINED_WARPS) >= PAIR_FILL * sms:
+    if sq > 16 and heads * ceil_div(sq, 32 * PIPELINED_WARPS) >= PAIR_FILL * sms:
         return {"rows_per_warp": 32, "warps": PIPELINED_WARPS, "q_shared": d > Q_SHARED_D}
     return {"rows_per_warp": 16, "warps": warps_for(d)}
 
