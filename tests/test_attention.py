@@ -660,7 +660,8 @@ for k in at.MMA_KERNELS + at.PIPELINED_KERNELS:
     log = _assemble(ptx, "sm_90")
     res = re.search(r"used (\d+) registers.*?(\d+) bytes smem.*?(\d+) bytes lmem", log, re.S)
     spill = re.search(r"(\d+) bytes spill stores", log)
-    out[f"{k.py_func.__name__}_{k.tile[0]}_d{k.tile[2]}"] = {"registers": int(res[1]), "smem": int(res[2]), "lmem": int(res[3]),
+    name = f"{k.py_func.__name__}_{k.tile[0]}_d{k.tile[2]}"
+    out[name] = {"registers": int(res[1]), "smem": int(res[2]), "lmem": int(res[3]),
                                 "spill": int(spill[1]) if spill else 0,
                                 "local": ptx.count("ld.local") + ptx.count("st.local"),
                                 "mma": ptx.count("mma.sync.aligned.m16n8k16"), "ldmatrix": ptx.count("ldmatrix.sync"),

@@ -41,10 +41,10 @@ scores and accumulators. Past D = ``Q_SHARED_D`` = 64, Q in registers would spil
 on the H200: 0.60 -> 0.78x FlashAttention-2 at 8 x 16 x 4096^2 x 128, 0.49 -> 0.71x causal, and +5-8% at D = 64
 (benchmarks/NOTES.md). At D = 112 and 128 ptxas still spills 148 and 124 bytes; no variant that does not was faster.
 
-``plan`` says which layout a launch takes: 32 rows per warp where the blocks of 128 rows are at least
-``PAIR_FILL`` per SM, and the 16-row kernel otherwise (a few heads of short sequences: its blocks are more, and
-smaller; decoding, at most 16 queries per head: the second tile of a warp would be padding). A block is 4 warps of 32 query rows; the 16-row kernel's block is 4 warps, or 8 past D = 96
-(`warps_for`).
+``plan`` says which layout a launch takes: 32 rows per warp where the blocks of 128 rows are at least ``PAIR_FILL``
+per SM, and the 16-row kernel otherwise (a few heads of short sequences: its blocks are more, and smaller; decoding,
+at most 16 queries per head: the second tile of a warp would be padding). A block is 4 warps of 32 query rows; the
+16-row kernel's block is 4 warps, or 8 past D = 96 (`warps_for`).
 
 The copies need 16-byte aligned rows of K and V: D is a multiple of 16 and the data must start on a 16-byte boundary
 (every array this toolkit allocates does; a view that does not takes step 4's kernel).

@@ -4,8 +4,8 @@ causal, half)``).
 
 **float16 inputs** go to the tensor cores: ``pipelined`` (step 5), at every shape -- on an H200 it is the fastest
 step wherever it can run, from one query per head (decoding) to 16k tokens -- with its own plan (two m16 tiles of
-queries per warp where its blocks fill the SMs, `gpukernels.attention.k05_pipelined.plan`). D must be a multiple of 16, as for
-the tensor-core steps themselves. **float32 inputs**, by these rules:
+queries per warp where its blocks fill the SMs, `gpukernels.attention.k05_pipelined.plan`). D must be a multiple of
+16, as for the tensor-core steps themselves. **float32 inputs**, by these rules:
 
 1. **Few queries** (Sq <= FUSED_MAX_SQ = 8, decoding one token at a time): a warp per query row. A tile of queries
    would be at least three quarters padding, and a warp per row wastes nothing; with so few queries attention is a

@@ -58,7 +58,8 @@ WG_SPLIT_MIN_K = 2048  # ... in slices at least this deep (32 k tiles of 64). Me
 #: wgmma's split-K kernels by tile width: 256, and 128 for C at most 128 columns wide
 WGMMA_SPLIT_KERNELS = {bn: make_wgmma_kernel(bn, split=True) for bn in (256, 128)}
 #: wgmma's kernels by tile of C: two warpgroups (step 6's), and one (rule 5, for products too small for those)
-WGMMA_KERNELS = {"128x256": wgmma_kernel, **{f"64x{bn}": make_wgmma_kernel(bn, SMALL_STAGES, bm=64) for bn in (128, 64)}}
+WGMMA_KERNELS = {"128x256": wgmma_kernel,
+                 **{f"64x{bn}": make_wgmma_kernel(bn, SMALL_STAGES, bm=64) for bn in (128, 64)}}
 
 
 def wgmma_split(m: int, n: int, k: int, sms: int) -> tuple[int, int, int]:
