@@ -1,8 +1,9 @@
 """Attention against torch's scaled_dot_product_attention on a GPU, peer in the same run:
 
-    python3 benchmarks/attention_peer.py [--quick | --decode] [--half] [VERSION ...]
+    python3 benchmarks/attention_peer.py [--quick | --decode | --shape=B,H,SQ,SK,D[,causal] ...] [--half] [VERSION ...]
 
-``--quick``: the first four shapes only; ``--decode``: only the decoding shapes (Sq <= 8).
+``--quick``: the first four shapes only; ``--decode``: only the decoding shapes (Sq <= 8); ``--shape``: only these
+shapes (``causal`` as a sixth field, 1 or 0).
 VERSION: a name of ``attention.VERSIONS`` (default: all but naive) or a variant -- ``pipelined@W`` (W warps per
 block), ``pipelined@W,32``, ``pipelined@W,32,K`` or ``pipelined@W,32,K,1`` (32 query rows per warp -- two m16 tiles
 --, K keys per K/V tile, and 1: Q's tile kept in shared memory), ``tf32x3@W`` or ``tf32x3@W,K`` (K keys per K/V
@@ -160,6 +161,10 @@ def main() -> int:
     cases = CASES + ([] if quick else MORE)
     if "--decode" in sys.argv:  # only the decoding shapes (a few queries per head)
         cases = [(shape, causal) for shape, causal in CASES + MORE if shape[2] <= 8]
+    shapes = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--shape=")]
+    if shapes:
+        fields = [[int(x) for x in s.split(",")] for s in shapes]
+        cases = [(tuple(f[:5]), bool(f[5]) if len(f) > 5 else False) for f in fields]
     for shape, causal in cases:
         rows += time_case(shape, causal, versions, timer, lambda s: print(s, flush=True))
     path = os.path.join(os.environ.get("OUT", "benchmarks/results"), "attention_peer.json")
