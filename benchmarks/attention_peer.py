@@ -153,6 +153,19 @@ def time_case(shape, causal, versions, timer, log):
 HALF_ONLY = "--half" in sys.argv
 
 
+def parse_shape(text: str):
+    """(shape, causal) from ``B,H,SQ,SK,D[,causal]``, or None after a one-line error."""
+    try:
+        fields = [int(x) for x in text.split(",")]
+    except ValueError:
+        fields = []
+    if len(fields) not in (5, 6) or min(fields[:5]) < 1 or fields[5:] not in ([], [0], [1]):
+        print(f"attention_peer.py: --shape must be B,H,SQ,SK,D (positive integers) with an optional causal 0 or 1; "
+              f"got {text!r}", file=sys.stderr)
+        return None
+    return tuple(fields[:5]), bool(fields[5:] == [1])
+
+
 def main() -> int:
     quick = "--quick" in sys.argv
     versions = [a for a in sys.argv[1:] if not a.startswith("--")] or [n for n in at.VERSIONS if n != "naive"]
@@ -161,10 +174,10 @@ def main() -> int:
     cases = CASES + ([] if quick else MORE)
     if "--decode" in sys.argv:  # only the decoding shapes (a few queries per head)
         cases = [(shape, causal) for shape, causal in CASES + MORE if shape[2] <= 8]
-    shapes = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--shape=")]
-    if shapes:
-        fields = [[int(x) for x in s.split(",")] for s in shapes]
-        cases = [(tuple(f[:5]), bool(f[5]) if len(f) > 5 else False) for f in fields]
+    shapes = [parse_shape(a.split("=", 1)[1]) for a in sys.argv[1:] if a.startswith("--shape=")]
+    if None in shapes:
+        return 2
+    cases = shapes or cases
     for shape, causal in cases:
         rows += time_case(shape, causal, versions, timer, lambda s: print(s, flush=True))
     path = os.path.join(os.environ.get("OUT", "benchmarks/results"), "attention_peer.json")

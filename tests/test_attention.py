@@ -662,13 +662,13 @@ for k in at.MMA_KERNELS + at.PIPELINED_KERNELS:
     spill = re.search(r"(\d+) bytes spill stores", log)
     name = f"{k.py_func.__name__}_{k.tile[0]}_d{k.tile[2]}"
     out[name] = {"registers": int(res[1]), "smem": int(res[2]), "lmem": int(res[3]),
-                                "spill": int(spill[1]) if spill else 0,
-                                "local": ptx.count("ld.local") + ptx.count("st.local"),
-                                "mma": ptx.count("mma.sync.aligned.m16n8k16"), "ldmatrix": ptx.count("ldmatrix.sync"),
-                                "shfl": ptx.count("shfl.sync"), "d": k.tile[2],
-                                "cp_async": ptx.count("cp.async.cg.shared.global"),
-                                "threads": getattr(k, "threads", 128), "rows": k.tile[0],
-                                "q_shared": bool(getattr(k, "shared_bytes", 0))}
+                 "spill": int(spill[1]) if spill else 0,
+                 "local": ptx.count("ld.local") + ptx.count("st.local"),
+                 "mma": ptx.count("mma.sync.aligned.m16n8k16"), "ldmatrix": ptx.count("ldmatrix.sync"),
+                 "shfl": ptx.count("shfl.sync"), "d": k.tile[2],
+                 "cp_async": ptx.count("cp.async.cg.shared.global"),
+                 "threads": getattr(k, "threads", 128), "rows": k.tile[0],
+                 "q_shared": bool(getattr(k, "shared_bytes", 0))}
 print(json.dumps(out))
 """
 

@@ -37,7 +37,8 @@ Each step changes one thing, and its file's docstring says what and why (``k03_t
                    head's query tiles in consecutive blocks so that K and V are read from L2, one exp2 per score,
                    the mask only where a tile has one, and two m16 tiles of queries per warp (each K or V
                    fragment read from shared memory feeds four mmas). On an H200 step 4 runs at 20 TFLOP/s; this
-                   one, on the large shapes, at 205-260 (0.71-0.80x FlashAttention-2; benchmarks/NOTES.md).
+                   one, on the large shapes, at 208-280 (0.75-0.81x FlashAttention-2, 0.64-0.73x causal;
+                   benchmarks/NOTES.md).
 6. ``tf32x3``      float32 on the tensor cores (``k06_tf32x3.py``), any D: q, k and v split once into two TF32
                    parts each, x = big + small, and step 5's tile loop with every product as three TF32 mma.sync
                    (3xTF32, the tensor-core lesson's step 7), each k step's three summed from zero and added by
