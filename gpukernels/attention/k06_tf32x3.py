@@ -9,12 +9,14 @@ tensor-core lesson's step 7 (`gpukernels.tensor_core.k07_tf32x3`, `gpukernels._m
     x = big + small,   big = tf32(x),   small = tf32(x - big)
     a b ~ a_small b_big + a_big b_small + a_big b_big            (three mma.sync m16n8k8 on TF32)
 
-**Split once.** q, k and v are split by a pass of their own (``split_rows_kernel``, ``split_values_kernel``) into
+**Split once.** k and v are split by a pass of their own (``split_rows_kernel``, ``split_values_kernel``) into
 [big, small] arrays, each row padded with zeros to DP = D rounded up to 16 (so that any D works, and rows are whole
-16-byte pieces for cp.async). That pass reads 4 bytes and writes 8 per element of q, k and v -- at 8 x 16 x 4096^2 x
-128 about 1.6 GB, some 0.4 ms against the ~20 ms of products. Step 5 (``pipelined``) then gives the tile loop:
-cp.async copies of the K tile and the V tile, each overlapping the other's products, a head's query tiles in
-consecutive blocks, one exp2 per score, the mask only where a tile has one.
+16-byte pieces for cp.async): every block of a head reads all of K and V, so each element is split once instead of
+once per block. Q is split by the tile loop as it reads its tile in, since one block alone reads a query tile: a
+pass of its own would write q's bytes twice and read them back, which cross attention's few keys cannot hide.
+Step 5 (``pipelined``) then gives the tile loop: cp.async copies of the K tile and the V tile, each overlapping the
+other's products, a head's query tiles in consecutive blocks, one exp2 per score, the mask only where a tile has
+one.
 
 **Fragments from ldmatrix, on float32.** ``ldmatrix`` on a float32 tile hands lane 4 g + t the float at row g, column
 t of an 8 x 4-float matrix: the TF32 A fragment's layout (rows g, g + 8 at columns t, t + 4), and B's when B is
@@ -109,18 +111,18 @@ def split_values_kernel(v, vt):
             vt[1, bh, d, pos] = small
 
 
-def split_launches(q3, k3, v3, dp: int, like) -> tuple:
-    """(q2, k2, vt, launches): the split arrays, on the device when ``like`` is a device array, and the launches that
-    fill them."""
-    (bhs, sq, d), sk = q3.shape, k3.shape[1]
+def split_launches(k3, v3, dp: int, like) -> tuple:
+    """(k2, vt, launches): K and V split, on the device when ``like`` is a device array, and the launches that fill
+    them. (Q is split by the tile loop itself, as it copies Q's tile in.)"""
+    (bhs, sk, d) = k3.shape
     skp = ceil_div(sk, 8) * 8  # whole groups of 8 keys (VALUE_ORDER), 16-byte rows
     alloc = cuda.device_array if is_device_array(like) else np.empty
-    q2, k2 = alloc((2, bhs * sq, dp), np.float32), alloc((2, bhs * sk, dp), np.float32)
+    k2 = alloc((2, bhs * sk, dp), np.float32)
     vt = alloc((2, bhs, dp, skp), np.float32)
-    launches = [Launch(split_rows_kernel, (ceil_div(x2.shape[1] * dp, SPLIT_THREADS),), (SPLIT_THREADS,),
-                       (x.reshape(x.shape[0] * x.shape[1], d), x2)) for x, x2 in ((q3, q2), (k3, k2))]
-    launches.append(Launch(split_values_kernel, (bhs * ceil_div(skp, 32), ceil_div(dp, 32)), (32, 8), (v3, vt)))
-    return q2, k2, vt, launches
+    launches = [Launch(split_rows_kernel, (ceil_div(k2.shape[1] * dp, SPLIT_THREADS),), (SPLIT_THREADS,),
+                       (k3.reshape(bhs * sk, d), k2)),
+                Launch(split_values_kernel, (bhs * ceil_div(skp, 32), ceil_div(dp, 32)), (32, 8), (v3, vt))]
+    return k2, vt, launches
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -194,7 +196,23 @@ def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a 
         return copy
 
     softmax = softmax_step(KEYS, nk)
-    copy_q = tile_copy(rows, dp, pitch, q_tile)
+    q_passes = ceil_div(rows * dp, threads)
+
+    @cuda.jit(device=True, forceinline=True)
+    def split_q(q, bh, q0, sq, dim, smem, tid):
+        # the block's Q tile, split into its big and small parts as it is stored: consecutive threads along a row
+        # (coalesced loads of q), zeros past Sq and past D. Each query tile is read by one block only, so a pass of
+        # its own would only add q's bytes twice (written split, read back) -- what cross attention's few keys
+        # cannot hide.
+        for i in range(q_passes):
+            e = tid + i * threads
+            r, c = e // dp, e % dp
+            if r < rows:
+                x = q[bh, q0 + r, c] if q0 + r < sq and c < dim else float32(0.0)
+                big, small = split_tf32(x)
+                smem[QB + r * pitch + c] = big
+                smem[QB + q_tile + r * pitch + c] = small
+
     copy_k = tile_copy(KEYS, dp, pitch, k_tile)
     copy_v = tile_copy(dp, KEYS, vpitch, v_tile)
 
@@ -212,8 +230,8 @@ def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a 
         x[n, 3] += d3
 
     @cuda.jit(fastmath=True)
-    def tf32x3_kernel(q2, k2, vt, out, scale2, causal):
-        # q2 (2, BH*Sq, DP), k2 (2, BH*Sk, DP), vt (2, BH, DP, SKP): [big, small]; out (BH, Sq, D) float32;
+    def tf32x3_kernel(q, k2, vt, out, scale2, causal):
+        # q (BH, Sq, D) float32, split here; k2 (2, BH*Sk, DP), vt (2, BH, DP, SKP): [big, small]; out (BH, Sq, D);
         # scale2 = scale * log2(e). Block x: query tile (x % q_tiles, last first) of head x // q_tiles; warp w rows
         # q0 + 16 w .. + 15; lane 4 g + t rows g, g + 8
         smem = cuda.shared.array(0, float32)
@@ -231,7 +249,7 @@ def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a 
         w0 = q0 + 16 * warp  # the warp's first query
         row = w0 + g
         kbase, vbase = bh * sk * dp, bh * dp * skp
-        copy_q(q2, q2.shape[1] * dp, (bh * sq + q0) * dp, dp, sq - q0, dp, smem, QB, tid)
+        split_q(q, bh, q0, sq, dim, smem, tid)
         copy_k(k2, k2.shape[1] * dp, kbase, dp, sk, dp, smem, KB, tid)
         async_commit()
         for n in range(nk):
@@ -315,10 +333,10 @@ def tf32x3_launches(q, k, v, out, causal: bool, scale: float, warps: int | None 
     q3, k3, v3, o3 = heads(q), heads(k), heads(v), heads(out)
     bhs, sq, dim = q3.shape
     kernel = tf32x3_kernel_for(dim, warps, keys)
-    q2, k2, vt, splits = split_launches(q3, k3, v3, kernel.tile[2], out)
+    k2, vt, splits = split_launches(k3, v3, kernel.tile[2], out)
     # one block per (query tile, head), the query tiles of a head consecutive (they share K and V in L2)
     return splits + [Launch(kernel, (bhs * ceil_div(sq, kernel.tile[0]),), (kernel.threads,),
-                            (q2, k2, vt, o3, np.float32(scale * LOG2E), causal), kernel.shared_bytes)]
+                            (q3, k2, vt, o3, np.float32(scale * LOG2E), causal), kernel.shared_bytes)]
 
 
 @version("attention", check, kernels=TF32X3_KERNELS)
