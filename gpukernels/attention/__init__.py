@@ -39,11 +39,11 @@ Each step changes one thing, and its file's docstring says what and why (``k03_t
                    fragment read from shared memory feeds four mmas). On an H200 step 4 runs at 20 TFLOP/s; this
                    one, on the large shapes, at 208-280 (0.75-0.81x FlashAttention-2, 0.64-0.73x causal;
                    benchmarks/NOTES.md).
-6. ``tf32x3``      float32 on the tensor cores (``k06_tf32x3.py``), any D: q, k and v split once into two TF32
-                   parts each, x = big + small, and step 5's tile loop with every product as three TF32 mma.sync
-                   (3xTF32, the tensor-core lesson's step 7), each k step's three summed from zero and added by
-                   float32 adds; V stored transposed with its keys reordered so that S's C fragment is P's A
-                   fragment as it is. torch's float32 attention works this way.
+6. ``tf32x3``      float32 on the tensor cores (``k06_tf32x3.py``), any D: k and v split once into two TF32
+                   parts each, x = big + small (Q's tile as its block reads it), and step 5's tile loop with
+                   every product as three TF32 mma.sync (3xTF32, the tensor-core lesson's step 7), each k step's
+                   three summed from zero and added by float32 adds; V stored transposed with its keys reordered
+                   so that S's C fragment is P's A fragment as it is. torch's float32 attention works this way.
 7. ``split_keys``  decoding (``k07_split_keys.py``): with one query per head a warp per row leaves most of the GPU
                    idle, so each row's keys are split into runs, a warp per (row, run) walks its run as fused_rows
                    does and writes its partial softmax state (m, l, acc), and a second kernel merges each row's

@@ -341,6 +341,7 @@ def tf32x3_launches(q, k, v, out, causal: bool, scale: float, warps: int | None 
 
 @version("attention", check, kernels=TF32X3_KERNELS)
 def tf32x3(q, k, v, out, causal=False, scale=None):
-    """float32 on the tensor cores: q, k and v split once into TF32 big and small parts, then step 5's tile loop with
-    each product as three mma.sync (3xTF32) and P kept in registers by storing V's keys in the C fragment's order."""
+    """float32 on the tensor cores: k and v split once into TF32 big and small parts (each Q tile as its block reads
+    it), then step 5's tile loop with each product as three mma.sync (3xTF32) and P kept in registers by storing V's
+    keys in the C fragment's order."""
     return tf32x3_launches(q, k, v, out, causal, scale)
