@@ -4,9 +4,10 @@
     compute-sanitizer --tool memcheck --report-api-errors no python3 benchmarks/attention_sanitize.py [versions]
 
 The shapes are small but take every path: a single key and query, Sq != Sk both ways, several K/V tiles with a
-partial last one, D = 16 / 80 / 128, causal and not. The float16 steps get float16 inputs. Then the variants of
-``pipelined`` that benchmarks/attention_peer.py times (VARIANTS: 32 query rows per warp, shorter K/V tiles, Q's tile
-in dynamic shared memory), unless versions are named. Outputs start as NaN. Exit status 1 on a wrong result.
+partial last one, D = 16 / 80 / 128 and 30 (rows that are not whole 16-byte pieces), causal and not. The float16
+steps get float16 inputs. Then the variants of ``pipelined`` that benchmarks/attention_peer.py times (VARIANTS: 32
+query rows per warp, shorter K/V tiles, Q's tile in dynamic shared memory), unless versions are named. Outputs
+start as NaN. Exit status 1 on a wrong result.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from gpukernels.attention.k05_pipelined import pipelined_launches  # noqa: E402
 from gpukernels.check import compare  # noqa: E402
 
 #: (B, H, Sq, Sk, D)
-SHAPES = [(1, 1, 1, 1, 16), (1, 2, 70, 33, 80), (2, 1, 33, 150, 128), (1, 1, 129, 129, 64)]
+SHAPES = [(1, 1, 1, 1, 16), (1, 2, 70, 33, 80), (2, 1, 33, 150, 128), (1, 1, 129, 129, 64), (1, 2, 45, 37, 30)]
 #: keyword arguments of pipelined_launches, as attention_peer.py's pipelined@W,R[,K[,Q]]: both layouts whichever
 #: `plan` picks for these small shapes (16 rows per warp; 32, Q in shared memory past D = 64), and the others
 VARIANTS = [{"warps": 4, "rows_per_warp": 32}, {"warps": 4, "rows_per_warp": 16},

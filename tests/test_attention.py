@@ -823,13 +823,31 @@ def test_tf32x3_is_as_accurate_as_float32(shape, causal, seed):
 
 @pytest.mark.skipif(not SIM, reason="the tracer runs on the simulator")
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_tf32x3_has_no_races_and_skips_masked_tiles(causal, seed):
-    t = _traced(at.tf32x3, at.make_inputs(at.SHAPES["trace"], seed), causal, TOLERANCE)
+@pytest.mark.parametrize("d", [16, 18], ids=["q-by-cp.async", "q-by-loads"])
+def test_tf32x3_has_no_races_and_skips_masked_tiles(causal, d, seed):
+    b_, h, sq, sk, _ = at.SHAPES["trace"]
+    t = _traced(at.tf32x3, at.make_inputs((b_, h, sq, sk, d), seed), causal, TOLERANCE)
     _assert_no_hazards(t)
     *_, b = t.barriers()
     # one block of 64 rows (Sq = 40): 3 K/V tiles of 32 without the mask, and with it the keys up to query 39 (0-39,
-    # 2 tiles); 2 barriers per tile
-    assert b.syncthreads == 2 * (3 if not causal else 2)
+    # 2 tiles); 2 barriers per tile, and one after Q's tile is copied as it is (rows of whole 16-byte pieces) before
+    # it is split in shared memory
+    assert b.syncthreads == 2 * (3 if not causal else 2) + (d % 4 == 0)
+
+
+def test_tf32x3_copies_q_as_it_is_only_when_its_rows_are_16_byte_pieces(seed):
+    # cp.async needs 16-byte aligned sources: D a multiple of 4 and q's data on a 16-byte boundary; otherwise the
+    # tile loop loads and splits q's floats one by one -- the same result
+    q, k, v = at.make_inputs((1, 2, 33, 20, 24), seed)
+    assert at.tf32x3.launches(q, k, v)[-1].args[-1] is True
+    buf = np.empty(q.size + 1, np.float32)
+    shifted = buf[1:].reshape(q.shape)  # 4 bytes past a 16-byte boundary
+    shifted[...] = q
+    assert at.tf32x3.launches(shifted, k, v)[-1].args[-1] is False
+    out = run_checked("tf32x3", None, seed, causal=True, inputs=(shifted, k, v))
+    assert np.array_equal(out, at.tf32x3(q, k, v, causal=True))
+    q, k, v = at.make_inputs((1, 2, 33, 20, 30), seed)
+    assert at.tf32x3.launches(q, k, v)[-1].args[-1] is False
 
 
 _TF32X3_CHILD = r"""
@@ -841,7 +859,7 @@ f3, f4 = types.Array(types.float32, 3, "C"), types.Array(types.float32, 4, "C")
 out = {}
 for d in (16, 80, 128):
     k = at.tf32x3_kernel_for(d)
-    ptx, _ = cuda.compile_ptx(k.py_func, (f3, f3, f4, f3, types.float32, types.boolean), cc=(9, 0), fastmath=True)
+    ptx, _ = cuda.compile_ptx(k.py_func, (f3, f3, f4, f3, types.float32, types.boolean, types.boolean), cc=(9, 0), fastmath=True)
     log = _assemble(ptx, "sm_90")
     res = re.search(r"used (\d+) registers.*?(\d+) bytes lmem", log, re.S)
     out[d] = {"registers": int(res[1]), "lmem": int(res[2]), "local": ptx.count("ld.local") + ptx.count("st.local"),

@@ -12,8 +12,10 @@ tensor-core lesson's step 7 (`gpukernels.tensor_core.k07_tf32x3`, `gpukernels._m
 **Split once.** k and v are split by a pass of their own (``split_rows_kernel``, ``split_values_kernel``) into
 [big, small] arrays, each row padded with zeros to DP = D rounded up to 16 (so that any D works, and rows are whole
 16-byte pieces for cp.async): every block of a head reads all of K and V, so each element is split once instead of
-once per block. Q is split by the tile loop as it reads its tile in, since one block alone reads a query tile: a
-pass of its own would write q's bytes twice and read them back, which cross attention's few keys cannot hide.
+once per block. Q is split by the tile loop, since one block alone reads a query tile: a pass of its own would
+write q's bytes twice and read them back, which cross attention's few keys cannot hide. The tile comes in by cp.async
+as it is, alongside K's first tile, and is split in shared memory (where q's rows are not whole 16-byte pieces, by
+loads of one float each: correct, and slower, since each thread waits on its loads one after another).
 Step 5 (``pipelined``) then gives the tile loop: cp.async copies of the K tile and the V tile, each overlapping the
 other's products, a head's query tiles in consecutive blocks, one exp2 per score, the mask only where a tile has
 one.
@@ -52,7 +54,7 @@ import math
 import numpy as np
 from numba import cuda, float32
 
-from .._intrinsics import copy_async16
+from .._intrinsics import address, copy_async16
 from .._launch import Launch, ceil_div, is_device_array, shared_per_block, version
 from .._mma import async_commit, async_wait, ldmatrix_x4, mma_tf32, split_tf32
 from ._common import MAX_D, check, heads
@@ -171,10 +173,10 @@ def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a 
         raise ValueError(f"tf32x3 with {warps} warps, K/V tiles of {KEYS} keys and rows {dp} wide needs "
                          f"{4 * floats} bytes of shared memory; a block may have {SHARED_MAX}")
 
-    def tile_copy(n: int, width: int, dst_pitch: int, dst_part: int):
-        # a copy of n rows of `width` floats (both parts) into shared memory, 16 bytes per cp.async: thread tid copies
-        # piece tid % pieces of rows tid // pieces, + per_pass, ... (the indices step by constants); pieces outside
-        # the source's valid rows or columns are zero-filled
+    def tile_copy(n: int, width: int, dst_pitch: int, dst_part: int, parts: int = 2):
+        # a copy of n rows of `width` floats (both parts, or one) into shared memory, 16 bytes per cp.async: thread
+        # tid copies piece tid % pieces of rows tid // pieces, + per_pass, ... (the indices step by constants);
+        # pieces outside the source's valid rows or columns are zero-filled
         pieces = width // 4
         per_pass = threads // pieces
         passes = ceil_div(n, per_pass)
@@ -191,7 +193,9 @@ def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a 
                         s = base + r * src_pitch + c if ok else 0
                         nbytes = 16 if ok else 0
                         copy_async16(smem, dst + r * dst_pitch + c, src, s, nbytes)
-                        copy_async16(smem, dst + dst_part + r * dst_pitch + c, src, s + part if ok else 0, nbytes)
+                        if parts == 2:
+                            copy_async16(smem, dst + dst_part + r * dst_pitch + c, src, s + part if ok else 0,
+                                         nbytes)
 
         return copy
 
@@ -200,10 +204,8 @@ def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a 
 
     @cuda.jit(device=True, forceinline=True)
     def split_q(q, bh, q0, sq, dim, smem, tid):
-        # the block's Q tile, split into its big and small parts as it is stored: consecutive threads along a row
-        # (coalesced loads of q), zeros past Sq and past D. Each query tile is read by one block only, so a pass of
-        # its own would only add q's bytes twice (written split, read back) -- what cross attention's few keys
-        # cannot hide.
+        # the block's Q tile, split into its big and small parts as it is stored, where q's rows are not whole
+        # 16-byte pieces (D not a multiple of 4): consecutive threads along a row, zeros past Sq and past D
         for i in range(q_passes):
             e = tid + i * threads
             r, c = e // dp, e % dp
@@ -213,6 +215,20 @@ def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a 
                 smem[QB + r * pitch + c] = big
                 smem[QB + q_tile + r * pitch + c] = small
 
+    @cuda.jit(device=True, forceinline=True)
+    def split_in_place(smem, tid):
+        # the Q tile, copied in as it is (in the big part's place), split into its two parts: each thread its own
+        # floats, consecutive threads along a row
+        for i in range(q_passes):
+            e = tid + i * threads
+            r, c = e // dp, e % dp
+            if r < rows:
+                o = QB + r * pitch + c
+                big, small = split_tf32(smem[o])
+                smem[o] = big
+                smem[o + q_tile] = small
+
+    copy_q = tile_copy(rows, dp, pitch, q_tile, parts=1)
     copy_k = tile_copy(KEYS, dp, pitch, k_tile)
     copy_v = tile_copy(dp, KEYS, vpitch, v_tile)
 
@@ -230,8 +246,8 @@ def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a 
         x[n, 3] += d3
 
     @cuda.jit(fastmath=True)
-    def tf32x3_kernel(q, k2, vt, out, scale2, causal):
-        # q (BH, Sq, D) float32, split here; k2 (2, BH*Sk, DP), vt (2, BH, DP, SKP): [big, small]; out (BH, Sq, D);
+    def tf32x3_kernel(q, k2, vt, out, scale2, causal, raw):
+        # q (BH, Sq, D) float32, split here (raw: its rows are whole 16-byte pieces, copied by cp.async); k2 (2, BH*Sk, DP), vt (2, BH, DP, SKP): [big, small]; out (BH, Sq, D);
         # scale2 = scale * log2(e). Block x: query tile (x % q_tiles, last first) of head x // q_tiles; warp w rows
         # q0 + 16 w .. + 15; lane 4 g + t rows g, g + 8
         smem = cuda.shared.array(0, float32)
@@ -249,9 +265,17 @@ def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a 
         w0 = q0 + 16 * warp  # the warp's first query
         row = w0 + g
         kbase, vbase = bh * sk * dp, bh * dp * skp
-        split_q(q, bh, q0, sq, dim, smem, tid)
+        if raw:  # Q's tile by cp.async as it is, split in shared memory while K's first tile is on its way
+            copy_q(q, 0, (bh * sq + q0) * dim, dim, sq - q0, dim, smem, QB, tid)
+            async_commit()
+        else:
+            split_q(q, bh, q0, sq, dim, smem, tid)
         copy_k(k2, k2.shape[1] * dp, kbase, dp, sk, dp, smem, KB, tid)
         async_commit()
+        if raw:
+            async_wait(1)
+            cuda.syncthreads()  # Q's tile is in
+            split_in_place(smem, tid)  # seen by every warp after the loop's first barrier
         for n in range(nk):
             for e in range(4):
                 acc[n, e] = float32(0.0)
@@ -334,9 +358,10 @@ def tf32x3_launches(q, k, v, out, causal: bool, scale: float, warps: int | None 
     bhs, sq, dim = q3.shape
     kernel = tf32x3_kernel_for(dim, warps, keys)
     k2, vt, splits = split_launches(k3, v3, kernel.tile[2], out)
+    raw = dim % 4 == 0 and address(q3) % 16 == 0  # rows of whole 16-byte pieces: Q's tile by cp.async
     # one block per (query tile, head), the query tiles of a head consecutive (they share K and V in L2)
     return splits + [Launch(kernel, (bhs * ceil_div(sq, kernel.tile[0]),), (kernel.threads,),
-                            (q3, k2, vt, o3, np.float32(scale * LOG2E), causal), kernel.shared_bytes)]
+                            (q3, k2, vt, o3, np.float32(scale * LOG2E), causal, raw), kernel.shared_bytes)]
 
 
 @version("attention", check, kernels=TF32X3_KERNELS)
