@@ -7,6 +7,7 @@ checked on a NaN-poisoned output against a float64 reference before it is timed.
     GPUKERNELS_DEVICE=gpu python benchmarks/cbr_variants.py --deep               # also 2 and 3 channels per k tile
     GPUKERNELS_DEVICE=gpu python benchmarks/cbr_variants.py --only=igemm ...     # optimized and names with "igemm"
     GPUKERNELS_DEVICE=gpu python benchmarks/cbr_variants.py --gemm ...           # also matmul on the same GEMM
+    GPUKERNELS_DEVICE=gpu python benchmarks/cbr_variants.py --only=winograd ...  # optimized and Winograd F(2x2,3x3)
 
 Most of the run is compiling: ~8 s per 3x3 variant (its k loop is unrolled), ~25 s per variant with 2 channels
 per k tile, which is why those (--deep) are left out by default.
@@ -22,6 +23,7 @@ import numpy as np
 from numba import cuda
 
 from gpukernels import cbr
+from gpukernels.cbr._winograd import winograd_launches
 from gpukernels.bench import Timer, _configure_torch
 from gpukernels.check import TOLERANCE, compare
 
@@ -59,6 +61,8 @@ def candidates(deep=False):
     out = [(name, lambda x, w, b, y, v=v: v.plan(x, w, b, y, padding=1)) for name, v in cbr.VERSIONS.items()]
     for name, kw in VARIANTS + (DEEP if deep else []):
         out.append((name, lambda x, w, b, y, kw=kw: variant_launches(x, w, b, y, 1, **kw)))
+    # fewer FLOPs instead of a faster GEMM (gpukernels/cbr/_winograd.py): 3 x 3 filters only, others are skipped
+    out.append(("winograd F(2x2,3x3)", lambda x, w, b, y: winograd_launches(x, w, b, y, 1)))
     return out
 
 
