@@ -40,6 +40,14 @@ THREADS = 256  # threads per block of the transforms
 GM = GN = 64  # the products' block tile: 64 output channels x 64 output tiles
 GK = 8  # input channels per k tile
 GT = 8  # threads along each side of the block tile: 8 x 8 threads of 8 x 8 outputs
+assert GT == GK == 8 and GM == GN == 8 * GT  # the kernel's shifts (>> 3) and its 8 x 8 outputs per thread
+
+
+@cuda.jit(device=True, forceinline=True)
+def tile_origin(t, th, tw):
+    # output tile t of P = N x th x tw: its image and its first output row and column
+    n, rest = t // (th * tw), t % (th * tw)
+    return n, 2 * (rest // tw), 2 * (rest % tw)
 
 
 @cuda.jit
@@ -76,8 +84,8 @@ def input_transform_kernel(x, v, padding, th, tw):
     if i >= c_ * p_:
         return
     c, t = i // p_, i % p_
-    n, rest = t // (th * tw), t % (th * tw)
-    r0, s0 = 2 * (rest // tw) - padding, 2 * (rest % tw) - padding
+    n, r0, s0 = tile_origin(t, th, tw)
+    r0, s0 = r0 - padding, s0 - padding
     d = cuda.local.array((4, 4), float32)
     for r in range(4):
         for s in range(4):
@@ -112,14 +120,16 @@ def products_kernel(u, v, m):
     z = cuda.blockIdx.z
     k_, c_, p_ = u.shape[1], u.shape[2], v.shape[2]
     row0, col0 = cuda.blockIdx.y * GM, cuda.blockIdx.x * GN
+    # indices from threadIdx by & and >> (as matmul's kernels build them): with % and // on signed ints NVVM keeps
+    # Numba's negative-index wraparound in the shared addresses
     t = cuda.threadIdx.x
-    tx, ty = t % GT, t // GT
+    tx, ty = t & (GT - 1), t >> 3
     for i in range(8):
         for j in range(8):
             acc[i, j] = float32(0.0)
     # loads: A tile (GM rows x GK channels): thread t, element e: row t // GK + 8 e, channel t % GK;
     #        B tile (GK channels x GN tiles): thread t, element e: channel e, column t
-    ar, ac = t // GK, t % GK
+    ar, ac = t >> 3, t & (GK - 1)
     tiles = (c_ + GK - 1) // GK
     for e in range(8):
         row, ch = row0 + ar + 8 * e, ac
@@ -127,7 +137,7 @@ def products_kernel(u, v, m):
         col = col0 + t
         b_r[e] = v[z, e, col] if e < c_ and col < p_ else float32(0.0)
     for it in range(tiles):
-        buf = it % 2
+        buf = it & 1
         for e in range(8):
             a_s[buf, ac, ar + 8 * e] = a_r[e]
             b_s[buf, e, t] = b_r[e]
@@ -165,8 +175,7 @@ def output_transform_kernel(m, b, y, th, tw):
     if i >= k_ * p_:
         return
     k, t = i // p_, i % p_
-    n, rest = t // (th * tw), t % (th * tw)
-    r0, s0 = 2 * (rest // tw), 2 * (rest % tw)
+    n, r0, s0 = tile_origin(t, th, tw)
     e = cuda.local.array((2, 4), float32)  # A^T M: rows combined
     for s in range(4):
         m0, m1, m2, m3 = m[s, k, t], m[4 + s, k, t], m[8 + s, k, t], m[12 + s, k, t]
