@@ -107,11 +107,13 @@ def input_transform_kernel(x, v, padding, th, tw):
 @cuda.jit
 def products_kernel(u, v, m):
     # m[z] = u[z] @ v[z] for the 16 positions z = blockIdx.z: u (16, K, C), v (16, C, P), m (16, K, P). A block
-    # tile of GM x GN, 64 threads of 8 x 8 outputs each (rows ty + 8 i, columns tx + 8 j: a warp's shared loads
-    # are broadcasts or distinct banks), GK channels per k tile, the next tile loaded into registers while this
-    # one is multiplied.
-    a_s = cuda.shared.array((2, GK, GM), float32)  # A transposed: a_s[buf, kk, row]
-    b_s = cuda.shared.array((2, GK, GN), float32)
+    # tile of GM x GN, 64 threads of 8 x 8 outputs each: rows 4 ty .. 4 ty + 3 and 32 + 4 ty .. 32 + 4 ty + 3, the
+    # columns likewise by tx, so that a thread's 8 values of a channel are two 16-byte shared loads and the 8
+    # threads of a quarter warp read 128 contiguous bytes (no bank conflict; 8 x 8 consecutive columns would put
+    # threads tx and tx + 4 on the same banks). GK channels per k tile, the next tile loaded into registers while
+    # this one is multiplied.
+    a_s = cuda.shared.array((2, GK, GM), float32, alignment=16)  # A transposed: a_s[buf, kk, row]
+    b_s = cuda.shared.array((2, GK, GN), float32, alignment=16)
     acc = cuda.local.array((8, 8), float32)
     a_r = cuda.local.array(8, float32)
     b_r = cuda.local.array(8, float32)
@@ -123,13 +125,13 @@ def products_kernel(u, v, m):
     # indices from threadIdx by & and >> (as matmul's kernels build them): with % and // on signed ints NVVM keeps
     # Numba's negative-index wraparound in the shared addresses
     t = cuda.threadIdx.x
-    tx, ty = t & (GT - 1), t >> 3
+    tx, ty = t & (GT - 1), (t >> 3) & (GT - 1)
     for i in range(8):
         for j in range(8):
             acc[i, j] = float32(0.0)
     # loads: A tile (GM rows x GK channels): thread t, element e: row t // GK + 8 e, channel t % GK;
     #        B tile (GK channels x GN tiles): thread t, element e: channel e, column t
-    ar, ac = t >> 3, t & (GK - 1)
+    ar, ac = (t >> 3) & 7, t & (GK - 1)
     tiles = (c_ + GK - 1) // GK
     for e in range(8):
         row, ch = row0 + ar + 8 * e, ac
@@ -151,16 +153,16 @@ def products_kernel(u, v, m):
                 b_r[e] = v[z, ch, col] if ch < c_ and col < p_ else float32(0.0)
         for kk in range(GK):
             for i in range(8):
-                af[i] = a_s[buf, kk, ty + 8 * i]
-                bf[i] = b_s[buf, kk, tx + 8 * i]
+                af[i] = a_s[buf, kk, 4 * ty + (i & 3) + 32 * (i >> 2)]
+                bf[i] = b_s[buf, kk, 4 * tx + (i & 3) + 32 * (i >> 2)]
             for i in range(8):
                 for j in range(8):
                     acc[i, j] += af[i] * bf[j]
     for i in range(8):
-        row = row0 + ty + 8 * i
+        row = row0 + 4 * ty + (i & 3) + 32 * (i >> 2)
         if row < k_:
             for j in range(8):
-                col = col0 + tx + 8 * j
+                col = col0 + 4 * tx + (j & 3) + 32 * (j >> 2)
                 if col < p_:
                     m[z, row, col] = acc[i, j]
 
