@@ -247,9 +247,10 @@ def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a 
 
     @cuda.jit(fastmath=True)
     def tf32x3_kernel(q, k2, vt, out, scale2, causal, raw):
-        # q (BH, Sq, D) float32, split here (raw: its rows are whole 16-byte pieces, copied by cp.async); k2 (2, BH*Sk, DP), vt (2, BH, DP, SKP): [big, small]; out (BH, Sq, D);
-        # scale2 = scale * log2(e). Block x: query tile (x % q_tiles, last first) of head x // q_tiles; warp w rows
-        # q0 + 16 w .. + 15; lane 4 g + t rows g, g + 8
+        # q (BH, Sq, D) float32, split here (raw: its rows are whole 16-byte pieces, copied by cp.async); k2 (2,
+        # BH*Sk, DP), vt (2, BH, DP, SKP): [big, small]; out (BH, Sq, D); scale2 = scale * log2(e). Block x: query
+        # tile (x % q_tiles, last first) of head x // q_tiles; warp w rows q0 + 16 w .. + 15; lane 4 g + t rows g,
+        # g + 8
         smem = cuda.shared.array(0, float32)
         s = cuda.local.array((ns, 4), float32)
         acc = cuda.local.array((nk, 4), float32)
