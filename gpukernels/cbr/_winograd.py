@@ -40,6 +40,7 @@ THREADS = 256  # threads per block of the transforms
 GM = GN = 64  # the products' block tile: 64 output channels x 64 output tiles
 GK = 8  # input channels per k tile
 GT = 8  # threads along each side of the block tile: 8 x 8 threads of 8 x 8 outputs
+A_ROW = GM + 4  # the shared A tile's row: padded by 4 floats (see products_kernel)
 assert GT == GK == 8 and GM == GN == 8 * GT  # the kernel's shifts (>> 3) and its 8 x 8 outputs per thread
 
 
@@ -112,7 +113,8 @@ def products_kernel(u, v, m):
     # threads of a quarter warp read 128 contiguous bytes (no bank conflict; 8 x 8 consecutive columns would put
     # threads tx and tx + 4 on the same banks). GK channels per k tile, the next tile loaded into registers while
     # this one is multiplied.
-    a_s = cuda.shared.array((2, GK, GM), float32, alignment=16)  # A transposed: a_s[buf, kk, row]
+    # A transposed (a_s[buf, kk, row]), rows padded by 4: a warp's stores of 4 rows x 8 channels land on 32 banks
+    a_s = cuda.shared.array((2, GK, A_ROW), float32, alignment=16)
     b_s = cuda.shared.array((2, GK, GN), float32, alignment=16)
     acc = cuda.local.array((8, 8), float32)
     a_r = cuda.local.array(8, float32)
