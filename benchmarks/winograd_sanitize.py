@@ -1,0 +1,57 @@
+"""Run Winograd's F(2x2, 3x3) convolution (gpukernels/cbr/_winograd.py) once per shape, checked against float64, for
+compute-sanitizer on a GPU:
+
+    compute-sanitizer --tool racecheck python3 benchmarks/winograd_sanitize.py
+    compute-sanitizer --tool memcheck --report-api-errors no python3 benchmarks/winograd_sanitize.py
+
+The shapes take every edge: partial block tiles of the products on every side (70 output channels: two block rows;
+P not a multiple of 64), a channel count that is not a multiple of the k tile, odd outputs (tiles half outside),
+padding 0 to 2, a one-pixel image. Outputs and the intermediates start as NaN. Exit status 1 on a wrong result.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ.setdefault("GPUKERNELS_DEVICE", "gpu")
+
+import numpy as np  # noqa: E402
+
+from gpukernels import cbr  # noqa: E402  (before numba.cuda: it picks the simulator or the GPU)
+from gpukernels.cbr._winograd import winograd_launches  # noqa: E402
+from gpukernels.check import TOLERANCE, compare  # noqa: E402
+from numba import cuda  # noqa: E402
+
+#: ((N, C, H, W, K, 3, 3), padding)
+SHAPES = [((2, 9, 11, 10, 70, 3, 3), 1), ((1, 3, 5, 7, 2, 3, 3), 1), ((2, 17, 9, 8, 6, 3, 3), 0),
+          ((1, 2, 4, 3, 3, 3, 3), 2), ((1, 1, 1, 1, 1, 3, 3), 1), ((3, 20, 37, 41, 65, 3, 3), 1)]
+
+
+def main() -> int:
+    import gpukernels
+
+    on_gpu = gpukernels.MODE == "gpu"
+    bad = 0
+    for shape, padding in SHAPES:
+        x, w, b = cbr.make_inputs(shape, seed=1)
+        ref = cbr.reference(x, w, b, padding)
+        poison = np.full(ref.shape, np.nan, np.float32)
+        args = [cuda.to_device(a) for a in (x, w, b, poison)] if on_gpu else [x, w, b, poison]
+        launches = winograd_launches(*args, padding)
+        for t in (launches[0].args[1], launches[1].args[1], launches[2].args[2]):  # U, V, M start as NaN too
+            if on_gpu:
+                t.copy_to_device(np.full(t.shape, np.nan, np.float32))
+            else:
+                t.fill(np.nan)
+        for la in launches:
+            la()
+        out = args[3].copy_to_host() if on_gpu else args[3]
+        check = compare(out, ref, TOLERANCE["cbr"])
+        bad += not check.ok
+        print(f"winograd {'x'.join(map(str, shape)):18s} padding={padding} {check}", flush=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
