@@ -840,8 +840,11 @@ def test_tf32x3_copies_q_as_it_is_only_when_its_rows_are_16_byte_pieces(seed):
     # tile loop loads and splits q's floats one by one -- the same result
     q, k, v = at.make_inputs((1, 2, 33, 20, 24), seed)
     assert at.tf32x3.launches(q, k, v)[-1].args[-1] is True
-    buf = np.empty(q.size + 1, np.float32)
-    shifted = buf[1:].reshape(q.shape)  # 4 bytes past a 16-byte boundary
+    from gpukernels._intrinsics import address
+
+    buf = np.empty(q.size + 4, np.float32)
+    i = next(i for i in range(4) if address(buf[i:]) % 16 == 4)  # 4 bytes past a 16-byte boundary, wherever buf is
+    shifted = buf[i:i + q.size].reshape(q.shape)
     shifted[...] = q
     assert at.tf32x3.launches(shifted, k, v)[-1].args[-1] is False
     out = run_checked("tf32x3", None, seed, causal=True, inputs=(shifted, k, v))

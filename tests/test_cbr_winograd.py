@@ -23,7 +23,8 @@ def run(launches):
 
 
 def test_the_matrices_make_a_3x3_correlation_of_a_4x4_patch():
-    # the identity the kernels rest on: A^T [(G g G^T) * (B^T d B)] A is the 2 x 2 "valid" correlation of d with g
+    # the oracle's own check: BT, G and AT above (which the transform assertions below use as the definitions) make
+    # A^T [(G g G^T) * (B^T d B)] A the 2 x 2 "valid" correlation of d with g -- the identity the kernels rest on
     rng = np.random.default_rng(0)
     d, g = rng.standard_normal((4, 4)), rng.standard_normal((3, 3))
     direct = np.array([[(d[i:i + 3, j:j + 3] * g).sum() for j in range(2)] for i in range(2)])
