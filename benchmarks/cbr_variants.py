@@ -23,7 +23,7 @@ import numpy as np
 from numba import cuda
 
 from gpukernels import cbr
-from gpukernels.cbr._winograd import winograd_launches
+from gpukernels.cbr.k05_winograd import winograd_launches
 from gpukernels.bench import Timer, _configure_torch
 from gpukernels.check import TOLERANCE, compare
 
@@ -61,7 +61,7 @@ def candidates(deep=False):
     out = [(name, lambda x, w, b, y, v=v: v.plan(x, w, b, y, padding=1)) for name, v in cbr.VERSIONS.items()]
     for name, kw in VARIANTS + (DEEP if deep else []):
         out.append((name, lambda x, w, b, y, kw=kw: variant_launches(x, w, b, y, 1, **kw)))
-    # fewer FLOPs instead of a faster GEMM (gpukernels/cbr/_winograd.py): 3 x 3 filters only, others are skipped
+    # fewer FLOPs instead of a faster GEMM (gpukernels/cbr/k05_winograd.py): 3 x 3 filters only, others are skipped
     out.append(("winograd F(2x2,3x3)", lambda x, w, b, y: winograd_launches(x, w, b, y, 1)))
     return out
 

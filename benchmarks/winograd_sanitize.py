@@ -1,4 +1,4 @@
-"""Run Winograd's F(2x2, 3x3) convolution (gpukernels/cbr/_winograd.py) once per shape, checked against float64, for
+"""Run Winograd's F(2x2, 3x3) convolution (gpukernels/cbr/k05_winograd.py) once per shape, checked against float64, for
 compute-sanitizer on a GPU:
 
     compute-sanitizer --tool racecheck python3 benchmarks/winograd_sanitize.py
@@ -19,7 +19,7 @@ os.environ.setdefault("GPUKERNELS_DEVICE", "gpu")
 import numpy as np  # noqa: E402
 
 from gpukernels import cbr  # noqa: E402  (before numba.cuda: it picks the simulator or the GPU)
-from gpukernels.cbr._winograd import winograd_launches  # noqa: E402
+from gpukernels.cbr.k05_winograd import winograd_launches  # noqa: E402
 from gpukernels.check import TOLERANCE, compare  # noqa: E402
 from numba import cuda  # noqa: E402
 

@@ -5,6 +5,7 @@ import pytest
 
 import gpukernels
 from gpukernels import cbr
+from gpukernels.check import supports
 
 
 @pytest.mark.parametrize("shape,padding", [((1, 3, 7, 6, 5, 3, 3), 1), ((1, 1, 2, 66, 17, 1, 1), 0),
@@ -17,16 +18,18 @@ from gpukernels import cbr
 def test_counted_traffic_matches_formula(version, shape, padding):
     if gpukernels.MODE != "sim":
         pytest.skip("the tracer runs on the simulator")
+    if not supports("cbr", version, shape):
+        pytest.skip(f"{version} takes 3 x 3 filters only")
     x, w, b = cbr.make_inputs(shape, 1)
     with gpukernels.trace(count_local=False) as t:  # global traffic only
         cbr.VERSIONS[version](x, w, b, padding=padding)
     counted = {"x": 0, "w": 0, "b": 0, "y_loads": 0, "y_stores": 0}
     for a in t.traffic("global"):
-        if a.array == "y":
-            counted["y_loads"] += a.loads
-            counted["y_stores"] += a.stores
-        else:
+        if a.array in ("x", "w", "b"):
             counted[a.array] += a.loads
+        else:  # y, and the arrays a version makes for itself (winograd's transforms u, v and m)
+            counted[f"{a.array}_loads"] = counted.get(f"{a.array}_loads", 0) + a.loads
+            counted[f"{a.array}_stores"] = counted.get(f"{a.array}_stores", 0) + a.stores
     assert counted == cbr.global_loads(version, x.shape, w.shape, padding)
 
 
@@ -61,7 +64,8 @@ def test_formulas_against_a_count_made_here(shape, padding):
     n, c, h, wd, k, r, s = shape
     taps, pixels = _in_bounds_taps(h, wd, r, s, padding)
     outputs = n * k * pixels
-    got = {v: cbr.global_loads(v, (n, c, h, wd), (k, c, r, s), padding) for v in cbr.VERSIONS}
+    got = {v: cbr.global_loads(v, (n, c, h, wd), (k, c, r, s), padding) for v in cbr.VERSIONS
+           if supports("cbr", v, shape)}
     assert got["naive"] == {"x": n * k * c * taps, "w": n * k * c * taps, "b": outputs,
                             "y_loads": 2 * outputs, "y_stores": 3 * outputs}
     ho, wo = h + 2 * padding - r + 1, wd + 2 * padding - s + 1
@@ -89,3 +93,31 @@ def test_formulas_against_a_count_made_here(shape, padding):
     # fusion saves the bias and ReLU passes: 2 reads and 2 extra writes of y per output
     for fused in ("fused_direct", "implicit_gemm"):
         assert (got["naive"]["y_loads"] + got["naive"]["y_stores"]) - got[fused]["y_stores"] == 4 * outputs
+
+
+def _patches(h, wd, padding, th, tw):
+    """In-bounds elements of every 2 x 2 output tile's 4 x 4 input patch, counted element by element."""
+    total = 0
+    for ti in range(th):
+        for tj in range(tw):
+            rows, cols = np.arange(4) + 2 * ti - padding, np.arange(4) + 2 * tj - padding
+            total += int(((rows >= 0) & (rows < h)).sum()) * int(((cols >= 0) & (cols < wd)).sum())
+    return total
+
+
+@pytest.mark.parametrize("shape,padding", [((2, 5, 9, 70, 17, 3, 3), 1), ((3, 70, 6, 7, 130, 3, 3), 0),
+                                           ((1, 2, 5, 4, 3, 3, 3), 2)])
+def test_winograd_formula_against_a_count_made_here(shape, padding):
+    """winograd: each tile's 4 x 4 patch of x once per channel (in-bounds elements only), w once; U, V and M each
+    stored once; U read once per block of 64 tiles, V once per block of 64 output channels (the products' block
+    tile), M once by the output transform, which also loads one bias per (channel, tile)."""
+    n, c, h, wd, k, r, s = shape
+    ho, wo = h + 2 * padding - 2, wd + 2 * padding - 2
+    th, tw = -(-ho // 2), -(-wo // 2)
+    p = n * th * tw
+    assert cbr.global_loads("winograd", (n, c, h, wd), (k, c, r, s), padding) == {
+        "x": n * c * _patches(h, wd, padding, th, tw), "w": 9 * k * c, "b": k * p, "y_loads": 0,
+        "y_stores": n * k * ho * wo, "u_loads": 16 * -(-p // 64) * k * c, "u_stores": 16 * k * c,
+        "v_loads": 16 * -(-k // 64) * c * p, "v_stores": 16 * c * p, "m_loads": 16 * k * p, "m_stores": 16 * k * p}
+    with pytest.raises(ValueError, match="3 x 3"):
+        cbr.global_loads("winograd", (n, c, h, wd), (k, c, 5, 5), padding)

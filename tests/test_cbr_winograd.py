@@ -1,4 +1,4 @@
-"""Winograd's F(2x2, 3x3) convolution (gpukernels/cbr/_winograd.py), the batched-CBR experiment: each transform
+"""Winograd's F(2x2, 3x3) convolution (gpukernels/cbr/k05_winograd.py), the CBR lesson's fifth step: each transform
 against its definition, the 16 products against NumPy, and the whole against the float64 reference on odd sizes,
 padding 0 to 2, outputs poisoned with NaN."""
 
@@ -9,7 +9,7 @@ import pytest
 
 from gpukernels import cbr
 from gpukernels._launch import LaunchError
-from gpukernels.cbr import _winograd as wg
+from gpukernels.cbr import k05_winograd as wg
 from gpukernels.check import TOLERANCE, compare
 
 BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64)
@@ -90,7 +90,7 @@ def test_flops_done_is_the_direct_count_over_2_25_on_even_outputs():
 _CHILD = r"""
 import json, re
 from numba import cuda, types
-from gpukernels.cbr import _winograd as wg
+from gpukernels.cbr import k05_winograd as wg
 from gpukernels.resources import _assemble
 f1, f3, f4, i8 = (types.Array(types.float32, 1, "C"), types.Array(types.float32, 3, "C"),
                   types.Array(types.float32, 4, "C"), types.int64)

@@ -34,8 +34,18 @@ What you will learn
                      ((1, 512, 7x7, 512): 49 pixels x 512 channels x 4608 taps -- 8 tiles for 132 SMs); S slices
                      make S times the blocks. y starts at the bias, the slices add into it with atomics, and a
                      last pass applies the ReLU: two small passes given back for a full GPU (matmul's split-K).
-5. ``optimized``     the dispatcher: ``optimized.choose(N, C, H, W, K)`` picks the pixels per block (256 or 128)
-                     and the number of slices -- the fewest that fill the SMs once -- and says why.
+5. ``winograd``      fewer multiplications instead of a faster GEMM, for 3 x 3 filters: Winograd's F(2x2, 3x3)
+                     turns each 4 x 4 input patch (d) and each filter (g) into 4 x 4 transforms, V = B^T d B and
+                     U = G g G^T, whose elementwise product summed over the channels gives a 2 x 2 output tile
+                     after one more transform, Y = A^T M A. Per channel, a 2 x 2 tile costs 16 multiplications
+                     instead of 2 x 2 x 9 = 36: 2.25 times fewer. Summed over the channels, each of the 16
+                     positions of the 4 x 4 is a matrix product (K x C) . (C x P) over the P output tiles. Four
+                     launches: the two transforms, the 16 products in one grid, the output's transform with the
+                     bias and the ReLU. It pays in bytes (V and M, 16 floats per tile and channel, written and read
+                     once more) for the FLOPs it saves, which wins where the channels are deep.
+6. ``optimized``     the dispatcher: ``optimized.choose(N, C, H, W, K)`` picks Winograd for deep channels on small
+                     batched images (3 x 3 filters), otherwise the implicit GEMM's pixels per block (256 or 128) and
+                     the number of slices -- the fewest that fill the SMs once -- and says why.
 
 Regimes: a convolution is a GEMM of P = N*Ho*Wo pixels by K channels by Q = C*R*S taps. Large batches (P in the
 tens of thousands) fill the GPU with 64 x 256 tiles and are bound by arithmetic; batch 1 and the deep, small
@@ -50,6 +60,9 @@ Global traffic, counted in elements (what ``gpukernels trace cbr`` measures; ``g
                  loads one bias per output, and stores its outputs once.
   implicit_gemm: x once per in-bounds tap of every pixel per block of 64 output channels; all of W once per
                  block of 256 pixels; each thread the bias of its 8 channels; y stored once.
+  winograd:      x once per in-bounds element of each 2 x 2 tile's 4 x 4 patch per channel (the patches overlap
+                 by 2: about 4x); w once; U, V, M stored once; U read once per block of 64 tiles, V once per block
+                 of 64 output channels, M once; one bias per (channel, tile); y stored once.
 
 Count the work first: 2*N*K*C*R*S*Ho*Wo FLOPs. For N32 C64 56x56 K64 3x3 that is 7.4 GFLOP over at least
 4*(N*C*H*W + K*C*R*S + N*K*Ho*Wo) = 51 MB: ~145 FLOP/byte, arithmetic-bound on an H200.
@@ -150,10 +163,18 @@ from .k02_fused_direct import CB, KB, PX, TH, TW, TX, TY, fused_direct, fused_ke
 from .k03_implicit_gemm import (IG_BM, IG_BMS, IG_BN, IG_BNS, IG_MIN_BLOCKS, IG_ROW, IG_SMEM, igemm_bk_max,  # noqa: E402,F401
                                 igemm_kernel, igemm_launches, igemm_tiling, implicit_gemm)
 from .k04_split_c import SPLIT_C_MAX, split_c  # noqa: E402,F401
-from .k05_optimized import CBR_SMALL_SMS, CBR_SPLIT_IDLE, Choice, choose, optimized  # noqa: E402,F401
+from .k05_winograd import winograd, winograd_launches  # noqa: E402,F401
+from .k06_optimized import (CBR_SMALL_SMS, CBR_SPLIT_IDLE, WINOGRAD_MAX_WAVES, WINOGRAD_MIN_CHANNELS,  # noqa: E402,F401
+                            WINOGRAD_MIN_TILES, Choice, choice_for, choose, optimized)
 
 #: Every version, naive first and the dispatcher last.
-VERSIONS = {v.name: v for v in (naive, fused_direct, implicit_gemm, split_c, optimized)}
+VERSIONS = {v.name: v for v in (naive, fused_direct, implicit_gemm, split_c, winograd, optimized)}
+
+
+def supports(name: str, shape) -> bool:
+    """Whether ``VERSIONS[name]`` runs at ``shape = (N, C, H, W, K, R, S)``: ``winograd`` takes 3 x 3 filters only,
+    every other step any filter. Called where it does not run, ``winograd`` raises a LaunchError that says why."""
+    return name != "winograd" or tuple(shape[5:7]) == (3, 3)
 
 
 def global_loads(version: str, x_shape, w_shape, padding: int = 1) -> dict:
@@ -167,6 +188,11 @@ def global_loads(version: str, x_shape, w_shape, padding: int = 1) -> dict:
                    (the k tiles partition the taps), so x is read once per block of 64 output channels; each
                    pixel block reads all of W once; each thread loads the bias of its 8 channels once (BN/8
                    threads share a channel); y is stored once.
+    winograd:      the input transform loads each tile's 4 x 4 patch (in-bounds elements) once per channel, the
+                   filter transform w once; the products read U once per block of 64 tiles and V once per block
+                   of 64 output channels; the output transform reads M once and one bias per (channel, tile).
+                   The transforms' own arrays count as u, v and m (loads and stores); optimized counts as the
+                   step it picks.
     """
     n, c, h, wd = x_shape
     k, _, r, s = w_shape
@@ -186,6 +212,20 @@ def global_loads(version: str, x_shape, w_shape, padding: int = 1) -> dict:
         x_loads = n * kblocks * c * rows * cols  # each (tile, k-block) stages every channel once
         w_loads = n * tiles_h * tiles_w * k * c * r * s  # each (tile, image) stages every weight once
         return {"x": x_loads, "w": w_loads, "b": outputs, "y_loads": 0, "y_stores": outputs}
+    if version == "optimized" and choice_for(x_shape, w_shape, padding).step == "winograd":
+        version = "winograd"
+    if version == "winograd":
+        if (r, s) != (3, 3):
+            raise ValueError(f"winograd takes 3 x 3 filters only; got (R, S) = ({r}, {s})")
+        th, tw = -(-ho // 2), -(-wo // 2)
+        p = n * th * tw
+        # in-bounds elements of every tile's 4 x 4 patch, which starts at row 2 ti - padding, column 2 tj - padding
+        rows = sum(sum(1 for rr in range(4) if 0 <= 2 * ti + rr - padding < h) for ti in range(th))
+        cols = sum(sum(1 for ss in range(4) if 0 <= 2 * tj + ss - padding < wd) for tj in range(tw))
+        return {"x": n * c * rows * cols, "w": k * c * r * s, "b": k * p, "y_loads": 0, "y_stores": outputs,
+                "u_loads": 16 * ceil_div(p, 64) * k * c, "u_stores": 16 * k * c,
+                "v_loads": 16 * ceil_div(k, 64) * c * p, "v_stores": 16 * c * p,
+                "m_loads": 16 * k * p, "m_stores": 16 * k * p}
     if version in ("implicit_gemm", "split_c", "optimized"):
         launches = VERSIONS[version].launches(*(np.zeros(sh, np.float32) for sh in (x_shape, w_shape, (k,))),
                                               padding=padding)

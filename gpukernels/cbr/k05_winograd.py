@@ -1,5 +1,5 @@
-"""Winograd's F(2 x 2, 3 x 3): a 3 x 3 convolution with 2.25 times fewer multiplications -- an experiment for the
-batched regime, not yet a step of the lesson (benchmarks/cbr_variants.py times it against cuDNN).
+"""Step 5 of the CBR lesson, ``winograd``: Winograd's F(2 x 2, 3 x 3), a 3 x 3 convolution with 2.25 times fewer
+multiplications -- the batched regime's step (``optimized`` takes it for deep channels on small images).
 
 Why: at batch 32, 256 channels, 14 x 14 images, cuDNN (0.172 ms on an H200) beats cuBLAS on the convolution's own
 GEMM (0.198 ms), so it does fewer FLOPs than the GEMM has; the matmul lesson on that GEMM reaches only 0.69x cuDNN
@@ -34,7 +34,8 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, float32
 
-from .._launch import Launch, LaunchError, ceil_div, is_device_array
+from .._launch import Launch, LaunchError, ceil_div, is_device_array, version
+from ._common import _check, _empty
 
 THREADS = 256  # threads per block of the transforms
 GM = GN = 64  # the products' block tile: 64 output channels x 64 output tiles
@@ -229,3 +230,20 @@ def flops_done(shape, padding: int = 1) -> int:
     n, c, h, wd, k, r, s = shape
     th, tw = tiles(h + 2 * padding - r + 1, wd + 2 * padding - s + 1)
     return 2 * 16 * k * c * n * th * tw
+
+
+def _check_3x3(x, w, b, padding=1):
+    """The lesson's argument check, and a 3 x 3 filter: the transforms' matrices are F(2 x 2, 3 x 3)'s."""
+    checked = _check(x, w, b, padding)
+    r, s = checked[0][1].shape[2:]
+    if (r, s) != (3, 3):
+        raise LaunchError(f"winograd: w must be (K, C, 3, 3) -- F(2x2, 3x3) takes 3 x 3 filters only; got (R, S) = "
+                          f"({r}, {s}) (the other steps take any filter)")
+    return checked
+
+
+@version("cbr", _check_3x3, KERNELS, empty=_empty)
+def winograd(x, w, b, y, padding=1):
+    """Winograd's F(2 x 2, 3 x 3), 3 x 3 filters only: the filters' and the input's 4 x 4 transforms, 16 matrix
+    products over the channels (one per position of the 4 x 4), the output's transform with the bias and the ReLU."""
+    return winograd_launches(x, w, b, y, padding)

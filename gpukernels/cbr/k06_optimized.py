@@ -1,5 +1,6 @@
-"""Step 5 of the CBR lesson, ``optimized``: the dispatcher -- per shape, the pixels per block and the slices of the
-channels, by a rule a student can call and read (``cbr.optimized.choose(N, C, H, W, K)``)."""
+"""Step 6 of the CBR lesson, ``optimized``: the dispatcher -- per shape, Winograd or the implicit GEMM, and the
+GEMM's pixels per block and slices of the channels, by a rule a student can call and read
+(``cbr.optimized.choose(N, C, H, W, K)``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from .._launch import Choice, ceil_div, sm_count, version
 from ._common import _check, _empty
 from .k03_implicit_gemm import IG_BM, IG_MIN_BLOCKS, igemm_bk_max, igemm_launches, igemm_tiling
 from .k04_split_c import SPLIT_C_MAX
+from .k05_winograd import winograd_launches
 
 
 #: Pixels per block: 256, or 128 when 64 x 256 tiles would give fewer than one per CBR_SMALL_SMS SMs (batch 1).
@@ -15,11 +17,24 @@ CBR_SMALL_SMS = 8
 #: at (16, 128, 28^2, 128), 98 tiles of 64 x 256 for 132 SMs, unsliced ran 0.179 ms and 2 slices 0.224 ms (the bias
 #: and ReLU passes, the atomics and twice the reads of w cost more than the idle quarter of the GPU).
 CBR_SPLIT_IDLE = 2
+#: Winograd (3 x 3 filters) when both channel counts are at least this deep and the implicit GEMM's 64 x 256 tiles
+#: would not fill the SMs twice: there the GEMM's own rate is capped (few tiles, or slices and their passes) while
+#: Winograd's 16 products have 16 times the blocks and 2.25 times fewer FLOPs; shallower, its transforms' bytes
+#: (V and M, 16 floats per 2 x 2 tile per channel) cost more than the FLOPs it saves.
+WINOGRAD_MIN_CHANNELS = 128
+WINOGRAD_MAX_WAVES = 2
+#: ... and at least this many 2 x 2 output tiles (N x Ho/2 x Wo/2): batch 1's few tiles are split_c's regime.
+WINOGRAD_MIN_TILES = 128
 
 
 def choose(n, c, h, wd, k, r=3, s=3, sms: int | None = None) -> Choice:
-    """Pixels per block and slices of the channels for x (N, C, H, W) convolved with w (K, C, R, S), padding 1.
+    """Winograd, or the implicit GEMM's pixels per block and slices of the channels, for x (N, C, H, W) convolved
+    with w (K, C, R, S), padding 1.
 
+    0. **Winograd** for 3 x 3 filters with C and K at least WINOGRAD_MIN_CHANNELS, fewer implicit-GEMM tiles of
+       64 x 256 than WINOGRAD_MAX_WAVES per SM and at least WINOGRAD_MIN_TILES output tiles of 2 x 2 (batched):
+       deep channels on small images, where the GEMM cannot fill the SMs with big tiles and Winograd's 2.25 times
+       fewer FLOPs outweigh its transforms' bytes. Otherwise the implicit GEMM:
     1. **Tile**: 64 channels x 256 pixels, or x 128 pixels when the 256-pixel tiles would number fewer than one
        per CBR_SMALL_SMS SMs -- there halving the tile doubles the tiles, and each block's k loop is no longer.
     2. **Slices**, only when the tiles would leave more than half the SMs idle: the fewest (a power of two) that
@@ -31,6 +46,13 @@ def choose(n, c, h, wd, k, r=3, s=3, sms: int | None = None) -> Choice:
     sms = sms or sm_count()
     ho, wo = h + 2 - r + 1, wd + 2 - s + 1
     tiles256 = ceil_div(n * ho * wo, 256) * ceil_div(k, IG_BM)
+    wtiles = n * ceil_div(ho, 2) * ceil_div(wo, 2)
+    if ((r, s) == (3, 3) and min(c, k) >= WINOGRAD_MIN_CHANNELS and tiles256 < WINOGRAD_MAX_WAVES * sms
+            and wtiles >= WINOGRAD_MIN_TILES):
+        return Choice("winograd", {},
+                      f"3 x 3 filters, {c} -> {k} channels (>= {WINOGRAD_MIN_CHANNELS}) and {tiles256} implicit-GEMM "
+                      f"tiles (fewer than {WINOGRAD_MAX_WAVES} per SM for {sms} SMs): Winograd's 16 products over "
+                      f"{wtiles} tiles of 2 x 2 do 2.25 times fewer FLOPs")
     bn = 128 if tiles256 * CBR_SMALL_SMS < sms or s > igemm_bk_max(256) else 256
     tiles = ceil_div(n * ho * wo, bn) * ceil_div(k, IG_BM)
     chunks = ceil_div(c, igemm_tiling(r, s, None, bn)[0])
@@ -47,12 +69,20 @@ def choose(n, c, h, wd, k, r=3, s=3, sms: int | None = None) -> Choice:
     return Choice("split_c" if splits > 1 else "implicit_gemm", {"bn": bn, "splits": splits}, why)
 
 
-def _choice_launches(x, w, b, y, padding):
-    n, c, h, wd = x.shape
-    k, _, r, s = w.shape
-    if padding != 1:  # the model assumes padding 1; any other padding takes the same rule on its own output size
+def choice_for(x_shape, w_shape, padding=1) -> Choice:
+    """choose() for these arrays' shapes; the rule assumes padding 1, so any other padding takes it on its own
+    output size."""
+    n, c, h, wd = x_shape
+    k, _, r, s = w_shape
+    if padding != 1:
         h, wd = h + 2 * padding - 2, wd + 2 * padding - 2
-    ch = choose(n, c, h, wd, k, r, s)
+    return choose(n, c, h, wd, k, r, s)
+
+
+def _choice_launches(x, w, b, y, padding):
+    ch = choice_for(x.shape, w.shape, padding)
+    if ch.step == "winograd":
+        return ch, winograd_launches(x, w, b, y, padding)
     return ch, igemm_launches(x, w, b, y, padding, bn=ch.config["bn"],
                               min_blocks=IG_MIN_BLOCKS if ch.config["bn"] == 256 else None,
                               splits=ch.config["splits"])
@@ -65,5 +95,5 @@ def optimized(x, w, b, y, padding=1):
 
 
 optimized.choose = choose
-optimized.steps = ("implicit_gemm", "split_c")
-optimized.describe = lambda x, w, b, padding=1: str(choose(*x.shape, w.shape[0], w.shape[2], w.shape[3]))
+optimized.steps = ("implicit_gemm", "split_c", "winograd")
+optimized.describe = lambda x, w, b, padding=1: str(choice_for(x.shape, w.shape, padding))
