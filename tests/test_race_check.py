@@ -55,6 +55,9 @@ PATHS = [
     ("cbr", "optimized", (1, 19, 4, 5, 3, 1, 1), {"padding": 0}, 1),  # 1x1 filter: k tiles of 8 channels, ragged,
     # in 2 slices (the second holds one k tile): the atomics of split_c
     ("cbr", "implicit_gemm", (1, 19, 4, 5, 3, 1, 1), {"padding": 0}, 3),  # the same, unsliced: 3 k tiles
+    # winograd's products: 20 channels, 3 k tiles of 8 through its two buffers (the third reuses the first's), the
+    # last ragged; 3 output channels and 12 tiles of 2 x 2, both ragged against the 64 x 64 block tile
+    ("cbr", "winograd", (1, 20, 5, 7, 3, 3, 3), {"padding": 1}, 3),
     # rows not 16-byte aligned (K, N odd): the ring filled by loads and stores instead of cp.async
     ("tensor_core", "pipelined", (9, 37, 70), {}, 3),
     ("tensor_core", "block_tiles", (9, 37, 70), {}, 3),
@@ -91,6 +94,8 @@ MIN_BARRIERS = 3  # per block, for a launch that has barriers at all: several ph
 #: it): at a traceable shape every slice is one k tile, so a block passes 2 barriers -- the prologue's, which
 #: separates its shared stores from the tile's reads, and the tile's own. (Empty trailing slices pass 1.)
 MIN_BARRIERS_OF = {("cbr", "split_c"): 1, ("cbr", "optimized"): 1,
+                   # 5 channels are one k tile of winograd's 8: one barrier (its ring is traced in PATHS)
+                   ("cbr", "winograd"): 1,
                    # 64-deep k tiles: K = 72 is 2 of them (its ring's reuse is traced in PATHS, at K = 328), and
                    # the dispatcher's one-warpgroup wgmma blocks at this shape (their 8-stage ring wraps in
                    # test_tensor_core_dispatch_paths_have_no_hazards)

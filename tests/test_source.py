@@ -125,7 +125,7 @@ def test_command_line_diff_and_source():
 @pytest.mark.parametrize("args, wanted", [
     (("diff", "matmul", "8", "99"), "gpukernels diff: error: B: expected a matmul step, 1-21 or one of naive"),
     (("diff", "conv", "1", "2"), f"gpukernels diff: error: LESSON: expected one of {', '.join(LESSONS)}; got 'conv'"),
-    (("source", "cbr", "fastest"), "gpukernels source: error: STEP: expected a cbr step, 1-5"),
+    (("source", "cbr", "fastest"), "gpukernels source: error: STEP: expected a cbr step, 1-6"),
 ])
 def test_command_line_errors_are_one_line(args, wanted):
     proc = gk(*args)
