@@ -90,7 +90,8 @@ def _choice_launches(x, w, b, y, padding):
 
 @version("cbr", _check, empty=_empty)
 def optimized(x, w, b, y, padding=1):
-    """The dispatcher: per shape, the tile and slices of the channels that choose() estimates fastest."""
+    """The dispatcher: per shape, Winograd (3 x 3 filters, deep channels, small batched images) or the implicit GEMM's
+    tile and slices of the channels, as choose() rules."""
     return _choice_launches(x, w, b, y, padding)[1]
 
 
