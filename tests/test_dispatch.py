@@ -82,19 +82,45 @@ def test_skinny_shared_rows_32_is_correct(seed):
 
 
 @pytest.mark.parametrize("shape,bn,sliced", [
-    ((1, 512, 7, 7, 512, 3, 3), 128, True),  # batch 1, deep: 8 tiles for 132 SMs
-    ((1, 64, 56, 56, 64, 3, 3), 128, True),
-    ((16, 512, 7, 7, 512, 3, 3), 256, True),  # 32 tiles: three quarters of the SMs would idle
-    ((16, 128, 28, 28, 128, 3, 3), 256, False),  # 98 tiles: more than half busy, slicing costs more
-    ((32, 64, 56, 56, 64, 3, 3), 256, False),
+    ((1, 512, 7, 7, 512, 3, 3), 128, True),  # batch 1, deep: 8 tiles for 132 SMs, 16 of Winograd's 2 x 2
+    ((1, 256, 14, 14, 256, 3, 3), 128, True),  # 49 tiles of 2 x 2: too few for Winograd
+    ((1, 64, 56, 56, 64, 5, 5), 128, True),  # not 3 x 3: the GEMM, sliced
+    ((16, 128, 28, 28, 128, 1, 1), 256, False),  # 1 x 1: 98 tiles, more than half busy, slicing costs more
+    ((32, 64, 56, 56, 64, 3, 3), 256, False),  # 392 tiles: a full wave
+    ((16, 64, 56, 56, 64, 3, 3), 256, False),  # 196 tiles: more than one per SM, so not Winograd
 ])
 def test_cbr_choose_follows_its_rule(shape, bn, sliced):
     choice = cbr.optimized.choose(*shape[:5], shape[5], shape[6], sms=132)
+    assert choice.step != "winograd", str(choice)
     assert choice.config["bn"] == bn and (choice.config["splits"] > 1) == sliced, str(choice)
     n, c, h, w, k, r, s = shape
-    tiles = -(-n * h * w // bn) * -(-k // cbr.IG_BM)
+    ho, wo = h + 2 - r + 1, w + 2 - s + 1
+    tiles = -(-n * ho * wo // bn) * -(-k // cbr.IG_BM)
     if sliced:  # the fewest slices that fill one wave
         assert tiles * choice.config["splits"] >= 132 > tiles * choice.config["splits"] // 2
+
+
+@pytest.mark.parametrize("shape,winograd", [
+    ((16, 128, 28, 28, 128, 3, 3), True), ((16, 512, 7, 7, 512, 3, 3), True), ((1, 64, 56, 56, 64, 3, 3), True),
+    ((1, 128, 28, 28, 128, 3, 3), True),
+    ((16, 64, 56, 56, 64, 3, 3), False),  # 196 GEMM tiles for 132 SMs: the GEMM fills them
+    ((16, 32, 28, 28, 64, 3, 3), False),  # 32 input channels: too shallow to repay the transforms
+    ((16, 256, 14, 14, 256, 3, 5), False),  # 3 x 5: F(2x2, 3x3) does not apply
+    ((1, 512, 7, 7, 512, 3, 3), False),  # 16 tiles of 2 x 2: split_c's regime
+])
+def test_cbr_choose_takes_winograd_by_its_thresholds(shape, winograd):
+    n, c, h, w, k, r, s = shape
+    choice = cbr.optimized.choose(n, c, h, w, k, r, s, sms=132)
+    assert (choice.step == "winograd") == winograd, str(choice)
+    # the thresholds, read back: each case above sits on one side of exactly what the docstring says
+    gemm_tiles = -(-n * h * w // 256) * -(-k // cbr.IG_BM)
+    two_by_two = n * -(-h // 2) * -(-w // 2)
+    expected = ((r, s) == (3, 3) and min(c, k) >= cbr.WINOGRAD_MIN_CHANNELS
+                and gemm_tiles < cbr.WINOGRAD_MAX_WAVES * 132 and two_by_two >= cbr.WINOGRAD_MIN_TILES)
+    assert expected == winograd
+    # fewer SMs: the same problem fills them with GEMM tiles, so the GEMM takes it
+    if winograd:
+        assert cbr.optimized.choose(n, c, h, w, k, r, s, sms=max(1, gemm_tiles // 2)).step != "winograd"
 
 
 @pytest.mark.parametrize("shape", [(1, 20, 7, 9, 70, 3, 3), (2, 9, 5, 6, 3, 3, 3), (1, 5, 6, 4, 9, 1, 1),

@@ -17,13 +17,18 @@ CBR_SMALL_SMS = 8
 #: at (16, 128, 28^2, 128), 98 tiles of 64 x 256 for 132 SMs, unsliced ran 0.179 ms and 2 slices 0.224 ms (the bias
 #: and ReLU passes, the atomics and twice the reads of w cost more than the idle quarter of the GPU).
 CBR_SPLIT_IDLE = 2
-#: Winograd (3 x 3 filters) when both channel counts are at least this deep and the implicit GEMM's 64 x 256 tiles
-#: would not fill the SMs twice: there the GEMM's own rate is capped (few tiles, or slices and their passes) while
-#: Winograd's 16 products have 16 times the blocks and 2.25 times fewer FLOPs; shallower, its transforms' bytes
-#: (V and M, 16 floats per 2 x 2 tile per channel) cost more than the FLOPs it saves.
-WINOGRAD_MIN_CHANNELS = 128
-WINOGRAD_MAX_WAVES = 2
-#: ... and at least this many 2 x 2 output tiles (N x Ho/2 x Wo/2): batch 1's few tiles are split_c's regime.
+#: Winograd (3 x 3 filters) when both channel counts are at least this deep, the implicit GEMM's 64 x 256 tiles would
+#: not fill the SMs once (fewer tiles than SMs), and there are at least WINOGRAD_MIN_TILES output tiles of 2 x 2.
+#: Measured (H100, 2026-12-05, benchmarks/NOTES.md), against cuDNN: where the GEMM's tiles are few, its rate is capped
+#: (an idle part of the GPU, or split_c's slices and their passes) while Winograd's 16 products make 16 times the
+#: blocks of 2.25 times fewer FLOPs -- 16 x 128 x 28^2 1.15x (the GEMM 0.77x), 16 x 512 x 7^2 1.37x (split_c 0.65x),
+#: 1 x 64 x 56^2 1.20x (split_c 0.88x); where the tiles fill the SMs, the GEMM runs at its full rate and Winograd's
+#: transforms (V and M, 16 floats per 2 x 2 tile per channel, written and read once more) cost what it saves:
+#: 16 x 64 x 56^2 (196 tiles) 0.89x against the GEMM's 0.92x, 32 x 64 x 56^2 0.93x against 1.14x.
+WINOGRAD_MIN_CHANNELS = 64
+WINOGRAD_MAX_WAVES = 1
+#: ... and batch 1's smallest images stay with split_c, whose slices fill the SMs where Winograd's few tiles cannot:
+#: 1 x 256 x 14^2 (49 tiles of 2 x 2) split_c 2.03x, Winograd 1.43x; 1 x 128 x 28^2 (196 tiles) 1.19x and 1.24x.
 WINOGRAD_MIN_TILES = 128
 
 
@@ -32,9 +37,9 @@ def choose(n, c, h, wd, k, r=3, s=3, sms: int | None = None) -> Choice:
     with w (K, C, R, S), padding 1.
 
     0. **Winograd** for 3 x 3 filters with C and K at least WINOGRAD_MIN_CHANNELS, fewer implicit-GEMM tiles of
-       64 x 256 than WINOGRAD_MAX_WAVES per SM and at least WINOGRAD_MIN_TILES output tiles of 2 x 2 (batched):
-       deep channels on small images, where the GEMM cannot fill the SMs with big tiles and Winograd's 2.25 times
-       fewer FLOPs outweigh its transforms' bytes. Otherwise the implicit GEMM:
+       64 x 256 than WINOGRAD_MAX_WAVES per SM and at least WINOGRAD_MIN_TILES output tiles of 2 x 2: deep
+       channels on small images, where the GEMM cannot fill the SMs with big tiles and Winograd's 2.25 times fewer
+       FLOPs outweigh its transforms' bytes. Otherwise the implicit GEMM:
     1. **Tile**: 64 channels x 256 pixels, or x 128 pixels when the 256-pixel tiles would number fewer than one
        per CBR_SMALL_SMS SMs -- there halving the tile doubles the tiles, and each block's k loop is no longer.
     2. **Slices**, only when the tiles would leave more than half the SMs idle: the fewest (a power of two) that
@@ -51,7 +56,7 @@ def choose(n, c, h, wd, k, r=3, s=3, sms: int | None = None) -> Choice:
             and wtiles >= WINOGRAD_MIN_TILES):
         return Choice("winograd", {},
                       f"3 x 3 filters, {c} -> {k} channels (>= {WINOGRAD_MIN_CHANNELS}) and {tiles256} implicit-GEMM "
-                      f"tiles (fewer than {WINOGRAD_MAX_WAVES} per SM for {sms} SMs): Winograd's 16 products over "
+                      f"tiles for {sms} SMs (fewer than {WINOGRAD_MAX_WAVES} per SM): Winograd's 16 products over "
                       f"{wtiles} tiles of 2 x 2 do 2.25 times fewer FLOPs")
     bn = 128 if tiles256 * CBR_SMALL_SMS < sms or s > igemm_bk_max(256) else 256
     tiles = ceil_div(n * ho * wo, bn) * ceil_div(k, IG_BM)
