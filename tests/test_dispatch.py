@@ -123,6 +123,18 @@ def test_cbr_choose_takes_winograd_by_its_thresholds(shape, winograd):
         assert cbr.optimized.choose(n, c, h, w, k, r, s, sms=max(1, gemm_tiles // 2)).step != "winograd"
 
 
+def test_cbr_optimized_runs_winograd_in_its_regime(seed):
+    # 64 channels, 128 tiles of 2 x 2, 2 implicit-GEMM tiles: rule 0 holds, so the dispatcher plans Winograd's four
+    # launches -- and its result, traffic formula included, is Winograd's
+    shape = (2, 64, 16, 16, 64, 3, 3)
+    x, w, b = cbr.make_inputs(shape, seed)
+    assert cbr.choice_for(x.shape, w.shape).step == "winograd"
+    kernels = [la.kernel for la in cbr.optimized.launches(x, w, b)]
+    assert kernels == [la.kernel for la in cbr.winograd.launches(x, w, b)] and len(kernels) == 4
+    assert cbr.global_loads("optimized", x.shape, w.shape) == cbr.global_loads("winograd", x.shape, w.shape)
+    run_checked("cbr", "optimized", shape, seed)
+
+
 @pytest.mark.parametrize("shape", [(1, 20, 7, 9, 70, 3, 3), (2, 9, 5, 6, 3, 3, 3), (1, 5, 6, 4, 9, 1, 1),
                                    (1, 3, 6, 4, 2, 5, 5)])
 def test_split_c_is_correct_on_ragged_slices(shape, seed):

@@ -166,8 +166,8 @@ from .k03_implicit_gemm import (IG_BM, IG_BMS, IG_BN, IG_BNS, IG_MIN_BLOCKS, IG_
                                 igemm_kernel, igemm_launches, igemm_tiling, implicit_gemm)
 from .k04_split_c import SPLIT_C_MAX, split_c  # noqa: E402,F401
 from .k05_winograd import winograd, winograd_launches  # noqa: E402,F401
-from .k06_optimized import (CBR_SMALL_SMS, CBR_SPLIT_IDLE, WINOGRAD_MAX_WAVES, WINOGRAD_MIN_CHANNELS,  # noqa: E402,F401
-                            WINOGRAD_MIN_TILES, Choice, choice_for, choose, optimized)
+from .k06_optimized import (CBR_SMALL_SMS, CBR_SPLIT_IDLE, WINOGRAD_MAX_WAVES,  # noqa: E402,F401
+                            WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_TILES, Choice, choice_for, choose, optimized)
 
 #: Every version, naive first and the dispatcher last.
 VERSIONS = {v.name: v for v in (naive, fused_direct, implicit_gemm, split_c, winograd, optimized)}

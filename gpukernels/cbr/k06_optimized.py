@@ -47,7 +47,7 @@ def choose(n, c, h, wd, k, r=3, s=3, sms: int | None = None) -> Choice:
        each such suite shape's fastest measured slicing was the first to fill the 132 SMs (benchmarks/NOTES.md,
        "CBR on the suite").
 
-    Nothing here names a shape: both thresholds are counts of tiles against SMs."""
+    Nothing here names a shape: the thresholds are counts of channels, and of tiles against SMs."""
     sms = sms or sm_count()
     ho, wo = h + 2 - r + 1, wd + 2 - s + 1
     tiles256 = ceil_div(n * ho * wo, 256) * ceil_div(k, IG_BM)
@@ -56,8 +56,8 @@ def choose(n, c, h, wd, k, r=3, s=3, sms: int | None = None) -> Choice:
             and wtiles >= WINOGRAD_MIN_TILES):
         return Choice("winograd", {},
                       f"3 x 3 filters, {c} -> {k} channels (>= {WINOGRAD_MIN_CHANNELS}) and {tiles256} implicit-GEMM "
-                      f"tiles for {sms} SMs (fewer than {WINOGRAD_MAX_WAVES} per SM): Winograd's 16 products over "
-                      f"{wtiles} tiles of 2 x 2 do 2.25 times fewer FLOPs")
+                      f"tiles of 64 x 256, fewer than {WINOGRAD_MAX_WAVES * sms} for {sms} SMs: Winograd's 16 "
+                      f"products over {wtiles} tiles of 2 x 2 do 2.25 times fewer FLOPs")
     bn = 128 if tiles256 * CBR_SMALL_SMS < sms or s > igemm_bk_max(256) else 256
     tiles = ceil_div(n * ho * wo, bn) * ceil_div(k, IG_BM)
     chunks = ceil_div(c, igemm_tiling(r, s, None, bn)[0])
