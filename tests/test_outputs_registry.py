@@ -28,7 +28,6 @@ NOT_RUN = "Not in this benchmark run"
 
 #: Notebooks whose committed outputs are older than the registry and wait for a GPU re-run (not regenerated here).
 STALE: dict = {  # name -> why, e.g. "its versions table has 19 of 21 rows; re-run the notebook on the GPU"
-    "03_fused_cbr": "its tables were run before the winograd step (5 of 6 versions); re-run the notebook on a GPU",
 }
 
 
