@@ -771,6 +771,30 @@ def test_tf32x3_split_pass(seed):
     assert np.abs(vt[0]).max() == TF32_MAX
 
 
+@pytest.mark.parametrize("q_tiles", [1, 3, 32])
+@pytest.mark.parametrize("heads", [1, 3, 4, 5, 9, 128])
+def test_block_order_covers_every_tile_once_longest_first(q_tiles, heads):
+    # pipelined's and tf32x3's blocks: heads in groups of HEAD_GROUP, a group's last query tiles first
+    from gpukernels.attention.k05_pipelined import HEAD_GROUP, block_tile
+
+    tile = getattr(block_tile, "py_func", block_tile)
+    order = [tile(x, q_tiles, heads) for x in range(q_tiles * heads)]
+    assert sorted(order) == [(h, t) for h in range(heads) for t in range(q_tiles)]
+    per = HEAD_GROUP * q_tiles
+    for g in range(0, len(order), per):
+        group = order[g:g + per]
+        assert {h for h, _ in group} == set(range(g // q_tiles, min(heads, g // q_tiles + HEAD_GROUP)))
+        assert [t for _, t in group] == sorted((t for _, t in group), reverse=True)  # the longest walks first
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_several_query_tiles_of_a_partial_head_group(causal, seed):
+    # 5 heads: a group of 4 and one of 1; 130 queries: 3 tiles of 64 rows (tf32x3) or 2 of 128 / 5 of 32 (pipelined)
+    shape = (1, 5, 130, 20, 16)
+    run_checked("tf32x3", shape, seed, causal=causal)
+    run_mma(shape, seed, causal=causal, name="pipelined")
+
+
 def test_tf32x3_launch_plan():
     q, k, v = at.make_inputs((2, 3, 100, 70, 80), 0)
     *splits, la = at.tf32x3.launches(q, k, v)

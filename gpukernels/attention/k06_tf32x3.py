@@ -58,7 +58,7 @@ from .._intrinsics import address, copy_async16
 from .._launch import Launch, ceil_div, is_device_array, shared_per_block, version
 from .._mma import async_commit, async_wait, ldmatrix_x4, mma_tf32, split_tf32
 from ._common import MAX_D, check, heads
-from .k05_pipelined import LOG2E, softmax_step, warps_for
+from .k05_pipelined import LOG2E, block_tile, softmax_step, warps_for
 
 KEYS = 32  # keys per K/V tile: 4 n-tiles of S, 4 k steps of P V
 SPLIT_THREADS = 256
@@ -260,9 +260,8 @@ def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a 
         j8, r8 = lane >> 3, lane & 7  # lane 8 j8 + r8 addresses row r8 of ldmatrix's matrix j8
         bhs, skp = vt.shape[1], vt.shape[3]
         sq, sk, dim = out.shape[1], k2.shape[1] // bhs, out.shape[2]
-        q_tiles = (sq + rows - 1) // rows
-        bh = cuda.blockIdx.x // q_tiles
-        q0 = (q_tiles - 1 - cuda.blockIdx.x % q_tiles) * rows
+        bh, qi = block_tile(cuda.blockIdx.x, (sq + rows - 1) // rows, bhs)
+        q0 = qi * rows
         w0 = q0 + 16 * warp  # the warp's first query
         row = w0 + g
         kbase, vbase = bh * sk * dp, bh * dp * skp
