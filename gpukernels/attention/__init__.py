@@ -33,12 +33,12 @@ Each step changes one thing, and its file's docstring says what and why (``k03_t
                    the mma's output registers, and P turned into the second mma's A fragment without leaving them
                    (the C layout of two 8-key tiles is the A layout of a 16-key slice). P is rounded to float16.
 5. ``pipelined``   step 4 fed as the tensor cores need (``k05_pipelined.py``): K and V tiles copied 16 bytes at a
-                   time by cp.async while the mmas run (V during Q K^T, the next K during the softmax and P V), a
-                   head's query tiles in consecutive blocks so that K and V are read from L2, one exp2 per score,
-                   the mask only where a tile has one, and two m16 tiles of queries per warp (each K or V
-                   fragment read from shared memory feeds four mmas). On an H200 step 4 runs at 20 TFLOP/s; this
-                   one, on the large shapes, at 208-280 (0.75-0.81x FlashAttention-2, 0.64-0.73x causal;
-                   benchmarks/NOTES.md).
+                   time by cp.async while the mmas run (V during Q K^T, the next K during the softmax and P V), the
+                   query tiles of a few heads in consecutive blocks, longest first, so that K and V are read from
+                   L2, one exp2 per score, the mask only where a tile has one, and two m16 tiles of queries per
+                   warp (each K or V fragment read from shared memory feeds four mmas). On an H200 step 4 runs
+                   at 20 TFLOP/s; this one, on the large shapes, at 208-280 (0.75-0.81x FlashAttention-2,
+                   0.64-0.73x causal; benchmarks/NOTES.md).
 6. ``tf32x3``      float32 on the tensor cores (``k06_tf32x3.py``), any D: k and v split once into two TF32
                    parts each, x = big + small (Q's tile as its block reads it), and step 5's tile loop with
                    every product as three TF32 mma.sync (3xTF32, the tensor-core lesson's step 7), each k step's

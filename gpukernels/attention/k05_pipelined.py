@@ -184,8 +184,9 @@ def block_tile(x, q_tiles, heads):
 def block_place(d: int, rows: int, threads: int, keys: int = KEYS):
     """The device function that places a thread of a block of ``rows`` query rows and ``threads`` threads:
     ``warp, g, t, j8, r8, sq, sk, bh, q0, cr, cc = place(q, k)`` -- its warp; lane 4 g + t of the mma fragments and
-    8 j8 + r8 of ldmatrix's addresses; Sq, Sk; the block's head and first query (`block_tile`); and its first row and column in the tile copies (`tile_copy`) -- ``keys``,
-    past every row a copy covers, for a thread past the last whole row of a pass."""
+    8 j8 + r8 of ldmatrix's addresses; Sq, Sk; the block's head and first query (`block_tile`); and its first row
+    and column in the tile copies (`tile_copy`) -- ``keys``, past every row a copy covers, for a thread past the last
+    whole row of a pass."""
     chunks = d // 8  # 16-byte pieces of a row
     _, per_pass = tile_copy(d, threads, keys)
 
@@ -464,6 +465,6 @@ def pipelined_launches(q, k, v, out, causal: bool, scale: float, warps: int | No
 @version("attention", check_half, kernels=PIPELINED_KERNELS)
 def pipelined(q, k, v, out, causal=False, scale=None):
     """Step 4's kernel fed as the tensor cores need: K and V tiles copied by cp.async during the mmas, a few
-    heads' query tiles in consecutive blocks, longest first (K and V read from L2), one exp2 per score and the mask only where a tile has one,
-    two m16 tiles of queries per warp."""
+    heads' query tiles in consecutive blocks, longest first (K and V read from L2), one exp2 per score and the mask
+    only where a tile has one, two m16 tiles of queries per warp."""
     return pipelined_launches(q, k, v, out, causal, scale)

@@ -17,8 +17,8 @@ write q's bytes twice and read them back, which cross attention's few keys canno
 as it is, alongside K's first tile, and is split in shared memory (where q's rows are not whole 16-byte pieces, by
 loads of one float each: correct, and slower, since each thread waits on its loads one after another).
 Step 5 (``pipelined``) then gives the tile loop: cp.async copies of the K tile and the V tile, each overlapping the
-other's products, a head's query tiles in consecutive blocks, one exp2 per score, the mask only where a tile has
-one.
+other's products, a few heads' query tiles in consecutive blocks (longest first), one exp2 per score, the mask only
+where a tile has one.
 
 **Fragments from ldmatrix, on float32.** ``ldmatrix`` on a float32 tile hands lane 4 g + t the float at row g, column
 t of an 8 x 4-float matrix: the TF32 A fragment's layout (rows g, g + 8 at columns t, t + 4), and B's when B is
@@ -248,9 +248,8 @@ def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a 
     @cuda.jit(fastmath=True)
     def tf32x3_kernel(q, k2, vt, out, scale2, causal, raw):
         # q (BH, Sq, D) float32, split here (raw: its rows are whole 16-byte pieces, copied by cp.async); k2 (2,
-        # BH*Sk, DP), vt (2, BH, DP, SKP): [big, small]; out (BH, Sq, D); scale2 = scale * log2(e). Block x: query
-        # tile (x % q_tiles, last first) of head x // q_tiles; warp w rows q0 + 16 w .. + 15; lane 4 g + t rows g,
-        # g + 8
+        # BH*Sk, DP), vt (2, BH, DP, SKP): [big, small]; out (BH, Sq, D); scale2 = scale * log2(e). Block x: the
+        # query tile and head of `block_tile` (step 5's); warp w rows q0 + 16 w .. + 15; lane 4 g + t rows g, g + 8
         smem = cuda.shared.array(0, float32)
         s = cuda.local.array((ns, 4), float32)
         acc = cuda.local.array((nk, 4), float32)
