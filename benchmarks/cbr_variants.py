@@ -62,7 +62,10 @@ def candidates(deep=False):
     for name, kw in VARIANTS + (DEEP if deep else []):
         out.append((name, lambda x, w, b, y, kw=kw: variant_launches(x, w, b, y, 1, **kw)))
     # fewer FLOPs instead of a faster GEMM (gpukernels/cbr/k05_winograd.py): 3 x 3 filters only, others are skipped
-    out.append(("winograd F(2x2,3x3)", lambda x, w, b, y: winograd_launches(x, w, b, y, 1)))
+    # with each block tile of its 16 products (the version takes products_tile's choice)
+    for tile in ((64, 64), (128, 128), (128, 64), (64, 128)):
+        out.append((f"winograd F(2x2,3x3) {tile[0]}x{tile[1]}",
+                    lambda x, w, b, y, tile=tile: winograd_launches(x, w, b, y, 1, tile=tile)))
     return out
 
 

@@ -6,11 +6,13 @@ compute-sanitizer on a GPU:
 
 The shapes take every edge: partial block tiles of the products on every side (70 output channels: two block rows;
 P not a multiple of 64), a channel count that is not a multiple of the k tile, odd outputs (tiles half outside),
-padding 0 to 2, a one-pixel image. Outputs and the intermediates start as NaN. Exit status 1 on a wrong result.
+padding 0 to 2, a one-pixel image; each with every block tile of the products (64 or 128 a side). Outputs and the
+intermediates start as NaN. Exit status 1 on a wrong result.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 
@@ -25,7 +27,9 @@ from numba import cuda  # noqa: E402
 
 #: ((N, C, H, W, K, 3, 3), padding)
 SHAPES = [((2, 9, 11, 10, 70, 3, 3), 1), ((1, 3, 5, 7, 2, 3, 3), 1), ((2, 17, 9, 8, 6, 3, 3), 0),
-          ((1, 2, 4, 3, 3, 3, 3), 2), ((1, 1, 1, 1, 1, 3, 3), 1), ((3, 20, 37, 41, 65, 3, 3), 1)]
+          ((1, 2, 4, 3, 3, 3, 3), 2), ((1, 1, 1, 1, 1, 3, 3), 1), ((3, 20, 37, 41, 65, 3, 3), 1),
+          ((1, 12, 30, 36, 130, 3, 3), 1)]  # 130 channels: a second row of 128-row tiles; P = 270: a third column
+TILES = [(64, 64), (128, 128), (128, 64), (64, 128)]
 
 
 def main() -> int:
@@ -33,12 +37,12 @@ def main() -> int:
 
     on_gpu = gpukernels.MODE == "gpu"
     bad = 0
-    for shape, padding in SHAPES:
+    for (shape, padding), tile in itertools.product(SHAPES, TILES):
         x, w, b = cbr.make_inputs(shape, seed=1)
         ref = cbr.reference(x, w, b, padding)
         poison = np.full(ref.shape, np.nan, np.float32)
         args = [cuda.to_device(a) for a in (x, w, b, poison)] if on_gpu else [x, w, b, poison]
-        launches = winograd_launches(*args, padding)
+        launches = winograd_launches(*args, padding, tile=tile)
         for t in (launches[0].args[1], launches[1].args[1], launches[2].args[2]):  # U, V, M start as NaN too
             if on_gpu:
                 t.copy_to_device(np.full(t.shape, np.nan, np.float32))
@@ -49,7 +53,7 @@ def main() -> int:
         out = args[3].copy_to_host() if on_gpu else args[3]
         check = compare(out, ref, TOLERANCE["cbr"])
         bad += not check.ok
-        print(f"winograd {'x'.join(map(str, shape)):18s} padding={padding} {check}", flush=True)
+        print(f"winograd {'x'.join(map(str, shape)):18s} padding={padding} tile={tile} {check}", flush=True)
     return 1 if bad else 0
 
 

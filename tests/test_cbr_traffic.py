@@ -106,18 +106,21 @@ def _patches(h, wd, padding, th, tw):
 
 
 @pytest.mark.parametrize("shape,padding", [((2, 5, 9, 70, 17, 3, 3), 1), ((3, 70, 6, 7, 130, 3, 3), 0),
-                                           ((1, 2, 5, 4, 3, 3, 3), 2)])
+                                           ((1, 2, 5, 4, 3, 3, 3), 2), ((40, 3, 9, 9, 130, 3, 3), 1)])
 def test_winograd_formula_against_a_count_made_here(shape, padding):
     """winograd: each tile's 4 x 4 patch of x once per channel (in-bounds elements only), w once; U, V and M each
-    stored once; U read once per block of 64 tiles, V once per block of 64 output channels (the products' block
-    tile), M once by the output transform, which also loads one bias per (channel, tile)."""
+    stored once; U read once per column of the products' blocks, V once per row of them (the block grid as the
+    launch makes it), M once by the output transform, which also loads one bias per (channel, tile)."""
     n, c, h, wd, k, r, s = shape
     ho, wo = h + 2 * padding - 2, wd + 2 * padding - 2
     th, tw = -(-ho // 2), -(-wo // 2)
     p = n * th * tw
+    x, w, b = (np.zeros(sh, np.float32) for sh in ((n, c, h, wd), (k, c, r, s), (k,)))
+    products = cbr.winograd.launches(x, w, b, padding=padding)[2]
+    cols, rows = products.grid[:2]
     assert cbr.global_loads("winograd", (n, c, h, wd), (k, c, r, s), padding) == {
         "x": n * c * _patches(h, wd, padding, th, tw), "w": 9 * k * c, "b": k * p, "y_loads": 0,
-        "y_stores": n * k * ho * wo, "u_loads": 16 * -(-p // 64) * k * c, "u_stores": 16 * k * c,
-        "v_loads": 16 * -(-k // 64) * c * p, "v_stores": 16 * c * p, "m_loads": 16 * k * p, "m_stores": 16 * k * p}
+        "y_stores": n * k * ho * wo, "u_loads": 16 * cols * k * c, "u_stores": 16 * k * c,
+        "v_loads": 16 * rows * c * p, "v_stores": 16 * c * p, "m_loads": 16 * k * p, "m_stores": 16 * k * p}
     with pytest.raises(ValueError, match="3 x 3"):
         cbr.global_loads("winograd", (n, c, h, wd), (k, c, 5, 5), padding)

@@ -64,13 +64,16 @@ def test_matches_the_float64_reference(shape, padding, seed):
     assert np.allclose(m, np.einsum("zkc,zcp->zkp", ug, vg), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("k,c,p", [(1, 1, 1), (65, 9, 70), (3, 17, 130)])
-def test_the_16_products(k, c, p, seed):
-    # partial block tiles on every side, a channel count that is not a multiple of the k tile
+@pytest.mark.parametrize("tile", [(64, 64), (128, 128), (128, 64), (64, 128)])
+@pytest.mark.parametrize("k,c,p", [(1, 1, 1), (65, 9, 70), (3, 17, 130), (129, 10, 257)])
+def test_the_16_products(k, c, p, tile, seed):
+    # partial block tiles on every side, a channel count that is not a multiple of the k tile, every block tile
     rng = np.random.default_rng(seed)
     u, v = rng.standard_normal((16, k, c), dtype=np.float32), rng.standard_normal((16, c, p), dtype=np.float32)
     m = np.full((16, k, p), np.nan, np.float32)
-    wg.products_kernel[(-(-p // wg.GN), -(-k // wg.GM), 16), (wg.GT * wg.GT,)](u, v, m)
+    kernel = wg.products_kernel_for(tile)
+    assert kernel.tile == tile
+    kernel[(-(-p // tile[1]), -(-k // tile[0]), 16), (kernel.threads,)](u, v, m)
     ref = np.einsum("zkc,zcp->zkp", u.astype(np.float64), v.astype(np.float64))
     assert compare(m, ref.astype(np.float32), 1e-6).ok
 
@@ -95,7 +98,8 @@ from gpukernels.resources import _assemble
 f1, f3, f4, i8 = (types.Array(types.float32, 1, "C"), types.Array(types.float32, 3, "C"),
                   types.Array(types.float32, 4, "C"), types.int64)
 sigs = {"filter": (wg.filter_transform_kernel, (f4, f3)), "input": (wg.input_transform_kernel, (f4, f3, i8, i8, i8)),
-        "products": (wg.products_kernel, (f3, f3, f3)), "output": (wg.output_transform_kernel, (f3, f1, f4, i8, i8))}
+        "products": (wg.products_kernel, (f3, f3, f3)), "products_large": (wg.products_kernel_large, (f3, f3, f3)),
+        "output": (wg.output_transform_kernel, (f3, f1, f4, i8, i8))}
 out = {}
 for name, (k, sig) in sigs.items():
     ptx, _ = cuda.compile_ptx(k.py_func, sig, cc=(9, 0))
@@ -114,5 +118,7 @@ def test_compiles_for_sm90_without_local_memory():
     out = json.loads(run_with_real_cuda(_CHILD))
     for name, r in out.items():
         assert r["lmem"] == 0, f"{name} spills: {r}"
-    # the products' 8 x 8 outputs per thread: 64 FMAs per channel, all in registers (64 threads a block)
-    assert out["products"]["fma"] >= 64 and out["products"]["registers"] * wg.GT * wg.GT <= 65536 // 4, out
+    # the products' 8 x 8 outputs per thread: 64 FMAs per channel, all in registers, and at most 128 of them so that
+    # 16 warps fit an SM (4 blocks of 64 x 128, 2 of 128 x 128)
+    for name in ("products", "products_large"):
+        assert out[name]["fma"] >= 64 and out[name]["registers"] <= 128, out

@@ -103,7 +103,10 @@ def test_cbr_choose_follows_its_rule(shape, bn, sliced):
 @pytest.mark.parametrize("shape,winograd", [
     ((16, 128, 28, 28, 128, 3, 3), True), ((16, 512, 7, 7, 512, 3, 3), True), ((1, 64, 56, 56, 64, 3, 3), True),
     ((1, 128, 28, 28, 128, 3, 3), True),
+    ((128, 128, 28, 28, 128, 3, 3), True),  # 784 GEMM tiles, but 128 channels: deep enough whatever the GEMM's tiles
+    ((24, 160, 9, 11, 136, 3, 3), True),  # ragged deep channels
     ((16, 64, 56, 56, 64, 3, 3), False),  # 196 GEMM tiles for 132 SMs: the GEMM fills them
+    ((64, 64, 56, 56, 64, 3, 3), False),  # 784 GEMM tiles, 64 channels
     ((16, 32, 28, 28, 64, 3, 3), False),  # 32 input channels: too shallow to repay the transforms
     ((16, 256, 14, 14, 256, 3, 5), False),  # 3 x 5: F(2x2, 3x3) does not apply
     ((1, 512, 7, 7, 512, 3, 3), False),  # 16 tiles of 2 x 2: split_c's regime
@@ -115,12 +118,28 @@ def test_cbr_choose_takes_winograd_by_its_thresholds(shape, winograd):
     # the thresholds, read back: each case above sits on one side of exactly what the docstring says
     gemm_tiles = -(-n * h * w // 256) * -(-k // cbr.IG_BM)
     two_by_two = n * -(-h // 2) * -(-w // 2)
-    expected = ((r, s) == (3, 3) and min(c, k) >= cbr.WINOGRAD_MIN_CHANNELS
-                and gemm_tiles < cbr.WINOGRAD_MAX_WAVES * 132 and two_by_two >= cbr.WINOGRAD_MIN_TILES)
+    deep = min(c, k) >= cbr.WINOGRAD_DEEP_CHANNELS
+    expected = ((r, s) == (3, 3) and two_by_two >= cbr.WINOGRAD_MIN_TILES
+                and (deep or min(c, k) >= cbr.WINOGRAD_MIN_CHANNELS and gemm_tiles < cbr.WINOGRAD_MAX_WAVES * 132))
     assert expected == winograd
-    # fewer SMs: the same problem fills them with GEMM tiles, so the GEMM takes it
+    # fewer SMs: the same problem fills them with GEMM tiles, so the GEMM takes it -- unless the channels are deep
     if winograd:
-        assert cbr.optimized.choose(n, c, h, w, k, r, s, sms=max(1, gemm_tiles // 2)).step != "winograd"
+        fewer = cbr.optimized.choose(n, c, h, w, k, r, s, sms=max(1, gemm_tiles // 2))
+        assert (fewer.step == "winograd") == deep, str(fewer)
+        assert choice.config["tile"] == cbr.products_tile(k, two_by_two, 132)
+
+
+@pytest.mark.parametrize("k,p,tile", [
+    (128, 25088, (128, 128)),  # 128 x 28^2 images: 3136 blocks of 128 x 128
+    (512, 256, (128, 128)),  # 16 x 7^2: 128 blocks of 128 x 128, at least half a wave of 132 SMs
+    (128, 196, (64, 128)),  # 1 x 28^2: 32 blocks of 128 x 128, a quarter wave -- the small tile makes twice as many
+    (64, 100000, (64, 128)),  # 64 output channels: a 128-row tile would be half empty
+    (127, 100000, (64, 128)),
+])
+def test_winograd_products_tile_by_its_threshold(k, p, tile):
+    assert cbr.products_tile(k, p, sms=132) == tile
+    large = 16 * -(-k // 128) * -(-p // 128)
+    assert (tile == (128, 128)) == (k >= 128 and large >= 0.5 * 132)
 
 
 def test_cbr_optimized_runs_winograd_in_its_regime(seed):

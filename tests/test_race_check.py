@@ -387,6 +387,7 @@ def test_cases_reach_every_registered_kernel():
     from gpukernels.matmul.k16_skinny import get_skinny_cols_kernel
 
     reached = (_planned_kernels() | {id(k) for k in _tiled_kernels()}
+               | {id(LESSONS["cbr"].k05_winograd.products_kernel_large)}  # test_winograd_large_products_tile...
                | {id(k19_stream_k.stream_k_vec_kernel), id(k20_async_copy.async_vec_kernel)}
                | {id(get_skinny_cols_kernel(1, True)), id(get_skinny_cols_kernel(3, False))}
                # test_tensor_core_dispatch_paths_have_no_hazards
@@ -435,3 +436,21 @@ def test_hazard_report_names_a_missing_barrier_and_a_shallow_case():
         t = _run_traced(lambda: lost_barrier[(2, 2), (tile, tile)](a, b, c))
         report = "\n".join(hazard_report(t))
         assert want in report, report
+
+
+def test_winograd_large_products_tile_has_no_hazards(seed, monkeypatch):
+    """Winograd's products on their 128 x 128 tile (256 threads), taken at a traceable shape by lending a 1-SM GPU:
+    20 channels are 3 k tiles through the two buffers; 130 output channels a second, ragged row of blocks."""
+    from gpukernels.cbr import k05_winograd as wg
+
+    monkeypatch.setattr(wg, "sm_count", lambda: 1)
+    mod = LESSONS["cbr"]
+    shape = (1, 20, 5, 7, 130, 3, 3)
+    x, w, b = mod.make_inputs(shape, seed)
+    kernels = [la.kernel for la in mod.winograd.launches(x, w, b)]
+    assert kernels[2] is wg.products_kernel_large
+    out = np.full((1, 130, 5, 7), np.nan, np.float32)
+    t = _run_traced(lambda: mod.winograd(x, w, b, out=out))
+    problems = hazard_report(t, 3)
+    assert not problems, f"cbr.winograd (128 x 128 products) at {shape}:\n" + "\n".join(problems)
+    assert compare(out, mod.reference(x, w, b), TOLERANCE["cbr"]).ok

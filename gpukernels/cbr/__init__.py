@@ -165,9 +165,10 @@ from .k02_fused_direct import CB, KB, PX, TH, TW, TX, TY, fused_direct, fused_ke
 from .k03_implicit_gemm import (IG_BM, IG_BMS, IG_BN, IG_BNS, IG_MIN_BLOCKS, IG_ROW, IG_SMEM, igemm_bk_max,  # noqa: E402,F401
                                 igemm_kernel, igemm_launches, igemm_tiling, implicit_gemm)
 from .k04_split_c import SPLIT_C_MAX, split_c  # noqa: E402,F401
-from .k05_winograd import winograd, winograd_launches  # noqa: E402,F401
-from .k06_optimized import (CBR_SMALL_SMS, CBR_SPLIT_IDLE, WINOGRAD_MAX_WAVES,  # noqa: E402,F401
-                            WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_TILES, Choice, choice_for, choose, optimized)
+from .k05_winograd import products_tile, winograd, winograd_launches  # noqa: E402,F401
+from .k06_optimized import (CBR_SMALL_SMS, CBR_SPLIT_IDLE, WINOGRAD_DEEP_CHANNELS,  # noqa: E402,F401
+                            WINOGRAD_MAX_WAVES, WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_TILES, Choice, choice_for, choose,
+                            optimized)
 
 #: Every version, naive first and the dispatcher last.
 VERSIONS = {v.name: v for v in (naive, fused_direct, implicit_gemm, split_c, winograd, optimized)}
@@ -191,8 +192,9 @@ def global_loads(version: str, x_shape, w_shape, padding: int = 1) -> dict:
                    pixel block reads all of W once; each thread loads the bias of its 8 channels once (BN/8
                    threads share a channel); y is stored once.
     winograd:      the input transform loads each tile's 4 x 4 patch (in-bounds elements) once per channel, the
-                   filter transform w once; the products read U once per block of 64 tiles and V once per block
-                   of 64 output channels; the output transform reads M once and one bias per (channel, tile).
+                   filter transform w once; the products read U once per block of BN tiles and V once per block
+                   of BM output channels (the tile products_tile picks); the output transform reads M once and
+                   one bias per (channel, tile).
                    The transforms' own arrays count as u, v and m (loads and stores); optimized counts as the
                    step it picks.
     """
@@ -221,12 +223,13 @@ def global_loads(version: str, x_shape, w_shape, padding: int = 1) -> dict:
             raise ValueError(f"winograd takes 3 x 3 filters only; got (R, S) = ({r}, {s})")
         th, tw = -(-ho // 2), -(-wo // 2)
         p = n * th * tw
+        bm, bn = products_tile(k, p)
         # in-bounds elements of every tile's 4 x 4 patch, which starts at row 2 ti - padding, column 2 tj - padding
         rows = sum(sum(1 for rr in range(4) if 0 <= 2 * ti + rr - padding < h) for ti in range(th))
         cols = sum(sum(1 for ss in range(4) if 0 <= 2 * tj + ss - padding < wd) for tj in range(tw))
         return {"x": n * c * rows * cols, "w": k * c * r * s, "b": k * p, "y_loads": 0, "y_stores": outputs,
-                "u_loads": 16 * ceil_div(p, 64) * k * c, "u_stores": 16 * k * c,
-                "v_loads": 16 * ceil_div(k, 64) * c * p, "v_stores": 16 * c * p,
+                "u_loads": 16 * ceil_div(p, bn) * k * c, "u_stores": 16 * k * c,
+                "v_loads": 16 * ceil_div(k, bm) * c * p, "v_stores": 16 * c * p,
                 "m_loads": 16 * k * p, "m_stores": 16 * k * p}
     if version in ("implicit_gemm", "split_c", "optimized"):
         launches = VERSIONS[version].launches(*(np.zeros(sh, np.float32) for sh in (x_shape, w_shape, (k,))),

@@ -34,15 +34,19 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, float32
 
-from .._launch import Launch, LaunchError, ceil_div, is_device_array, version
+from .._launch import Launch, LaunchError, ceil_div, is_device_array, sm_count, version
 from ._common import _check, _empty
 
 THREADS = 256  # threads per block of the transforms
-GM = GN = 64  # the products' block tile: 64 output channels x 64 output tiles
-GK = 8  # input channels per k tile
-GT = 8  # threads along each side of the block tile: 8 x 8 threads of 8 x 8 outputs
-A_ROW = GM + 4  # the shared A tile's row: padded by 4 floats (see products_kernel)
-assert GT == GK == 8 and GM == GN == 8 * GT  # the kernel's shifts (>> 3) and its 8 x 8 outputs per thread
+GK = 8  # input channels per k tile of the products (the kernel's shifts: t >> 3 and t & 7)
+#: The products' block tile (output channels x output tiles), each thread 8 x 8 outputs: 64 x 128 (128 threads), or
+#: 128 x 128 (256 threads) for K >= 128 where its grid still makes at least LARGE_TILE_WAVES blocks per SM. Measured
+#: (H100, 2026-12-06, benchmarks/NOTES.md): 128 x 128 reads half the bytes per FMA and was the fastest tile with K of
+#: 256 and 512 (16 x 256 x 14^2: 0.119 ms against 64 x 128's 0.126 and 64 x 64's 0.168; 128 x 128 x 28^2: 0.79 ms
+#: against 0.82 and 1.30), even at 128 blocks for 132 SMs (16 x 512 x 7^2); with 32 blocks (1 x 128 x 28^2) it lost
+#: 15% to 64 x 128's twice as many. 128 tiles per block beat 64 on every shape measured.
+TILE_SMALL, TILE_LARGE = (64, 128), (128, 128)
+LARGE_TILE_WAVES = 0.5
 
 
 @cuda.jit(device=True, forceinline=True)
@@ -106,68 +110,108 @@ def input_transform_kernel(x, v, padding, th, tw):
         v[4 * a + 3, c, t] = e[a, 1] - e[a, 3]
 
 
-@cuda.jit
-def products_kernel(u, v, m):
-    # m[z] = u[z] @ v[z] for the 16 positions z = blockIdx.z: u (16, K, C), v (16, C, P), m (16, K, P). A block
-    # tile of GM x GN, 64 threads of 8 x 8 outputs each: rows 4 ty .. 4 ty + 3 and 32 + 4 ty .. 32 + 4 ty + 3, the
-    # columns likewise by tx, so that a thread's 8 values of a channel are two 16-byte shared loads and the 8
-    # threads of a quarter warp read 128 contiguous bytes (no bank conflict; 8 x 8 consecutive columns would put
-    # threads tx and tx + 4 on the same banks). GK channels per k tile, the next tile loaded into registers while
-    # this one is multiplied.
-    # A transposed (a_s[buf, kk, row]), rows padded by 4: a warp's stores of 4 rows x 8 channels land on 32 banks
-    a_s = cuda.shared.array((2, GK, A_ROW), float32, alignment=16)
-    b_s = cuda.shared.array((2, GK, GN), float32, alignment=16)
-    acc = cuda.local.array((8, 8), float32)
-    a_r = cuda.local.array(8, float32)
-    b_r = cuda.local.array(8, float32)
-    af = cuda.local.array(8, float32)
-    bf = cuda.local.array(8, float32)
-    z = cuda.blockIdx.z
-    k_, c_, p_ = u.shape[1], u.shape[2], v.shape[2]
-    row0, col0 = cuda.blockIdx.y * GM, cuda.blockIdx.x * GN
-    # indices from threadIdx by & and >> (as matmul's kernels build them): with % and // on signed ints NVVM keeps
-    # Numba's negative-index wraparound in the shared addresses
-    t = cuda.threadIdx.x
-    tx, ty = t & (GT - 1), (t >> 3) & (GT - 1)
-    for i in range(8):
-        for j in range(8):
-            acc[i, j] = float32(0.0)
-    # loads: A tile (GM rows x GK channels): thread t, element e: row t // GK + 8 e, channel t % GK;
-    #        B tile (GK channels x GN tiles): thread t, element e: channel e, column t
-    ar, ac = (t >> 3) & 7, t & (GK - 1)
-    tiles = (c_ + GK - 1) // GK
-    for e in range(8):
-        row, ch = row0 + ar + 8 * e, ac
-        a_r[e] = u[z, row, ch] if row < k_ and ch < c_ else float32(0.0)
-        col = col0 + t
-        b_r[e] = v[z, e, col] if e < c_ and col < p_ else float32(0.0)
-    for it in range(tiles):
-        buf = it & 1
-        for e in range(8):
-            a_s[buf, ac, ar + 8 * e] = a_r[e]
-            b_s[buf, e, t] = b_r[e]
-        cuda.syncthreads()  # the tile is in; (two buffers: the previous tile's readers are past the last barrier)
-        if it + 1 < tiles:
-            k0 = (it + 1) * GK
-            for e in range(8):
-                row, ch = row0 + ar + 8 * e, k0 + ac
-                a_r[e] = u[z, row, ch] if row < k_ and ch < c_ else float32(0.0)
-                col, ch = col0 + t, k0 + e
-                b_r[e] = v[z, ch, col] if ch < c_ and col < p_ else float32(0.0)
-        for kk in range(GK):
-            for i in range(8):
-                af[i] = a_s[buf, kk, 4 * ty + (i & 3) + 32 * (i >> 2)]
-                bf[i] = b_s[buf, kk, 4 * tx + (i & 3) + 32 * (i >> 2)]
-            for i in range(8):
-                for j in range(8):
-                    acc[i, j] += af[i] * bf[j]
-    for i in range(8):
-        row = row0 + 4 * ty + (i & 3) + 32 * (i >> 2)
-        if row < k_:
+def _make_products(bm: int, bn: int):
+    """The products kernel with BM x BN block tiles (64 or 128 each): (BM / 8) x (BN / 8) threads of 8 x 8
+    outputs. 64 x 64 makes 4 times the blocks, for small products; 128 x 128 reads half the bytes per FMA from L2."""
+    assert bm in (64, 128) and bn in (64, 128)
+    tx_n, ty_n = bn // 8, bm // 8  # threads along the columns and along the rows of the block tile
+    threads = tx_n * ty_n
+    tx_bits, bn_bits = tx_n.bit_length() - 1, bn.bit_length() - 1
+    a_row = bm + 4  # the shared A tile's row: padded by 4 floats (below)
+    a_step, a_loads = threads // GK, bm * GK // threads  # A tile: a thread's rows, a_step apart
+    b_step, b_loads = threads // bn, GK * bn // threads  # B tile: a thread's channels, b_step apart
+    half_m, half_n = bm // 2, bn // 2
+
+    @cuda.jit
+    def products_kernel(u, v, m):
+        # m[z] = u[z] @ v[z] for the 16 positions z = blockIdx.z: u (16, K, C), v (16, C, P), m (16, K, P). A block
+        # tile of BM x BN, each thread 8 x 8 outputs: rows 4 ty .. 4 ty + 3 and BM/2 + 4 ty .. BM/2 + 4 ty + 3, the
+        # columns likewise by tx, so that a thread's 8 values of a channel are two 16-byte shared loads and the 8
+        # threads of a quarter warp read 128 contiguous bytes (no bank conflict; 8 x 8 consecutive columns would put
+        # threads tx and tx + 4 on the same banks). GK channels per k tile, the next tile loaded into registers
+        # while this one is multiplied.
+        # A transposed (a_s[buf, kk, row]), rows padded by 4: a warp's stores of 4 rows x 8 channels land on 32 banks
+        a_s = cuda.shared.array((2, GK, a_row), float32, alignment=16)
+        b_s = cuda.shared.array((2, GK, bn), float32, alignment=16)
+        acc = cuda.local.array((8, 8), float32)
+        a_r = cuda.local.array(a_loads, float32)
+        b_r = cuda.local.array(b_loads, float32)
+        af = cuda.local.array(8, float32)
+        bf = cuda.local.array(8, float32)
+        z = cuda.blockIdx.z
+        k_, c_, p_ = u.shape[1], u.shape[2], v.shape[2]
+        row0, col0 = cuda.blockIdx.y * bm, cuda.blockIdx.x * bn
+        # indices from threadIdx by & and >> (as matmul's kernels build them): with % and // on signed ints NVVM
+        # keeps Numba's negative-index wraparound in the shared addresses
+        t = cuda.threadIdx.x
+        tx, ty = t & (tx_n - 1), (t >> tx_bits) & (ty_n - 1)
+        for i in range(8):
             for j in range(8):
-                col = col0 + 4 * tx + (j & 3) + 32 * (j >> 2)
-                if col < p_:
-                    m[z, row, col] = acc[i, j]
+                acc[i, j] = float32(0.0)
+        # loads: A tile (BM rows x GK channels): thread t, element e: row t // GK + a_step e, channel t % GK;
+        #        B tile (GK channels x BN tiles): thread t, element e: channel t // BN + b_step e, column t % BN
+        ar, ac = t >> 3, t & (GK - 1)
+        bc, bt = t >> bn_bits, t & (bn - 1)
+        tiles = (c_ + GK - 1) // GK
+        for e in range(a_loads):
+            row = row0 + ar + a_step * e
+            a_r[e] = u[z, row, ac] if row < k_ and ac < c_ else float32(0.0)
+        for e in range(b_loads):
+            ch, col = bc + b_step * e, col0 + bt
+            b_r[e] = v[z, ch, col] if ch < c_ and col < p_ else float32(0.0)
+        for it in range(tiles):
+            buf = it & 1
+            for e in range(a_loads):
+                a_s[buf, ac, ar + a_step * e] = a_r[e]
+            for e in range(b_loads):
+                b_s[buf, bc + b_step * e, bt] = b_r[e]
+            cuda.syncthreads()  # the tile is in; (two buffers: the previous tile's readers are past the last barrier)
+            if it + 1 < tiles:
+                k0 = (it + 1) * GK
+                for e in range(a_loads):
+                    row, ch = row0 + ar + a_step * e, k0 + ac
+                    a_r[e] = u[z, row, ch] if row < k_ and ch < c_ else float32(0.0)
+                for e in range(b_loads):
+                    ch, col = k0 + bc + b_step * e, col0 + bt
+                    b_r[e] = v[z, ch, col] if ch < c_ and col < p_ else float32(0.0)
+            for kk in range(GK):
+                for i in range(8):
+                    af[i] = a_s[buf, kk, 4 * ty + (i & 3) + half_m * (i >> 2)]
+                    bf[i] = b_s[buf, kk, 4 * tx + (i & 3) + half_n * (i >> 2)]
+                for i in range(8):
+                    for j in range(8):
+                        acc[i, j] += af[i] * bf[j]
+        for i in range(8):
+            row = row0 + 4 * ty + (i & 3) + half_m * (i >> 2)
+            if row < k_:
+                for j in range(8):
+                    col = col0 + 4 * tx + (j & 3) + half_n * (j >> 2)
+                    if col < p_:
+                        m[z, row, col] = acc[i, j]
+
+    products_kernel.tile = (bm, bn)
+    products_kernel.threads = threads
+    return products_kernel
+
+
+products_kernel = _make_products(*TILE_SMALL)  # 64 x 128 tiles, 128 threads
+products_kernel_large = _make_products(*TILE_LARGE)  # 128 x 128 tiles, 256 threads
+_PRODUCTS = {TILE_SMALL: products_kernel, TILE_LARGE: products_kernel_large}
+
+
+def products_kernel_for(tile: tuple[int, int]):
+    """The products kernel with this (BM, BN) block tile, each 64 or 128 (the two above, or another, built once)."""
+    if tile not in _PRODUCTS:
+        _PRODUCTS[tile] = _make_products(*tile)
+    return _PRODUCTS[tile]
+
+
+def products_tile(k: int, p: int, sms: int | None = None) -> tuple[int, int]:
+    """The products' block tile for K output channels and P output tiles: TILE_LARGE (128 x 128) where K >= 128 and
+    its 16 x ceil(K / 128) x ceil(P / 128) blocks number at least LARGE_TILE_WAVES per SM, else TILE_SMALL."""
+    sms = sms or sm_count()
+    large = 16 * ceil_div(k, TILE_LARGE[0]) * ceil_div(p, TILE_LARGE[1])
+    return TILE_LARGE if k >= TILE_LARGE[0] and large >= LARGE_TILE_WAVES * sms else TILE_SMALL
 
 
 @cuda.jit
@@ -196,7 +240,8 @@ def output_transform_kernel(m, b, y, th, tw):
                 y[n, k, r0 + r, s0 + 1] = max(y1, float32(0.0))
 
 
-KERNELS = [filter_transform_kernel, input_transform_kernel, products_kernel, output_transform_kernel]
+KERNELS = [filter_transform_kernel, input_transform_kernel, products_kernel, products_kernel_large,
+           output_transform_kernel]
 
 
 def tiles(ho: int, wo: int) -> tuple[int, int]:
@@ -204,9 +249,10 @@ def tiles(ho: int, wo: int) -> tuple[int, int]:
     return ceil_div(ho, 2), ceil_div(wo, 2)
 
 
-def winograd_launches(x, w, b, y, padding: int = 1) -> list[Launch]:
+def winograd_launches(x, w, b, y, padding: int = 1, tile: tuple[int, int] | None = None) -> list[Launch]:
     """The four launches of F(2 x 2, 3 x 3) for a 3 x 3 filter, stride 1 (the lesson's convolution), and the
-    transformed arrays they pass along: U (16 K C floats), V (16 C P) and M (16 K P), on the device when y is."""
+    transformed arrays they pass along: U (16 K C floats), V (16 C P) and M (16 K P), on the device when y is.
+    ``tile``: the products' (BM, BN) block tile; by default ``products_tile``'s choice."""
     n, c, h, wd = x.shape
     k, _, r, s = w.shape
     if (r, s) != (3, 3):
@@ -214,12 +260,14 @@ def winograd_launches(x, w, b, y, padding: int = 1) -> list[Launch]:
     _, _, ho, wo = y.shape
     th, tw = tiles(ho, wo)
     p = n * th * tw
+    tile = tile or products_tile(k, p)
+    prod = products_kernel_for(tile)
     alloc = cuda.device_array if is_device_array(y) else np.empty
     u, v, m = alloc((16, k, c), np.float32), alloc((16, c, p), np.float32), alloc((16, k, p), np.float32)
     return [
         Launch(filter_transform_kernel, (ceil_div(k * c, THREADS),), (THREADS,), (w, u)),
         Launch(input_transform_kernel, (ceil_div(c * p, THREADS),), (THREADS,), (x, v, padding, th, tw)),
-        Launch(products_kernel, (ceil_div(p, GN), ceil_div(k, GM), 16), (GT * GT,), (u, v, m)),
+        Launch(prod, (ceil_div(p, tile[1]), ceil_div(k, tile[0]), 16), (prod.threads,), (u, v, m)),
         Launch(output_transform_kernel, (ceil_div(k * p, THREADS),), (THREADS,), (m, b, y, th, tw)),
     ]
 

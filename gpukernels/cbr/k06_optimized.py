@@ -8,7 +8,7 @@ from .._launch import Choice, ceil_div, sm_count, version
 from ._common import _check, _empty
 from .k03_implicit_gemm import IG_BM, IG_MIN_BLOCKS, igemm_bk_max, igemm_launches, igemm_tiling
 from .k04_split_c import SPLIT_C_MAX
-from .k05_winograd import winograd_launches
+from .k05_winograd import products_tile, winograd_launches
 
 
 #: Pixels per block: 256, or 128 when 64 x 256 tiles would give fewer than one per CBR_SMALL_SMS SMs (batch 1).
@@ -27,6 +27,12 @@ CBR_SPLIT_IDLE = 2
 #: 16 x 64 x 56^2 (196 tiles) 0.89x against the GEMM's 0.92x, 32 x 64 x 56^2 0.93x against 1.14x.
 WINOGRAD_MIN_CHANNELS = 64
 WINOGRAD_MAX_WAVES = 1
+#: ... or, with both channel counts at least WINOGRAD_DEEP_CHANNELS, whatever the GEMM's tiles: with the products on
+#: 128 x 128 tiles (H100, 2026-12-06) Winograd beat the full-wave GEMM at 128 x 128 x 28^2 x 128 (0.79 ms against
+#: 0.86) and matched it at 32 x 256 x 14^2; at 64 channels the GEMM still won every batched shape (16 to 64 x 64 x
+#: 56^2: Winograd 0.80-0.93 of its rate), since 64 channels make its GEMM too shallow for the products to repay the
+#: transforms' bytes.
+WINOGRAD_DEEP_CHANNELS = 128
 #: ... and batch 1's smallest images stay with split_c, whose slices fill the SMs where Winograd's few tiles cannot:
 #: 1 x 256 x 14^2 (49 tiles of 2 x 2) split_c 2.03x, Winograd 1.43x; 1 x 128 x 28^2 (196 tiles) 1.19x and 1.24x.
 WINOGRAD_MIN_TILES = 128
@@ -36,10 +42,11 @@ def choose(n, c, h, wd, k, r=3, s=3, sms: int | None = None) -> Choice:
     """Winograd, or the implicit GEMM's pixels per block and slices of the channels, for x (N, C, H, W) convolved
     with w (K, C, R, S), padding 1.
 
-    0. **Winograd** for 3 x 3 filters with C and K at least WINOGRAD_MIN_CHANNELS, fewer implicit-GEMM tiles of
-       64 x 256 than WINOGRAD_MAX_WAVES per SM and at least WINOGRAD_MIN_TILES output tiles of 2 x 2: deep
-       channels on small images, where the GEMM cannot fill the SMs with big tiles and Winograd's 2.25 times fewer
-       FLOPs outweigh its transforms' bytes. Otherwise the implicit GEMM:
+    0. **Winograd** for 3 x 3 filters with at least WINOGRAD_MIN_TILES output tiles of 2 x 2 and C and K both at
+       least WINOGRAD_DEEP_CHANNELS -- or at least WINOGRAD_MIN_CHANNELS with fewer implicit-GEMM tiles of 64 x 256
+       than WINOGRAD_MAX_WAVES per SM: deep channels, where Winograd's 2.25 times fewer FLOPs outweigh its
+       transforms' bytes, or moderately deep ones on small images, where the GEMM cannot fill the SMs with big
+       tiles. Otherwise the implicit GEMM:
     1. **Tile**: 64 channels x 256 pixels, or x 128 pixels when the 256-pixel tiles would number fewer than one
        per CBR_SMALL_SMS SMs -- there halving the tile doubles the tiles, and each block's k loop is no longer.
     2. **Slices**, only when the tiles would leave more than half the SMs idle: the fewest (a power of two) that
@@ -52,12 +59,15 @@ def choose(n, c, h, wd, k, r=3, s=3, sms: int | None = None) -> Choice:
     ho, wo = h + 2 - r + 1, wd + 2 - s + 1
     tiles256 = ceil_div(n * ho * wo, 256) * ceil_div(k, IG_BM)
     wtiles = n * ceil_div(ho, 2) * ceil_div(wo, 2)
-    if ((r, s) == (3, 3) and min(c, k) >= WINOGRAD_MIN_CHANNELS and tiles256 < WINOGRAD_MAX_WAVES * sms
-            and wtiles >= WINOGRAD_MIN_TILES):
-        return Choice("winograd", {},
-                      f"3 x 3 filters, {c} -> {k} channels (>= {WINOGRAD_MIN_CHANNELS}) and {tiles256} implicit-GEMM "
-                      f"tiles of 64 x 256, fewer than {WINOGRAD_MAX_WAVES * sms} for {sms} SMs: Winograd's 16 "
-                      f"products over {wtiles} tiles of 2 x 2 do 2.25 times fewer FLOPs")
+    deep = min(c, k) >= WINOGRAD_DEEP_CHANNELS
+    few = min(c, k) >= WINOGRAD_MIN_CHANNELS and tiles256 < WINOGRAD_MAX_WAVES * sms
+    if (r, s) == (3, 3) and wtiles >= WINOGRAD_MIN_TILES and (deep or few):
+        why = (f"{c} -> {k} channels (>= {WINOGRAD_DEEP_CHANNELS})" if deep else
+               f"{c} -> {k} channels (>= {WINOGRAD_MIN_CHANNELS}) and {tiles256} implicit-GEMM tiles of 64 x 256, "
+               f"fewer than {WINOGRAD_MAX_WAVES * sms} for {sms} SMs")
+        return Choice("winograd", {"tile": products_tile(k, wtiles, sms)},
+                      f"3 x 3 filters, {why}: Winograd's 16 products over {wtiles} tiles of 2 x 2 do 2.25 times "
+                      f"fewer FLOPs")
     bn = 128 if tiles256 * CBR_SMALL_SMS < sms or s > igemm_bk_max(256) else 256
     tiles = ceil_div(n * ho * wo, bn) * ceil_div(k, IG_BM)
     chunks = ceil_div(c, igemm_tiling(r, s, None, bn)[0])
@@ -87,7 +97,7 @@ def choice_for(x_shape, w_shape, padding=1) -> Choice:
 def _choice_launches(x, w, b, y, padding):
     ch = choice_for(x.shape, w.shape, padding)
     if ch.step == "winograd":
-        return ch, winograd_launches(x, w, b, y, padding)
+        return ch, winograd_launches(x, w, b, y, padding, tile=ch.config["tile"])
     return ch, igemm_launches(x, w, b, y, padding, bn=ch.config["bn"],
                               min_blocks=IG_MIN_BLOCKS if ch.config["bn"] == 256 else None,
                               splits=ch.config["splits"])
