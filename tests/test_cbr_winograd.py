@@ -64,8 +64,11 @@ def test_matches_the_float64_reference(shape, padding, seed):
     assert np.allclose(m, np.einsum("zkc,zcp->zkp", ug, vg), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("tile", [(64, 64), (128, 128), (128, 64), (64, 128)])
-@pytest.mark.parametrize("k,c,p", [(1, 1, 1), (65, 9, 70), (3, 17, 130), (129, 10, 257)])
+_USED, _OTHER = (wg.TILE_SMALL, wg.TILE_LARGE), ((64, 64), (128, 64))
+
+
+@pytest.mark.parametrize("k,c,p,tile", [(1, 1, 1, t) for t in _USED + _OTHER] + [(65, 9, 70, t) for t in _USED + _OTHER]
+                         + [(k, c, p, t) for k, c, p in [(3, 17, 130), (129, 9, 130)] for t in _USED])
 def test_the_16_products(k, c, p, tile, seed):
     # partial block tiles on every side, a channel count that is not a multiple of the k tile, every block tile
     rng = np.random.default_rng(seed)
