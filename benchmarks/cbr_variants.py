@@ -7,7 +7,7 @@ checked on a NaN-poisoned output against a float64 reference before it is timed.
     GPUKERNELS_DEVICE=gpu python benchmarks/cbr_variants.py --deep               # also 2 and 3 channels per k tile
     GPUKERNELS_DEVICE=gpu python benchmarks/cbr_variants.py --only=igemm ...     # optimized and names with "igemm"
     GPUKERNELS_DEVICE=gpu python benchmarks/cbr_variants.py --gemm ...           # also matmul on the same GEMM
-    GPUKERNELS_DEVICE=gpu python benchmarks/cbr_variants.py --only=winograd ...  # optimized and Winograd F(2x2,3x3)
+    GPUKERNELS_DEVICE=gpu python benchmarks/cbr_variants.py --only=winograd ...  # optimized and Winograd
 
 Most of the run is compiling: ~8 s per 3x3 variant (its k loop is unrolled), ~25 s per variant with 2 channels
 per k tile, which is why those (--deep) are left out by default.
@@ -15,6 +15,7 @@ per k tile, which is why those (--deep) are left out by default.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 import sys
@@ -61,11 +62,12 @@ def candidates(deep=False):
     out = [(name, lambda x, w, b, y, v=v: v.plan(x, w, b, y, padding=1)) for name, v in cbr.VERSIONS.items()]
     for name, kw in VARIANTS + (DEEP if deep else []):
         out.append((name, lambda x, w, b, y, kw=kw: variant_launches(x, w, b, y, 1, **kw)))
-    # fewer FLOPs instead of a faster GEMM (gpukernels/cbr/k05_winograd.py): 3 x 3 filters only, others are skipped
-    # with each block tile of its 16 products (the version takes products_tile's choice)
-    for tile in ((64, 64), (128, 128), (128, 64), (64, 128)):
-        out.append((f"winograd F(2x2,3x3) {tile[0]}x{tile[1]}",
-                    lambda x, w, b, y, tile=tile: winograd_launches(x, w, b, y, 1, tile=tile)))
+    # fewer FLOPs instead of a faster GEMM (gpukernels/cbr/k05_winograd.py): 3 x 3 filters only, others are skipped;
+    # F(2x2, 3x3) and F(4x4, 3x3), each with every block tile of its products (the version takes output_tile's and
+    # products_tile's choices)
+    for m, tile in itertools.product((2, 4), ((64, 64), (128, 128), (128, 64), (64, 128))):
+        out.append((f"winograd F({m}x{m},3x3) {tile[0]}x{tile[1]}",
+                    lambda x, w, b, y, tile=tile, m=m: winograd_launches(x, w, b, y, 1, tile=tile, m=m)))
     return out
 
 

@@ -1,13 +1,13 @@
-"""Run Winograd's F(2x2, 3x3) convolution (gpukernels/cbr/k05_winograd.py) once per shape, checked against float64, for
-compute-sanitizer on a GPU:
+"""Run Winograd's F(2x2, 3x3) and F(4x4, 3x3) convolutions (gpukernels/cbr/k05_winograd.py) once per shape, checked
+against float64, for compute-sanitizer on a GPU:
 
     compute-sanitizer --tool racecheck python3 benchmarks/winograd_sanitize.py
     compute-sanitizer --tool memcheck --report-api-errors no python3 benchmarks/winograd_sanitize.py
 
 The shapes take every edge: partial block tiles of the products on every side (70 output channels: two block rows;
 P not a multiple of 64), a channel count that is not a multiple of the k tile, odd outputs (tiles half outside),
-padding 0 to 2, a one-pixel image; each with every block tile of the products (64 or 128 a side). Outputs and the
-intermediates start as NaN. Exit status 1 on a wrong result.
+padding 0 to 2, a one-pixel image; each with both output tiles (2 x 2 and 4 x 4) and every block tile of the products
+(64 or 128 a side). Outputs and the intermediates start as NaN. Exit status 1 on a wrong result.
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ def main() -> int:
 
     on_gpu = gpukernels.MODE == "gpu"
     bad = 0
-    for (shape, padding), tile in itertools.product(SHAPES, TILES):
+    for (shape, padding), m, tile in itertools.product(SHAPES, (2, 4), TILES):
         x, w, b = cbr.make_inputs(shape, seed=1)
         ref = cbr.reference(x, w, b, padding)
         poison = np.full(ref.shape, np.nan, np.float32)
         args = [cuda.to_device(a) for a in (x, w, b, poison)] if on_gpu else [x, w, b, poison]
-        launches = winograd_launches(*args, padding, tile=tile)
+        launches = winograd_launches(*args, padding, tile=tile, m=m)
         for t in (launches[0].args[1], launches[1].args[1], launches[2].args[2]):  # U, V, M start as NaN too
             if on_gpu:
                 t.copy_to_device(np.full(t.shape, np.nan, np.float32))
@@ -53,7 +53,8 @@ def main() -> int:
         out = args[3].copy_to_host() if on_gpu else args[3]
         check = compare(out, ref, TOLERANCE["cbr"])
         bad += not check.ok
-        print(f"winograd {'x'.join(map(str, shape)):18s} padding={padding} tile={tile} {check}", flush=True)
+        print(f"winograd F({m}x{m}) {'x'.join(map(str, shape)):18s} padding={padding} tile={tile} {check}",
+              flush=True)
     return 1 if bad else 0
 
 

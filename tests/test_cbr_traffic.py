@@ -95,32 +95,36 @@ def test_formulas_against_a_count_made_here(shape, padding):
         assert (got["naive"]["y_loads"] + got["naive"]["y_stores"]) - got[fused]["y_stores"] == 4 * outputs
 
 
-def _patches(h, wd, padding, th, tw):
-    """In-bounds elements of every 2 x 2 output tile's 4 x 4 input patch, counted element by element."""
+def _patches(h, wd, padding, th, tw, m):
+    """In-bounds elements of every m x m output tile's (m + 2) x (m + 2) input patch, counted element by element."""
     total = 0
     for ti in range(th):
         for tj in range(tw):
-            rows, cols = np.arange(4) + 2 * ti - padding, np.arange(4) + 2 * tj - padding
+            rows, cols = np.arange(m + 2) + m * ti - padding, np.arange(m + 2) + m * tj - padding
             total += int(((rows >= 0) & (rows < h)).sum()) * int(((cols >= 0) & (cols < wd)).sum())
     return total
 
 
 @pytest.mark.parametrize("shape,padding", [((2, 5, 9, 70, 17, 3, 3), 1), ((3, 70, 6, 7, 130, 3, 3), 0),
-                                           ((1, 2, 5, 4, 3, 3, 3), 2), ((40, 3, 9, 9, 130, 3, 3), 1)])
+                                           ((1, 2, 5, 4, 3, 3, 3), 2), ((40, 3, 9, 9, 130, 3, 3), 1),
+                                           ((2, 5, 2, 9, 7, 3, 3), 1), ((3, 4, 6, 5, 9, 3, 3), 1)])
 def test_winograd_formula_against_a_count_made_here(shape, padding):
-    """winograd: each tile's 4 x 4 patch of x once per channel (in-bounds elements only), w once; U, V and M each
-    stored once; U read once per column of the products' blocks, V once per row of them (the block grid as the
-    launch makes it), M once by the output transform, which also loads one bias per (channel, tile)."""
+    """winograd, F(m x m, 3 x 3) with a = m + 2: each tile's a x a patch of x once per channel (in-bounds elements
+    only), w once; U, V and M each stored once; U read once per column of the products' blocks, V once per row of
+    them (the block grid as the launch makes it), M once by the output transform, which also loads one bias per
+    (channel, tile). m is read from the launch: 4, or 2 on an output side of 2 and on 6 x 5 (the last two shapes)."""
     n, c, h, wd, k, r, s = shape
     ho, wo = h + 2 * padding - 2, wd + 2 * padding - 2
-    th, tw = -(-ho // 2), -(-wo // 2)
-    p = n * th * tw
     x, w, b = (np.zeros(sh, np.float32) for sh in ((n, c, h, wd), (k, c, r, s), (k,)))
     products = cbr.winograd.launches(x, w, b, padding=padding)[2]
-    cols, rows = products.grid[:2]
+    cols, rows, a2 = products.grid
+    m = {16: 2, 36: 4}[a2]
+    assert m == (2 if min(ho, wo) <= 2 or (ho, wo) == (6, 5) else 4)
+    th, tw = -(-ho // m), -(-wo // m)
+    p = n * th * tw
     assert cbr.global_loads("winograd", (n, c, h, wd), (k, c, r, s), padding) == {
-        "x": n * c * _patches(h, wd, padding, th, tw), "w": 9 * k * c, "b": k * p, "y_loads": 0,
-        "y_stores": n * k * ho * wo, "u_loads": 16 * cols * k * c, "u_stores": 16 * k * c,
-        "v_loads": 16 * rows * c * p, "v_stores": 16 * c * p, "m_loads": 16 * k * p, "m_stores": 16 * k * p}
+        "x": n * c * _patches(h, wd, padding, th, tw, m), "w": 9 * k * c, "b": k * p, "y_loads": 0,
+        "y_stores": n * k * ho * wo, "u_loads": a2 * cols * k * c, "u_stores": a2 * k * c,
+        "v_loads": a2 * rows * c * p, "v_stores": a2 * c * p, "m_loads": a2 * k * p, "m_stores": a2 * k * p}
     with pytest.raises(ValueError, match="3 x 3"):
         cbr.global_loads("winograd", (n, c, h, wd), (k, c, 5, 5), padding)

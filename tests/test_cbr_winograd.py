@@ -1,6 +1,6 @@
-"""Winograd's F(2x2, 3x3) convolution (gpukernels/cbr/k05_winograd.py), the CBR lesson's fifth step: each transform
-against its definition, the 16 products against NumPy, and the whole against the float64 reference on odd sizes,
-padding 0 to 2, outputs poisoned with NaN."""
+"""Winograd's F(2x2, 3x3) and F(4x4, 3x3) convolutions (gpukernels/cbr/k05_winograd.py), the CBR lesson's fifth
+step: each transform against its definition, the products against NumPy, and the whole against the float64 reference
+on odd sizes, padding 0 to 2, outputs poisoned with NaN."""
 
 from __future__ import annotations
 
@@ -12,9 +12,17 @@ from gpukernels._launch import LaunchError
 from gpukernels.cbr import k05_winograd as wg
 from gpukernels.check import TOLERANCE, compare
 
-BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64)
-G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float64)
-AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64)
+# (B^T, G, A^T) of F(m x m, 3 x 3), by m: the definitions the transforms are checked against
+MATRICES = {
+    2: (np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64),
+        np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float64),
+        np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64)),
+    4: (np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0],
+                  [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], np.float64),
+        np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
+                  [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], np.float64),
+        np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]], np.float64)),
+}
 
 
 def run(launches):
@@ -22,46 +30,67 @@ def run(launches):
         la.kernel[la.grid, la.block](*la.args)
 
 
-def test_the_matrices_make_a_3x3_correlation_of_a_4x4_patch():
-    # the oracle's own check: BT, G and AT above (which the transform assertions below use as the definitions) make
-    # A^T [(G g G^T) * (B^T d B)] A the 2 x 2 "valid" correlation of d with g -- the identity the kernels rest on
+@pytest.mark.parametrize("m", [2, 4])
+def test_the_matrices_make_a_3x3_correlation_of_a_patch(m):
+    # the oracle's own check: the matrices above (which the transform assertions below use as the definitions) make
+    # A^T [(G g G^T) * (B^T d B)] A the m x m "valid" correlation of the (m + 2) x (m + 2) patch d with g -- the
+    # identity the kernels rest on
+    bt, g_, at = MATRICES[m]
     rng = np.random.default_rng(0)
-    d, g = rng.standard_normal((4, 4)), rng.standard_normal((3, 3))
-    direct = np.array([[(d[i:i + 3, j:j + 3] * g).sum() for j in range(2)] for i in range(2)])
-    assert np.allclose(AT @ ((G @ g @ G.T) * (BT @ d @ BT.T)) @ AT.T, direct)
+    d, g = rng.standard_normal((m + 2, m + 2)), rng.standard_normal((3, 3))
+    direct = np.array([[(d[i:i + 3, j:j + 3] * g).sum() for j in range(m)] for i in range(m)])
+    assert np.allclose(at @ ((g_ @ g @ g_.T) * (bt @ d @ bt.T)) @ at.T, direct)
 
 
+@pytest.mark.parametrize("m", [2, 4])
 @pytest.mark.parametrize("shape,padding", [((1, 3, 5, 7, 2, 3, 3), 1), ((2, 5, 9, 8, 6, 3, 3), 0),
                                            ((1, 2, 4, 3, 3, 3, 3), 2), ((1, 1, 1, 1, 1, 3, 3), 1),
                                            ((2, 9, 11, 10, 70, 3, 3), 1)],
                          ids=["odd-wide", "pad0-even", "pad2", "one-pixel", "two-block-rows"])
-def test_matches_the_float64_reference(shape, padding, seed):
+def test_matches_the_float64_reference(shape, padding, m, seed):
     x, w, b = cbr.make_inputs(shape, seed)
     before = x.copy(), w.copy(), b.copy()
     ref = cbr.reference(x, w, b, padding)
     y = np.full(ref.shape, np.nan, np.float32)  # poison: an output never stored fails
-    launches = wg.winograd_launches(x, w, b, y, padding)
-    u, v, m = launches[0].args[1], launches[1].args[1], launches[2].args[2]
-    for t in (u, v, m):
+    launches = wg.winograd_launches(x, w, b, y, padding, m=m)
+    u, v, mm = launches[0].args[1], launches[1].args[1], launches[2].args[2]
+    a = m + 2
+    assert u.shape[0] == v.shape[0] == mm.shape[0] == a * a and launches[2].grid[2] == a * a
+    for t in (u, v, mm):
         t.fill(np.nan)  # every element of the intermediates must be written too
     run(launches)
     check = compare(y, ref, TOLERANCE["cbr"])
-    assert check.ok, f"winograd {shape} padding={padding} seed={seed}: {check}"
-    for a, a0 in zip((x, w, b), before):
-        assert np.array_equal(a, a0), "the convolution modified its input"
+    assert check.ok, f"winograd F({m}x{m}) {shape} padding={padding} seed={seed}: {check}"
+    for arr, arr0 in zip((x, w, b), before):
+        assert np.array_equal(arr, arr0), "the convolution modified its input"
     # the transforms against their definitions, in float64
+    bt, g_, _ = MATRICES[m]
     n, c, h, wd, k, _, _ = shape
-    th, tw = wg.tiles(*ref.shape[2:])
-    ug = np.einsum("ar,kcrs,bs->abkc", G, w.astype(np.float64), G).reshape(16, k, c)
+    th, tw = wg.tiles(*ref.shape[2:], m)
+    ug = np.einsum("ar,kcrs,bs->abkc", g_, w.astype(np.float64), g_).reshape(a * a, k, c)
     assert np.allclose(u, ug, rtol=1e-6, atol=1e-7)
-    xp = np.zeros((n, c, 2 * th + 2, 2 * tw + 2))
-    hh, ww = min(h, 2 * th + 2 - padding), min(wd, 2 * tw + 2 - padding)
+    xp = np.zeros((n, c, m * th + 2, m * tw + 2))
+    hh, ww = min(h, m * th + 2 - padding), min(wd, m * tw + 2 - padding)
     xp[:, :, padding:padding + hh, padding:padding + ww] = x[:, :, :hh, :ww]
-    patches = np.stack([np.stack([xp[:, :, 2 * i:2 * i + 4, 2 * j:2 * j + 4] for j in range(tw)], 2)
-                        for i in range(th)], 2)  # (N, C, th, tw, 4, 4)
-    vg = np.einsum("ar,nctsrq,bq->abcnts", BT, patches, BT).reshape(16, c, n * th * tw)
+    patches = np.stack([np.stack([xp[:, :, m * i:m * i + a, m * j:m * j + a] for j in range(tw)], 2)
+                        for i in range(th)], 2)  # (N, C, th, tw, a, a)
+    vg = np.einsum("ar,nctsrq,bq->abcnts", bt, patches, bt).reshape(a * a, c, n * th * tw)
     assert np.allclose(v, vg, rtol=1e-6, atol=1e-5)
-    assert np.allclose(m, np.einsum("zkc,zcp->zkp", ug, vg), rtol=1e-4, atol=1e-4)
+    assert np.allclose(mm, np.einsum("zkc,zcp->zkp", ug, vg), rtol=1e-4, atol=1e-4)
+
+
+def test_the_step_takes_4x4_tiles_but_on_the_smallest_images():
+    for shape, m in (((1, 2, 9, 7, 3, 3, 3), 4), ((1, 2, 2, 9, 3, 3, 3), 2), ((1, 2, 6, 5, 3, 3, 3), 2)):
+        x, w, b = cbr.make_inputs(shape, 0)
+        launches = cbr.winograd.launches(x, w, b)
+        assert launches[2].grid[2] == (m + 2) ** 2, (shape, m)
+        assert launches[1].kernel is wg.TRANSFORMS[m][1]
+
+
+def test_rejects_other_output_tiles():
+    x, w, b = cbr.make_inputs((1, 2, 6, 6, 3, 3, 3), 0)
+    with pytest.raises(LaunchError, match=r"output tile m must be one of \[2, 4\]; got 3"):
+        wg.winograd_launches(x, w, b, np.empty((1, 3, 6, 6), np.float32), 1, m=3)
 
 
 _USED, _OTHER = (wg.TILE_SMALL, wg.TILE_LARGE), ((64, 64), (128, 64))
@@ -91,9 +120,12 @@ def test_only_3x3_filters():
         wg.winograd_launches(x, w, b, y, 1)
 
 
-def test_flops_done_is_the_direct_count_over_2_25_on_even_outputs():
-    shape = (32, 256, 14, 14, 256, 3, 3)
-    assert cbr.flops(shape) / wg.flops_done(shape) == 2.25
+def test_flops_done_is_the_direct_count_over_2_25_or_4_where_the_tile_divides_the_output():
+    shape = (32, 256, 12, 12, 256, 3, 3)
+    assert cbr.flops(shape) / wg.flops_done(shape, m=2) == 2.25
+    assert cbr.flops(shape) / wg.flops_done(shape, m=4) == 4 and wg.flops_done(shape) == wg.flops_done(shape, m=4)
+    ragged = (2, 8, 14, 14, 8, 3, 3)  # 14 = 3 x 4 + 2: the last tile of 4 x 4 is half outside
+    assert wg.flops_done(ragged, m=4) == 2 * 36 * 8 * 8 * 2 * 4 * 4
 
 
 _CHILD = r"""
@@ -105,12 +137,15 @@ f1, f3, f4, i8 = (types.Array(types.float32, 1, "C"), types.Array(types.float32,
                   types.Array(types.float32, 4, "C"), types.int64)
 sigs = {"filter": (wg.filter_transform_kernel, (f4, f3)), "input": (wg.input_transform_kernel, (f4, f3, i8, i8, i8)),
         "products": (wg.products_kernel, (f3, f3, f3)), "products_large": (wg.products_kernel_large, (f3, f3, f3)),
-        "output": (wg.output_transform_kernel, (f3, f1, f4, i8, i8))}
+        "output": (wg.output_transform_kernel, (f3, f1, f4, i8, i8)),
+        "filter4": (wg.filter_transform_4x4_kernel, (f4, f3)),
+        "input4": (wg.input_transform_4x4_kernel, (f4, f3, i8, i8, i8)),
+        "output4": (wg.output_transform_4x4_kernel, (f3, f1, f4, i8, i8))}
 out = {}
 for name, (k, sig) in sigs.items():
     ptx, _ = cuda.compile_ptx(k.py_func, sig, cc=(9, 0))
-    res = re.search(r"used (\d+) registers.*?(\d+) bytes lmem", _assemble(ptx, "sm_90"), re.S)
-    out[name] = {"registers": int(res[1]), "lmem": int(res[2]), "fma": ptx.count("fma.rn.f32")}
+    res = re.search(r"used (\d+) registers.*?(\d+) stack.*?(\d+) bytes lmem", _assemble(ptx, "sm_90"), re.S)
+    out[name] = {"registers": int(res[1]), "stack": int(res[2]), "lmem": int(res[3]), "fma": ptx.count("fma.rn.f32")}
 print(json.dumps(out))
 """
 
@@ -123,7 +158,8 @@ def test_compiles_for_sm90_without_local_memory():
 
     out = json.loads(run_with_real_cuda(_CHILD))
     for name, r in out.items():
-        assert r["lmem"] == 0, f"{name} spills: {r}"
+        # no spills, and no local array left in memory (a loop not unrolled keeps its array on the stack)
+        assert r["lmem"] == 0 and r["stack"] == 0, f"{name} uses local memory: {r}"
     # the products' 8 x 8 outputs per thread: 64 FMAs per channel, all in registers, and at most 128 of them so that
     # 16 warps fit an SM (4 blocks of 64 x 128, 2 of 128 x 128)
     for name in ("products", "products_large"):

@@ -108,7 +108,7 @@ def test_cbr_choose_follows_its_rule(shape, bn, sliced):
     ((16, 64, 56, 56, 64, 3, 3), False),  # 196 GEMM tiles for 132 SMs: the GEMM fills them
     ((64, 64, 56, 56, 64, 3, 3), False),  # 784 GEMM tiles, 64 channels
     ((16, 32, 28, 28, 64, 3, 3), False),  # 32 input channels: too shallow to repay the transforms
-    ((16, 256, 14, 14, 256, 3, 5), False),  # 3 x 5: F(2x2, 3x3) does not apply
+    ((16, 256, 14, 14, 256, 3, 5), False),  # 3 x 5: F(m x m, 3 x 3) does not apply
     ((1, 512, 7, 7, 512, 3, 3), False),  # 16 tiles of 2 x 2: split_c's regime
 ])
 def test_cbr_choose_takes_winograd_by_its_thresholds(shape, winograd):
@@ -126,7 +126,10 @@ def test_cbr_choose_takes_winograd_by_its_thresholds(shape, winograd):
     if winograd:
         fewer = cbr.optimized.choose(n, c, h, w, k, r, s, sms=max(1, gemm_tiles // 2))
         assert (fewer.step == "winograd") == deep, str(fewer)
-        assert choice.config["tile"] == cbr.products_tile(k, two_by_two, 132)
+        m = cbr.output_tile(h, w)  # padding 1: the output is the input's size
+        assert choice.config["m"] == m
+        p = n * -(-h // m) * -(-w // m)
+        assert choice.config["tile"] == cbr.products_tile(k, p, 132, (m + 2) ** 2)
 
 
 @pytest.mark.parametrize("k,p,tile", [
@@ -140,6 +143,21 @@ def test_winograd_products_tile_by_its_threshold(k, p, tile):
     assert cbr.products_tile(k, p, sms=132) == tile
     large = 16 * -(-k // 128) * -(-p // 128)
     assert (tile == (128, 128)) == (k >= 128 and large >= 0.5 * 132)
+
+
+def test_winograd_products_tile_counts_f4x4s_36_positions():
+    # 1 x 28^2 as 4 x 4 tiles: 49 tiles, so one column of blocks -- 16 positions make 16 blocks of 128 x 128 for 132
+    # SMs (a small tile), 36 make 36 (still under half a wave), 80 output tiles make 72, which is over it
+    assert cbr.products_tile(128, 49, 132, 16) == cbr.products_tile(128, 49, 132, 36) == (64, 128)
+    assert cbr.products_tile(128, 130, 132, 16) == (64, 128) and cbr.products_tile(128, 130, 132, 36) == (128, 128)
+
+
+@pytest.mark.parametrize("ho,wo,m", [(1, 9, 2), (2, 2, 2), (9, 2, 2), (3, 3, 4), (4, 4, 4), (5, 5, 2), (6, 6, 2),
+                                     (5, 7, 4), (7, 7, 4), (14, 14, 4), (28, 28, 4), (56, 56, 4), (1823, 781, 4)])
+def test_winograd_output_tile_makes_fewer_multiplications(ho, wo, m):
+    assert cbr.output_tile(ho, wo) == m
+    f2, f4 = 16 * -(-ho // 2) * -(-wo // 2), 36 * -(-ho // 4) * -(-wo // 4)
+    assert (m == 4) == (f4 < f2)
 
 
 def test_cbr_optimized_runs_winograd_in_its_regime(seed):

@@ -56,8 +56,10 @@ PATHS = [
     # in 2 slices (the second holds one k tile): the atomics of split_c
     ("cbr", "implicit_gemm", (1, 19, 4, 5, 3, 1, 1), {"padding": 0}, 3),  # the same, unsliced: 3 k tiles
     # winograd's products: 20 channels, 3 k tiles of 8 through its two buffers (the third reuses the first's), the
-    # last ragged; 3 output channels and 12 tiles of 2 x 2, both ragged against the 64 x 64 block tile
+    # last ragged; 3 output channels and 4 tiles of 4 x 4 (F(4x4, 3x3)), both ragged against the block tile
     ("cbr", "winograd", (1, 20, 5, 7, 3, 3, 3), {"padding": 1}, 3),
+    # the same on an output 2 rows high: F(2x2, 3x3)'s transforms, 5 tiles of 2 x 2
+    ("cbr", "winograd", (1, 20, 2, 9, 3, 3, 3), {"padding": 1}, 3),
     # rows not 16-byte aligned (K, N odd): the ring filled by loads and stores instead of cp.async
     ("tensor_core", "pipelined", (9, 37, 70), {}, 3),
     ("tensor_core", "block_tiles", (9, 37, 70), {}, 3),

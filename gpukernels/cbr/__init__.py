@@ -42,7 +42,10 @@ What you will learn
                      positions of the 4 x 4 is a matrix product (K x C) . (C x P) over the P output tiles. Four
                      launches: the two transforms, the 16 products in one grid, the output's transform with the
                      bias and the ReLU. It pays in bytes (V and M, 16 floats per tile and channel, written and read
-                     once more) for the FLOPs it saves, which wins where the channels are deep.
+                     once more) for the FLOPs it saves, which wins where the channels are deep. F(4x4, 3x3), the
+                     same on 6 x 6 patches and 4 x 4 output tiles, makes 36 products for 16 outputs: 4 times fewer
+                     multiplications than the direct sum and 2.25 floats of V and M per output instead of 4, for
+                     a few times F(2x2)'s rounding error; the step takes it on all but the smallest images.
 6. ``optimized``     the dispatcher: ``optimized.choose(N, C, H, W, K)`` picks Winograd for deep channels on small
                      batched images (3 x 3 filters), otherwise the implicit GEMM's pixels per block (256 or 128) and
                      the number of slices -- the fewest that fill the SMs once -- and says why.
@@ -165,7 +168,7 @@ from .k02_fused_direct import CB, KB, PX, TH, TW, TX, TY, fused_direct, fused_ke
 from .k03_implicit_gemm import (IG_BM, IG_BMS, IG_BN, IG_BNS, IG_MIN_BLOCKS, IG_ROW, IG_SMEM, igemm_bk_max,  # noqa: E402,F401
                                 igemm_kernel, igemm_launches, igemm_tiling, implicit_gemm)
 from .k04_split_c import SPLIT_C_MAX, split_c  # noqa: E402,F401
-from .k05_winograd import products_tile, winograd, winograd_launches  # noqa: E402,F401
+from .k05_winograd import output_tile, products_tile, winograd, winograd_launches  # noqa: E402,F401
 from .k06_optimized import (CBR_SMALL_SMS, CBR_SPLIT_IDLE, WINOGRAD_DEEP_CHANNELS,  # noqa: E402,F401
                             WINOGRAD_MAX_WAVES, WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_TILES, Choice, choice_for, choose,
                             optimized)
@@ -191,11 +194,11 @@ def global_loads(version: str, x_shape, w_shape, padding: int = 1) -> dict:
                    (the k tiles partition the taps), so x is read once per block of 64 output channels; each
                    pixel block reads all of W once; each thread loads the bias of its 8 channels once (BN/8
                    threads share a channel); y is stored once.
-    winograd:      the input transform loads each tile's 4 x 4 patch (in-bounds elements) once per channel, the
-                   filter transform w once; the products read U once per block of BN tiles and V once per block
-                   of BM output channels (the tile products_tile picks); the output transform reads M once and
-                   one bias per (channel, tile).
-                   The transforms' own arrays count as u, v and m (loads and stores); optimized counts as the
+    winograd:      F(m x m, 3 x 3) with m = output_tile(Ho, Wo) and a = m + 2: the input transform loads
+                   each tile's a x a patch (in-bounds elements) once per channel, the filter transform w once;
+                   the a^2 products read U once per block of BN tiles and V once per block of BM output channels
+                   (the tile products_tile picks); the output transform reads M once and one bias per (channel,
+                   tile). The transforms' own arrays count as u, v and m (loads and stores); optimized counts as the
                    step it picks.
     """
     n, c, h, wd = x_shape
@@ -221,16 +224,18 @@ def global_loads(version: str, x_shape, w_shape, padding: int = 1) -> dict:
     if version == "winograd":
         if (r, s) != (3, 3):
             raise ValueError(f"winograd takes 3 x 3 filters only; got (R, S) = ({r}, {s})")
-        th, tw = -(-ho // 2), -(-wo // 2)
+        m = output_tile(ho, wo)
+        a = m + 2
+        th, tw = -(-ho // m), -(-wo // m)
         p = n * th * tw
-        bm, bn = products_tile(k, p)
-        # in-bounds elements of every tile's 4 x 4 patch, which starts at row 2 ti - padding, column 2 tj - padding
-        rows = sum(sum(1 for rr in range(4) if 0 <= 2 * ti + rr - padding < h) for ti in range(th))
-        cols = sum(sum(1 for ss in range(4) if 0 <= 2 * tj + ss - padding < wd) for tj in range(tw))
+        bm, bn = products_tile(k, p, positions=a * a)
+        # in-bounds elements of every tile's a x a patch, which starts at row m ti - padding, column m tj - padding
+        rows = sum(sum(1 for rr in range(a) if 0 <= m * ti + rr - padding < h) for ti in range(th))
+        cols = sum(sum(1 for ss in range(a) if 0 <= m * tj + ss - padding < wd) for tj in range(tw))
         return {"x": n * c * rows * cols, "w": k * c * r * s, "b": k * p, "y_loads": 0, "y_stores": outputs,
-                "u_loads": 16 * ceil_div(p, bn) * k * c, "u_stores": 16 * k * c,
-                "v_loads": 16 * ceil_div(k, bm) * c * p, "v_stores": 16 * c * p,
-                "m_loads": 16 * k * p, "m_stores": 16 * k * p}
+                "u_loads": a * a * ceil_div(p, bn) * k * c, "u_stores": a * a * k * c,
+                "v_loads": a * a * ceil_div(k, bm) * c * p, "v_stores": a * a * c * p,
+                "m_loads": a * a * k * p, "m_stores": a * a * k * p}
     if version in ("implicit_gemm", "split_c", "optimized"):
         launches = VERSIONS[version].launches(*(np.zeros(sh, np.float32) for sh in (x_shape, w_shape, (k,))),
                                               padding=padding)

@@ -1,5 +1,5 @@
 """Step 5 of the CBR lesson, ``winograd``: Winograd's F(2 x 2, 3 x 3), a 3 x 3 convolution with 2.25 times fewer
-multiplications -- the batched regime's step (``optimized`` takes it for deep channels on small images).
+multiplications, then F(4 x 4, 3 x 3) with 4 times fewer -- the batched regime's step (``optimized`` takes it for deep channels on small images).
 
 Why: at batch 32, 256 channels, 14 x 14 images, cuDNN (0.172 ms on an H200) beats cuBLAS on the convolution's own
 GEMM (0.198 ms), so it does fewer FLOPs than the GEMM has; the matmul lesson on that GEMM reaches only 0.69x cuDNN
@@ -27,6 +27,20 @@ The matrices (Lavin and Gray, 2015):
 
 All three are exact in float32 (0, +-1, +-1/2), so the error is the products' rounding, a small factor above the
 direct sum's.
+
+**F(4 x 4, 3 x 3)**: the same three steps on a 6 x 6 patch making a 4 x 4 tile of outputs, 36 products instead of 16
+for four times the outputs -- 2.25 multiplications per output against F(2 x 2)'s 4 and the direct sum's 9, and
+fewer bytes through the transforms (36 floats of V and M per 16 outputs, against 16 per 4). The price is accuracy:
+the interpolation points 0, +-1, +-2 put 4, 5 and 8 in the matrices,
+
+    B^T = [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+           [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]]
+    G   = [[1/4, 0, 0], [-1/6, -1/6, -1/6], [-1/6, 1/6, -1/6], [1/24, 1/12, 1/6], [1/24, -1/12, 1/6], [0, 0, 1]]
+    A^T = [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]
+
+and the relative error grows from ~5e-7 to ~3e-6 (float32; the lesson's tolerance is 1e-5). ``output_tile`` takes
+the tile that makes fewer multiplications for the image: 4 x 4, except where a 4 x 4 tile would be mostly padding
+(an output side of 1 or 2) or the two tie (5 or 6 on both sides).
 """
 
 from __future__ import annotations
@@ -50,10 +64,10 @@ LARGE_TILE_WAVES = 0.5
 
 
 @cuda.jit(device=True, forceinline=True)
-def tile_origin(t, th, tw):
-    # output tile t of P = N x th x tw: its image and its first output row and column
+def tile_origin(t, th, tw, m):
+    # output tile t of P = N x th x tw, tiles of m x m outputs: its image and its first output row and column
     n, rest = t // (th * tw), t % (th * tw)
-    return n, 2 * (rest // tw), 2 * (rest % tw)
+    return n, m * (rest // tw), m * (rest % tw)
 
 
 @cuda.jit
@@ -90,7 +104,7 @@ def input_transform_kernel(x, v, padding, th, tw):
     if i >= c_ * p_:
         return
     c, t = i // p_, i % p_
-    n, r0, s0 = tile_origin(t, th, tw)
+    n, r0, s0 = tile_origin(t, th, tw, 2)
     r0, s0 = r0 - padding, s0 - padding
     d = cuda.local.array((4, 4), float32)
     for r in range(4):
@@ -206,11 +220,12 @@ def products_kernel_for(tile: tuple[int, int]):
     return _PRODUCTS[tile]
 
 
-def products_tile(k: int, p: int, sms: int | None = None) -> tuple[int, int]:
+def products_tile(k: int, p: int, sms: int | None = None, positions: int = 16) -> tuple[int, int]:
     """The products' block tile for K output channels and P output tiles: TILE_LARGE (128 x 128) where K >= 128 and
-    its 16 x ceil(K / 128) x ceil(P / 128) blocks number at least LARGE_TILE_WAVES per SM, else TILE_SMALL."""
+    its positions x ceil(K / 128) x ceil(P / 128) blocks (16 positions for F(2 x 2), 36 for F(4 x 4)) number at least
+    LARGE_TILE_WAVES per SM, else TILE_SMALL."""
     sms = sms or sm_count()
-    large = 16 * ceil_div(k, TILE_LARGE[0]) * ceil_div(p, TILE_LARGE[1])
+    large = positions * ceil_div(k, TILE_LARGE[0]) * ceil_div(p, TILE_LARGE[1])
     return TILE_LARGE if k >= TILE_LARGE[0] and large >= LARGE_TILE_WAVES * sms else TILE_SMALL
 
 
@@ -224,7 +239,7 @@ def output_transform_kernel(m, b, y, th, tw):
     if i >= k_ * p_:
         return
     k, t = i // p_, i % p_
-    n, r0, s0 = tile_origin(t, th, tw)
+    n, r0, s0 = tile_origin(t, th, tw, 2)
     e = cuda.local.array((2, 4), float32)  # A^T M: rows combined
     for s in range(4):
         m0, m1, m2, m3 = m[s, k, t], m[4 + s, k, t], m[8 + s, k, t], m[12 + s, k, t]
@@ -240,58 +255,175 @@ def output_transform_kernel(m, b, y, th, tw):
                 y[n, k, r0 + r, s0 + 1] = max(y1, float32(0.0))
 
 
+# F(4 x 4, 3 x 3): the same three transforms on 6 x 6 patches, each one-dimensional step a device function applied to
+# the columns, then to the rows.
+
+
+@cuda.jit(device=True, forceinline=True)
+def g6(g0, g1, g2):
+    # G g for one column of a 3 x 3 filter (6 values)
+    q, r = float32(1 / 6) * (g0 + g2), float32(1 / 24) * g0 + float32(1 / 6) * g2
+    return (float32(0.25) * g0, float32(-1 / 6) * g1 - q, float32(1 / 6) * g1 - q,
+            r + float32(1 / 12) * g1, r - float32(1 / 12) * g1, g2)
+
+
+@cuda.jit(device=True, forceinline=True)
+def bt6(d0, d1, d2, d3, d4, d5):
+    # B^T d for one column of a 6 x 6 patch
+    return (float32(4.0) * d0 - float32(5.0) * d2 + d4,
+            d3 + d4 - float32(4.0) * (d1 + d2),
+            d4 - d3 + float32(4.0) * (d1 - d2),
+            d4 - d2 + float32(2.0) * (d3 - d1),
+            d4 - d2 + float32(2.0) * (d1 - d3),
+            float32(4.0) * d1 - float32(5.0) * d3 + d5)
+
+
+@cuda.jit(device=True, forceinline=True)
+def at6(m0, m1, m2, m3, m4, m5):
+    # A^T m for one column of the 6 x 6 products (4 values)
+    p, q, s, d = m1 + m2, m1 - m2, m3 + m4, m3 - m4
+    return m0 + p + s, q + float32(2.0) * d, p + float32(4.0) * s, q + float32(8.0) * d + m5
+
+
+@cuda.jit
+def filter_transform_4x4_kernel(w, u):
+    # w (K, C, 3, 3) -> u (36, K, C): U = G g G^T for each (k, c), one thread each
+    k_, c_ = u.shape[1], u.shape[2]
+    i = cuda.grid(1)
+    if i >= k_ * c_:
+        return
+    k, c = i // c_, i % c_
+    t = cuda.local.array((6, 3), float32)  # G g
+    for s in range(3):
+        t[0, s], t[1, s], t[2, s], t[3, s], t[4, s], t[5, s] = g6(w[k, c, 0, s], w[k, c, 1, s], w[k, c, 2, s])
+    for a in range(6):  # (G g) G^T
+        r0, r1, r2, r3, r4, r5 = g6(t[a, 0], t[a, 1], t[a, 2])
+        u[6 * a, k, c], u[6 * a + 1, k, c], u[6 * a + 2, k, c] = r0, r1, r2
+        u[6 * a + 3, k, c], u[6 * a + 4, k, c], u[6 * a + 5, k, c] = r3, r4, r5
+
+
+@cuda.jit
+def input_transform_4x4_kernel(x, v, padding, th, tw):
+    # x (N, C, H, W) -> v (36, C, P): V = B^T d B for each (channel, output tile of 4 x 4), one thread each; the
+    # patch of tile (ti, tj) starts at input row 4 ti - padding, column 4 tj - padding; zeros outside the image
+    n_, c_, h, wd = x.shape
+    p_ = v.shape[2]
+    i = cuda.grid(1)
+    if i >= c_ * p_:
+        return
+    c, t = i // p_, i % p_
+    n, r0, s0 = tile_origin(t, th, tw, 4)
+    r0, s0 = r0 - padding, s0 - padding
+    d = cuda.local.array((6, 6), float32)
+    for r in range(6):
+        for s in range(6):
+            rr, ss = r0 + r, s0 + s
+            d[r, s] = x[n, c, rr, ss] if 0 <= rr < h and 0 <= ss < wd else float32(0.0)
+    for s in range(6):  # B^T d, in place
+        d[0, s], d[1, s], d[2, s], d[3, s], d[4, s], d[5, s] = bt6(d[0, s], d[1, s], d[2, s], d[3, s], d[4, s],
+                                                                   d[5, s])
+    for a in range(6):  # (B^T d) B
+        e0, e1, e2, e3, e4, e5 = bt6(d[a, 0], d[a, 1], d[a, 2], d[a, 3], d[a, 4], d[a, 5])
+        v[6 * a, c, t], v[6 * a + 1, c, t], v[6 * a + 2, c, t] = e0, e1, e2
+        v[6 * a + 3, c, t], v[6 * a + 4, c, t], v[6 * a + 5, c, t] = e3, e4, e5
+
+
+@cuda.jit
+def output_transform_4x4_kernel(m, b, y, th, tw):
+    # m (36, K, P) -> y (N, K, Ho, Wo): Y = A^T M A, plus the bias, then the ReLU, for each (channel, tile of 4 x 4);
+    # the tile's outputs past Ho or Wo are not stored
+    n_, k_, ho, wo = y.shape
+    p_ = m.shape[2]
+    i = cuda.grid(1)
+    if i >= k_ * p_:
+        return
+    k, t = i // p_, i % p_
+    n, r0, s0 = tile_origin(t, th, tw, 4)
+    e = cuda.local.array((4, 6), float32)  # A^T M
+    for s in range(6):
+        e[0, s], e[1, s], e[2, s], e[3, s] = at6(m[s, k, t], m[6 + s, k, t], m[12 + s, k, t], m[18 + s, k, t],
+                                                 m[24 + s, k, t], m[30 + s, k, t])
+    bias = b[k]
+    for r in range(4):
+        if r0 + r < ho:
+            out = at6(e[r, 0], e[r, 1], e[r, 2], e[r, 3], e[r, 4], e[r, 5])  # (A^T M) A: one row of outputs
+            for q in range(4):
+                if s0 + q < wo:
+                    y[n, k, r0 + r, s0 + q] = max(bias + out[q], float32(0.0))
+
+
 KERNELS = [filter_transform_kernel, input_transform_kernel, products_kernel, products_kernel_large,
-           output_transform_kernel]
+           output_transform_kernel, filter_transform_4x4_kernel, input_transform_4x4_kernel,
+           output_transform_4x4_kernel]
+#: The transforms of F(m x m, 3 x 3), by m: (filter, input, output) kernels.
+TRANSFORMS = {2: (filter_transform_kernel, input_transform_kernel, output_transform_kernel),
+              4: (filter_transform_4x4_kernel, input_transform_4x4_kernel, output_transform_4x4_kernel)}
 
 
-def tiles(ho: int, wo: int) -> tuple[int, int]:
-    """Output tiles of 2 x 2 along each side (the last one partly outside where Ho or Wo is odd)."""
-    return ceil_div(ho, 2), ceil_div(wo, 2)
+def output_tile(ho: int, wo: int) -> int:
+    """F(m x m, 3 x 3)'s m for an Ho x Wo output: 4 where its 36 products per 4 x 4 tile make fewer multiplications
+    over the image than 16 per 2 x 2 tile, else 2 (exact matrices, half F(4 x 4)'s rounding error, on a tie too)."""
+    return 4 if 36 * ceil_div(ho, 4) * ceil_div(wo, 4) < 16 * ceil_div(ho, 2) * ceil_div(wo, 2) else 2
 
 
-def winograd_launches(x, w, b, y, padding: int = 1, tile: tuple[int, int] | None = None) -> list[Launch]:
-    """The four launches of F(2 x 2, 3 x 3) for a 3 x 3 filter, stride 1 (the lesson's convolution), and the
-    transformed arrays they pass along: U (16 K C floats), V (16 C P) and M (16 K P), on the device when y is.
-    ``tile``: the products' (BM, BN) block tile; by default ``products_tile``'s choice."""
+def tiles(ho: int, wo: int, m: int = 2) -> tuple[int, int]:
+    """Output tiles of m x m along each side (the last one partly outside where m does not divide Ho or Wo)."""
+    return ceil_div(ho, m), ceil_div(wo, m)
+
+
+def winograd_launches(x, w, b, y, padding: int = 1, tile: tuple[int, int] | None = None,
+                      m: int | None = None) -> list[Launch]:
+    """The four launches of F(m x m, 3 x 3) for a 3 x 3 filter, stride 1 (the lesson's convolution), and the
+    transformed arrays they pass along, with a = m + 2: U (a^2 K C floats), V (a^2 C P) and M (a^2 K P), on the device
+    when y is. ``m``: 2 or 4, by default ``output_tile``'s choice; ``tile``: the products' (BM, BN) block tile, by
+    default ``products_tile``'s."""
     n, c, h, wd = x.shape
     k, _, r, s = w.shape
     if (r, s) != (3, 3):
-        raise LaunchError(f"Winograd F(2x2, 3x3) needs a 3 x 3 filter (R, S) = (3, 3); got ({r}, {s})")
+        raise LaunchError(f"Winograd F(m x m, 3 x 3) needs a 3 x 3 filter (R, S) = (3, 3); got ({r}, {s})")
     _, _, ho, wo = y.shape
-    th, tw = tiles(ho, wo)
-    p = n * th * tw
-    tile = tile or products_tile(k, p)
+    m = m or output_tile(ho, wo)
+    if m not in TRANSFORMS:
+        raise LaunchError(f"Winograd's output tile m must be one of {sorted(TRANSFORMS)}; got {m!r}")
+    th, tw = tiles(ho, wo, m)
+    p, a2 = n * th * tw, (m + 2) ** 2
+    tile = tile or products_tile(k, p, positions=a2)
     prod = products_kernel_for(tile)
+    filt, inp, outp = TRANSFORMS[m]
     alloc = cuda.device_array if is_device_array(y) else np.empty
-    u, v, m = alloc((16, k, c), np.float32), alloc((16, c, p), np.float32), alloc((16, k, p), np.float32)
+    u, v, mm = alloc((a2, k, c), np.float32), alloc((a2, c, p), np.float32), alloc((a2, k, p), np.float32)
     return [
-        Launch(filter_transform_kernel, (ceil_div(k * c, THREADS),), (THREADS,), (w, u)),
-        Launch(input_transform_kernel, (ceil_div(c * p, THREADS),), (THREADS,), (x, v, padding, th, tw)),
-        Launch(prod, (ceil_div(p, tile[1]), ceil_div(k, tile[0]), 16), (prod.threads,), (u, v, m)),
-        Launch(output_transform_kernel, (ceil_div(k * p, THREADS),), (THREADS,), (m, b, y, th, tw)),
+        Launch(filt, (ceil_div(k * c, THREADS),), (THREADS,), (w, u)),
+        Launch(inp, (ceil_div(c * p, THREADS),), (THREADS,), (x, v, padding, th, tw)),
+        Launch(prod, (ceil_div(p, tile[1]), ceil_div(k, tile[0]), a2), (prod.threads,), (u, v, mm)),
+        Launch(outp, (ceil_div(k * p, THREADS),), (THREADS,), (mm, b, y, th, tw)),
     ]
 
 
-def flops_done(shape, padding: int = 1) -> int:
-    """The multiply-adds the products do, as FLOPs (2 per multiply-add): 16 positions x K x C x P; the direct
-    convolution's count over this is the saving (2.25 where Ho and Wo are even)."""
+def flops_done(shape, padding: int = 1, m: int | None = None) -> int:
+    """The multiply-adds the products do, as FLOPs (2 per multiply-add): (m + 2)^2 positions x K x C x P, with m
+    ``output_tile``'s by default; the direct convolution's count over this is the saving (2.25 for m = 2 and 4 for
+    m = 4, where m divides Ho and Wo)."""
     n, c, h, wd, k, r, s = shape
-    th, tw = tiles(h + 2 * padding - r + 1, wd + 2 * padding - s + 1)
-    return 2 * 16 * k * c * n * th * tw
+    ho, wo = h + 2 * padding - r + 1, wd + 2 * padding - s + 1
+    m = m or output_tile(ho, wo)
+    th, tw = tiles(ho, wo, m)
+    return 2 * (m + 2) ** 2 * k * c * n * th * tw
 
 
 def _check_3x3(x, w, b, padding=1):
-    """The lesson's argument check, and a 3 x 3 filter: the transforms' matrices are F(2 x 2, 3 x 3)'s."""
+    """The lesson's argument check, and a 3 x 3 filter: the transforms' matrices are F(m x m, 3 x 3)'s."""
     checked = _check(x, w, b, padding)
     r, s = checked[0][1].shape[2:]
     if (r, s) != (3, 3):
-        raise LaunchError(f"winograd: w must be (K, C, 3, 3) -- F(2x2, 3x3) takes 3 x 3 filters only; got (R, S) = "
-                          f"({r}, {s}) (the other steps take any filter)")
+        raise LaunchError(f"winograd: w must be (K, C, 3, 3) -- F(m x m, 3 x 3) takes 3 x 3 filters only; got "
+                          f"(R, S) = ({r}, {s}) (the other steps take any filter)")
     return checked
 
 
 @version("cbr", _check_3x3, KERNELS, empty=_empty)
 def winograd(x, w, b, y, padding=1):
-    """Winograd's F(2 x 2, 3 x 3), 3 x 3 filters only: the filters' and the input's 4 x 4 transforms, 16 matrix
-    products over the channels (one per position of the 4 x 4), the output's transform with the bias and the ReLU."""
+    """Winograd's F(4 x 4, 3 x 3) (F(2 x 2, 3 x 3) on the smallest images), 3 x 3 filters only: the filters' and the
+    input's 6 x 6 transforms, 36 matrix products over the channels (one per position of the 6 x 6), the output's
+    transform with the bias and the ReLU."""
     return winograd_launches(x, w, b, y, padding)

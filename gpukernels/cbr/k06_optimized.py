@@ -8,7 +8,7 @@ from .._launch import Choice, ceil_div, sm_count, version
 from ._common import _check, _empty
 from .k03_implicit_gemm import IG_BM, IG_MIN_BLOCKS, igemm_bk_max, igemm_launches, igemm_tiling
 from .k04_split_c import SPLIT_C_MAX
-from .k05_winograd import products_tile, winograd_launches
+from .k05_winograd import output_tile, products_tile, winograd_launches
 
 
 #: Pixels per block: 256, or 128 when 64 x 256 tiles would give fewer than one per CBR_SMALL_SMS SMs (batch 1).
@@ -44,9 +44,10 @@ def choose(n, c, h, wd, k, r=3, s=3, sms: int | None = None) -> Choice:
 
     0. **Winograd** for 3 x 3 filters with at least WINOGRAD_MIN_TILES output tiles of 2 x 2 and C and K both at
        least WINOGRAD_DEEP_CHANNELS -- or at least WINOGRAD_MIN_CHANNELS with fewer implicit-GEMM tiles of 64 x 256
-       than WINOGRAD_MAX_WAVES per SM: deep channels, where Winograd's 2.25 times fewer FLOPs outweigh its
-       transforms' bytes, or moderately deep ones on small images, where the GEMM cannot fill the SMs with big
-       tiles. Otherwise the implicit GEMM:
+       than WINOGRAD_MAX_WAVES per SM: deep channels, where Winograd's fewer FLOPs outweigh its transforms'
+       bytes, or moderately deep ones on small images, where the GEMM cannot fill the SMs with big tiles. Its output
+       tile is the step's own choice (``output_tile``: 4 x 4, 4 times fewer FLOPs, on all but the smallest images).
+       Otherwise the implicit GEMM:
     1. **Tile**: 64 channels x 256 pixels, or x 128 pixels when the 256-pixel tiles would number fewer than one
        per CBR_SMALL_SMS SMs -- there halving the tile doubles the tiles, and each block's k loop is no longer.
     2. **Slices**, only when the tiles would leave more than half the SMs idle: the fewest (a power of two) that
@@ -65,9 +66,11 @@ def choose(n, c, h, wd, k, r=3, s=3, sms: int | None = None) -> Choice:
         why = (f"{c} -> {k} channels (>= {WINOGRAD_DEEP_CHANNELS})" if deep else
                f"{c} -> {k} channels (>= {WINOGRAD_MIN_CHANNELS}) and {tiles256} implicit-GEMM tiles of 64 x 256, "
                f"fewer than {WINOGRAD_MAX_WAVES * sms} for {sms} SMs")
-        return Choice("winograd", {"tile": products_tile(k, wtiles, sms)},
-                      f"3 x 3 filters, {why}: Winograd's 16 products over {wtiles} tiles of 2 x 2 do 2.25 times "
-                      f"fewer FLOPs")
+        m = output_tile(ho, wo)
+        p = n * ceil_div(ho, m) * ceil_div(wo, m)
+        return Choice("winograd", {"m": m, "tile": products_tile(k, p, sms, (m + 2) ** 2)},
+                      f"3 x 3 filters, {why}: Winograd's {(m + 2) ** 2} products over {p} tiles of {m} x {m} do "
+                      f"{9 * m * m / (m + 2) ** 2:g} times fewer FLOPs")
     bn = 128 if tiles256 * CBR_SMALL_SMS < sms or s > igemm_bk_max(256) else 256
     tiles = ceil_div(n * ho * wo, bn) * ceil_div(k, IG_BM)
     chunks = ceil_div(c, igemm_tiling(r, s, None, bn)[0])
@@ -97,7 +100,7 @@ def choice_for(x_shape, w_shape, padding=1) -> Choice:
 def _choice_launches(x, w, b, y, padding):
     ch = choice_for(x.shape, w.shape, padding)
     if ch.step == "winograd":
-        return ch, winograd_launches(x, w, b, y, padding, tile=ch.config["tile"])
+        return ch, winograd_launches(x, w, b, y, padding, tile=ch.config["tile"], m=ch.config["m"])
     return ch, igemm_launches(x, w, b, y, padding, bn=ch.config["bn"],
                               min_blocks=IG_MIN_BLOCKS if ch.config["bn"] == 256 else None,
                               splits=ch.config["splits"])
