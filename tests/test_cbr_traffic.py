@@ -107,19 +107,22 @@ def _patches(h, wd, padding, th, tw, m):
 
 @pytest.mark.parametrize("shape,padding", [((2, 5, 9, 70, 17, 3, 3), 1), ((3, 70, 6, 7, 130, 3, 3), 0),
                                            ((1, 2, 5, 4, 3, 3, 3), 2), ((40, 3, 9, 9, 130, 3, 3), 1),
-                                           ((2, 5, 2, 9, 7, 3, 3), 1), ((3, 4, 6, 5, 9, 3, 3), 1)])
+                                           ((2, 5, 2, 9, 7, 3, 3), 1), ((3, 4, 6, 5, 9, 3, 3), 1),
+                                           ((16, 3, 17, 13, 5, 3, 3), 1)])
 def test_winograd_formula_against_a_count_made_here(shape, padding):
     """winograd, F(m x m, 3 x 3) with a = m + 2: each tile's a x a patch of x once per channel (in-bounds elements
     only), w once; U, V and M each stored once; U read once per column of the products' blocks, V once per row of
     them (the block grid as the launch makes it), M once by the output transform, which also loads one bias per
-    (channel, tile). m is read from the launch: 4, or 2 on an output side of 2 and on 6 x 5 (the last two shapes)."""
+    (channel, tile). m is read from the launch: 4 where it makes fewer multiplications and at least F4_MIN_TILES
+    tiles of 4 x 4 (the fourth and last shapes), else 2."""
     n, c, h, wd, k, r, s = shape
     ho, wo = h + 2 * padding - 2, wd + 2 * padding - 2
     x, w, b = (np.zeros(sh, np.float32) for sh in ((n, c, h, wd), (k, c, r, s), (k,)))
     products = cbr.winograd.launches(x, w, b, padding=padding)[2]
     cols, rows, a2 = products.grid
     m = {16: 2, 36: 4}[a2]
-    assert m == (2 if min(ho, wo) <= 2 or (ho, wo) == (6, 5) else 4)
+    fours = n * -(-ho // 4) * -(-wo // 4)
+    assert m == (4 if 36 * fours < 16 * n * -(-ho // 2) * -(-wo // 2) and fours >= cbr.F4_MIN_TILES else 2)
     th, tw = -(-ho // m), -(-wo // m)
     p = n * th * tw
     assert cbr.global_loads("winograd", (n, c, h, wd), (k, c, r, s), padding) == {

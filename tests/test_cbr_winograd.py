@@ -79,8 +79,10 @@ def test_matches_the_float64_reference(shape, padding, m, seed):
     assert np.allclose(mm, np.einsum("zkc,zcp->zkp", ug, vg), rtol=1e-4, atol=1e-4)
 
 
-def test_the_step_takes_4x4_tiles_but_on_the_smallest_images():
-    for shape, m in (((1, 2, 9, 7, 3, 3, 3), 4), ((1, 2, 2, 9, 3, 3, 3), 2), ((1, 2, 6, 5, 3, 3, 3), 2)):
+def test_the_step_takes_4x4_tiles_where_they_are_many():
+    # planned, not run: 256 tiles of 4 x 4 (F4_MIN_TILES) or more take F(4x4); fewer, a side of 2, a tie take F(2x2)
+    for shape, m in (((1, 2, 64, 63, 3, 3, 3), 4), ((4, 2, 30, 30, 3, 3, 3), 4), ((1, 2, 60, 64, 3, 3, 3), 2),
+                     ((1, 2, 9, 7, 3, 3, 3), 2), ((300, 2, 2, 9, 3, 3, 3), 2), ((300, 2, 6, 5, 3, 3, 3), 2)):
         x, w, b = cbr.make_inputs(shape, 0)
         launches = cbr.winograd.launches(x, w, b)
         assert launches[2].grid[2] == (m + 2) ** 2, (shape, m)

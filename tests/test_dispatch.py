@@ -86,8 +86,8 @@ def test_skinny_shared_rows_32_is_correct(seed):
     ((1, 256, 14, 14, 256, 3, 3), 128, True),  # 49 tiles of 2 x 2: too few for Winograd
     ((1, 64, 56, 56, 64, 5, 5), 128, True),  # not 3 x 3: the GEMM, sliced
     ((16, 128, 28, 28, 128, 1, 1), 256, False),  # 1 x 1: 98 tiles, more than half busy, slicing costs more
-    ((32, 64, 56, 56, 64, 3, 3), 256, False),  # 392 tiles: a full wave
-    ((16, 64, 56, 56, 64, 3, 3), 256, False),  # 196 tiles: more than one per SM, so not Winograd
+    ((32, 32, 56, 56, 64, 3, 3), 256, False),  # 392 tiles: a full wave (32 input channels: not Winograd)
+    ((16, 48, 56, 56, 64, 3, 3), 256, False),  # 196 tiles: more than one per SM
 ])
 def test_cbr_choose_follows_its_rule(shape, bn, sliced):
     choice = cbr.optimized.choose(*shape[:5], shape[5], shape[6], sms=132)
@@ -105,28 +105,28 @@ def test_cbr_choose_follows_its_rule(shape, bn, sliced):
     ((1, 128, 28, 28, 128, 3, 3), True),
     ((128, 128, 28, 28, 128, 3, 3), True),  # 784 GEMM tiles, but 128 channels: deep enough whatever the GEMM's tiles
     ((24, 160, 9, 11, 136, 3, 3), True),  # ragged deep channels
-    ((16, 64, 56, 56, 64, 3, 3), False),  # 196 GEMM tiles for 132 SMs: the GEMM fills them
-    ((64, 64, 56, 56, 64, 3, 3), False),  # 784 GEMM tiles, 64 channels
+    ((16, 64, 56, 56, 64, 3, 3), True),  # 196 GEMM tiles for 132 SMs: the GEMM fills them, F(4x4) still wins
+    ((64, 64, 56, 56, 64, 3, 3), True),  # 784 GEMM tiles, 64 channels
     ((16, 32, 28, 28, 64, 3, 3), False),  # 32 input channels: too shallow to repay the transforms
+    ((16, 64, 28, 28, 63, 3, 3), False),  # 63 output channels
+    ((8, 3, 224, 224, 64, 3, 3), False),  # 3 input channels
     ((16, 256, 14, 14, 256, 3, 5), False),  # 3 x 5: F(m x m, 3 x 3) does not apply
     ((1, 512, 7, 7, 512, 3, 3), False),  # 16 tiles of 2 x 2: split_c's regime
+    ((1, 256, 14, 14, 256, 3, 3), False),  # 49 tiles of 2 x 2
 ])
 def test_cbr_choose_takes_winograd_by_its_thresholds(shape, winograd):
     n, c, h, w, k, r, s = shape
     choice = cbr.optimized.choose(n, c, h, w, k, r, s, sms=132)
     assert (choice.step == "winograd") == winograd, str(choice)
     # the thresholds, read back: each case above sits on one side of exactly what the docstring says
-    gemm_tiles = -(-n * h * w // 256) * -(-k // cbr.IG_BM)
     two_by_two = n * -(-h // 2) * -(-w // 2)
-    deep = min(c, k) >= cbr.WINOGRAD_DEEP_CHANNELS
-    expected = ((r, s) == (3, 3) and two_by_two >= cbr.WINOGRAD_MIN_TILES
-                and (deep or min(c, k) >= cbr.WINOGRAD_MIN_CHANNELS and gemm_tiles < cbr.WINOGRAD_MAX_WAVES * 132))
+    expected = ((r, s) == (3, 3) and two_by_two >= cbr.WINOGRAD_MIN_TILES and min(c, k) >= cbr.WINOGRAD_MIN_CHANNELS)
     assert expected == winograd
-    # fewer SMs: the same problem fills them with GEMM tiles, so the GEMM takes it -- unless the channels are deep
     if winograd:
-        fewer = cbr.optimized.choose(n, c, h, w, k, r, s, sms=max(1, gemm_tiles // 2))
-        assert (fewer.step == "winograd") == deep, str(fewer)
-        m = cbr.output_tile(h, w)  # padding 1: the output is the input's size
+        # the GEMM's tiles do not enter: on fewer SMs (where they would fill them) the choice is the same step
+        gemm_tiles = -(-n * h * w // 256) * -(-k // cbr.IG_BM)
+        assert cbr.optimized.choose(n, c, h, w, k, r, s, sms=max(1, gemm_tiles // 2)).step == "winograd"
+        m = cbr.output_tile(n, h, w)  # padding 1: the output is the input's size
         assert choice.config["m"] == m
         p = n * -(-h // m) * -(-w // m)
         assert choice.config["tile"] == cbr.products_tile(k, p, 132, (m + 2) ** 2)
@@ -152,12 +152,16 @@ def test_winograd_products_tile_counts_f4x4s_36_positions():
     assert cbr.products_tile(128, 130, 132, 16) == (64, 128) and cbr.products_tile(128, 130, 132, 36) == (128, 128)
 
 
-@pytest.mark.parametrize("ho,wo,m", [(1, 9, 2), (2, 2, 2), (9, 2, 2), (3, 3, 4), (4, 4, 4), (5, 5, 2), (6, 6, 2),
-                                     (5, 7, 4), (7, 7, 4), (14, 14, 4), (28, 28, 4), (56, 56, 4), (1823, 781, 4)])
-def test_winograd_output_tile_makes_fewer_multiplications(ho, wo, m):
-    assert cbr.output_tile(ho, wo) == m
+@pytest.mark.parametrize("n,ho,wo,m", [
+    (256, 1, 9, 2), (256, 2, 2, 2), (256, 9, 2, 2), (256, 3, 3, 4), (256, 4, 4, 4), (256, 5, 5, 2), (256, 6, 6, 2),
+    (256, 5, 7, 4), (256, 7, 7, 4), (16, 14, 14, 4), (1, 28, 28, 2), (1, 56, 56, 2), (1, 1823, 781, 4),
+    (16, 7, 7, 2),  # 64 tiles of 4 x 4: one column of 128-wide product blocks, half empty
+    (1, 64, 64, 4), (1, 63, 64, 4), (1, 60, 64, 2),  # 256 tiles of 4 x 4 (16 x 16), 256, 240
+])
+def test_winograd_output_tile_by_its_rule(n, ho, wo, m):
+    assert cbr.output_tile(n, ho, wo) == m
     f2, f4 = 16 * -(-ho // 2) * -(-wo // 2), 36 * -(-ho // 4) * -(-wo // 4)
-    assert (m == 4) == (f4 < f2)
+    assert (m == 4) == (f4 < f2 and n * -(-ho // 4) * -(-wo // 4) >= cbr.F4_MIN_TILES)
 
 
 def test_cbr_optimized_runs_winograd_in_its_regime(seed):

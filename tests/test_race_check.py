@@ -56,10 +56,9 @@ PATHS = [
     # in 2 slices (the second holds one k tile): the atomics of split_c
     ("cbr", "implicit_gemm", (1, 19, 4, 5, 3, 1, 1), {"padding": 0}, 3),  # the same, unsliced: 3 k tiles
     # winograd's products: 20 channels, 3 k tiles of 8 through its two buffers (the third reuses the first's), the
-    # last ragged; 3 output channels and 4 tiles of 4 x 4 (F(4x4, 3x3)), both ragged against the block tile
+    # last ragged; 3 output channels and 12 tiles of 2 x 2, both ragged against the block tile (F(4x4)'s transforms:
+    # test_winograd_large_products_tile_has_no_hazards)
     ("cbr", "winograd", (1, 20, 5, 7, 3, 3, 3), {"padding": 1}, 3),
-    # the same on an output 2 rows high: F(2x2, 3x3)'s transforms, 5 tiles of 2 x 2
-    ("cbr", "winograd", (1, 20, 2, 9, 3, 3, 3), {"padding": 1}, 3),
     # rows not 16-byte aligned (K, N odd): the ring filled by loads and stores instead of cp.async
     ("tensor_core", "pipelined", (9, 37, 70), {}, 3),
     ("tensor_core", "block_tiles", (9, 37, 70), {}, 3),
@@ -389,7 +388,9 @@ def test_cases_reach_every_registered_kernel():
     from gpukernels.matmul.k16_skinny import get_skinny_cols_kernel
 
     reached = (_planned_kernels() | {id(k) for k in _tiled_kernels()}
-               | {id(LESSONS["cbr"].k05_winograd.products_kernel_large)}  # test_winograd_large_products_tile...
+               # test_winograd_large_products_tile_has_no_hazards: the 128 x 128 products, F(4x4)'s transforms
+               | {id(LESSONS["cbr"].k05_winograd.products_kernel_large)}
+               | {id(k) for k in LESSONS["cbr"].k05_winograd.TRANSFORMS[4]}
                | {id(k19_stream_k.stream_k_vec_kernel), id(k20_async_copy.async_vec_kernel)}
                | {id(get_skinny_cols_kernel(1, True)), id(get_skinny_cols_kernel(3, False))}
                # test_tensor_core_dispatch_paths_have_no_hazards
@@ -441,16 +442,19 @@ def test_hazard_report_names_a_missing_barrier_and_a_shallow_case():
 
 
 def test_winograd_large_products_tile_has_no_hazards(seed, monkeypatch):
-    """Winograd's products on their 128 x 128 tile (256 threads), taken at a traceable shape by lending a 1-SM GPU:
-    20 channels are 3 k tiles through the two buffers; 130 output channels a second, ragged row of blocks."""
+    """Winograd's products on their 128 x 128 tile (256 threads) and F(4x4, 3x3)'s transforms, taken at a traceable
+    shape by lending a 1-SM GPU and lowering F4_MIN_TILES: 20 channels are 3 k tiles through the two buffers; 130
+    output channels a second, ragged row of blocks; 4 tiles of 4 x 4, the last ones partly outside the 5 x 7 image."""
     from gpukernels.cbr import k05_winograd as wg
 
     monkeypatch.setattr(wg, "sm_count", lambda: 1)
+    monkeypatch.setattr(wg, "F4_MIN_TILES", 1)
     mod = LESSONS["cbr"]
     shape = (1, 20, 5, 7, 130, 3, 3)
     x, w, b = mod.make_inputs(shape, seed)
     kernels = [la.kernel for la in mod.winograd.launches(x, w, b)]
     assert kernels[2] is wg.products_kernel_large
+    assert [kernels[i] for i in (0, 1, 3)] == list(wg.TRANSFORMS[4])
     out = np.full((1, 130, 5, 7), np.nan, np.float32)
     t = _run_traced(lambda: mod.winograd(x, w, b, out=out))
     problems = hazard_report(t, 3)

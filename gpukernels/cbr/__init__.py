@@ -45,7 +45,7 @@ What you will learn
                      once more) for the FLOPs it saves, which wins where the channels are deep. F(4x4, 3x3), the
                      same on 6 x 6 patches and 4 x 4 output tiles, makes 36 products for 16 outputs: 4 times fewer
                      multiplications than the direct sum and 2.25 floats of V and M per output instead of 4, for
-                     a few times F(2x2)'s rounding error; the step takes it on all but the smallest images.
+                     a few times F(2x2)'s rounding error; the step takes it wherever its tiles are many.
 6. ``optimized``     the dispatcher: ``optimized.choose(N, C, H, W, K)`` picks Winograd for deep channels on small
                      batched images (3 x 3 filters), otherwise the implicit GEMM's pixels per block (256 or 128) and
                      the number of slices -- the fewest that fill the SMs once -- and says why.
@@ -168,10 +168,9 @@ from .k02_fused_direct import CB, KB, PX, TH, TW, TX, TY, fused_direct, fused_ke
 from .k03_implicit_gemm import (IG_BM, IG_BMS, IG_BN, IG_BNS, IG_MIN_BLOCKS, IG_ROW, IG_SMEM, igemm_bk_max,  # noqa: E402,F401
                                 igemm_kernel, igemm_launches, igemm_tiling, implicit_gemm)
 from .k04_split_c import SPLIT_C_MAX, split_c  # noqa: E402,F401
-from .k05_winograd import output_tile, products_tile, winograd, winograd_launches  # noqa: E402,F401
-from .k06_optimized import (CBR_SMALL_SMS, CBR_SPLIT_IDLE, WINOGRAD_DEEP_CHANNELS,  # noqa: E402,F401
-                            WINOGRAD_MAX_WAVES, WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_TILES, Choice, choice_for, choose,
-                            optimized)
+from .k05_winograd import F4_MIN_TILES, output_tile, products_tile, winograd, winograd_launches  # noqa: E402,F401
+from .k06_optimized import (CBR_SMALL_SMS, CBR_SPLIT_IDLE, WINOGRAD_MIN_CHANNELS,  # noqa: E402,F401
+                            WINOGRAD_MIN_TILES, Choice, choice_for, choose, optimized)
 
 #: Every version, naive first and the dispatcher last.
 VERSIONS = {v.name: v for v in (naive, fused_direct, implicit_gemm, split_c, winograd, optimized)}
@@ -194,7 +193,7 @@ def global_loads(version: str, x_shape, w_shape, padding: int = 1) -> dict:
                    (the k tiles partition the taps), so x is read once per block of 64 output channels; each
                    pixel block reads all of W once; each thread loads the bias of its 8 channels once (BN/8
                    threads share a channel); y is stored once.
-    winograd:      F(m x m, 3 x 3) with m = output_tile(Ho, Wo) and a = m + 2: the input transform loads
+    winograd:      F(m x m, 3 x 3) with m = output_tile(N, Ho, Wo), a = m + 2: the input transform loads
                    each tile's a x a patch (in-bounds elements) once per channel, the filter transform w once;
                    the a^2 products read U once per block of BN tiles and V once per block of BM output channels
                    (the tile products_tile picks); the output transform reads M once and one bias per (channel,
@@ -224,7 +223,7 @@ def global_loads(version: str, x_shape, w_shape, padding: int = 1) -> dict:
     if version == "winograd":
         if (r, s) != (3, 3):
             raise ValueError(f"winograd takes 3 x 3 filters only; got (R, S) = ({r}, {s})")
-        m = output_tile(ho, wo)
+        m = output_tile(n, ho, wo)
         a = m + 2
         th, tw = -(-ho // m), -(-wo // m)
         p = n * th * tw

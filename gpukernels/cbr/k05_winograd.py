@@ -39,8 +39,9 @@ the interpolation points 0, +-1, +-2 put 4, 5 and 8 in the matrices,
     A^T = [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]
 
 and the relative error grows from ~5e-7 to ~3e-6 (float32; the lesson's tolerance is 1e-5). ``output_tile`` takes
-the tile that makes fewer multiplications for the image: 4 x 4, except where a 4 x 4 tile would be mostly padding
-(an output side of 1 or 2) or the two tie (5 or 6 on both sides).
+4 x 4 where it makes fewer multiplications for the image (not where a 4 x 4 tile would be mostly padding, an output
+side of 1 or 2, nor where the two tie, 5 or 6 on both sides) and there are enough tiles (F4_MIN_TILES) for its
+shorter products to show.
 """
 
 from __future__ import annotations
@@ -61,6 +62,13 @@ GK = 8  # input channels per k tile of the products (the kernel's shifts: t >> 3
 #: 15% to 64 x 128's twice as many. 128 tiles per block beat 64 on every shape measured.
 TILE_SMALL, TILE_LARGE = (64, 128), (128, 128)
 LARGE_TILE_WAVES = 0.5
+#: F(4 x 4, 3 x 3) needs at least this many output tiles (two columns of 128-wide product blocks): it divides the
+#: tiles by 4, and where they are few its products' grid is as short as F(2 x 2)'s -- one round of blocks either way,
+#: each as long -- so its fewer multiplications shorten nothing and its larger transforms cost more. Measured (H100,
+#: 2026-12-06, benchmarks/NOTES.md), F(4x4) against F(2x2): 49 tiles of 4 x 4 (1 x 128 x 28^2) 0.041 against 0.034
+#: ms; 64 (16 x 512 x 7^2) 0.205 against 0.148; 196 (1 x 64 x 56^2) 0.029 against 0.026; 256 (16 x 256 x 14^2) 0.107
+#: against 0.117; 784 and more 25-30% faster (16 x 128 x 28^2, 128 x 128 x 28^2, 16-64 x 64 x 56^2).
+F4_MIN_TILES = 256
 
 
 @cuda.jit(device=True, forceinline=True)
@@ -360,10 +368,12 @@ TRANSFORMS = {2: (filter_transform_kernel, input_transform_kernel, output_transf
               4: (filter_transform_4x4_kernel, input_transform_4x4_kernel, output_transform_4x4_kernel)}
 
 
-def output_tile(ho: int, wo: int) -> int:
-    """F(m x m, 3 x 3)'s m for an Ho x Wo output: 4 where its 36 products per 4 x 4 tile make fewer multiplications
-    over the image than 16 per 2 x 2 tile, else 2 (exact matrices, half F(4 x 4)'s rounding error, on a tie too)."""
-    return 4 if 36 * ceil_div(ho, 4) * ceil_div(wo, 4) < 16 * ceil_div(ho, 2) * ceil_div(wo, 2) else 2
+def output_tile(n: int, ho: int, wo: int) -> int:
+    """F(m x m, 3 x 3)'s m for N images of Ho x Wo outputs: 4 where its 36 products per 4 x 4 tile make fewer
+    multiplications than 16 per 2 x 2 tile and there are at least F4_MIN_TILES of its tiles (two columns of the
+    products' 128-wide blocks); else 2 (exact matrices, a few times less rounding error)."""
+    fewer = 36 * ceil_div(ho, 4) * ceil_div(wo, 4) < 16 * ceil_div(ho, 2) * ceil_div(wo, 2)
+    return 4 if fewer and n * ceil_div(ho, 4) * ceil_div(wo, 4) >= F4_MIN_TILES else 2
 
 
 def tiles(ho: int, wo: int, m: int = 2) -> tuple[int, int]:
@@ -382,7 +392,7 @@ def winograd_launches(x, w, b, y, padding: int = 1, tile: tuple[int, int] | None
     if (r, s) != (3, 3):
         raise LaunchError(f"Winograd F(m x m, 3 x 3) needs a 3 x 3 filter (R, S) = (3, 3); got ({r}, {s})")
     _, _, ho, wo = y.shape
-    m = m or output_tile(ho, wo)
+    m = m or output_tile(n, ho, wo)
     if m not in TRANSFORMS:
         raise LaunchError(f"Winograd's output tile m must be one of {sorted(TRANSFORMS)}; got {m!r}")
     th, tw = tiles(ho, wo, m)
@@ -406,7 +416,7 @@ def flops_done(shape, padding: int = 1, m: int | None = None) -> int:
     m = 4, where m divides Ho and Wo)."""
     n, c, h, wd, k, r, s = shape
     ho, wo = h + 2 * padding - r + 1, wd + 2 * padding - s + 1
-    m = m or output_tile(ho, wo)
+    m = m or output_tile(n, ho, wo)
     th, tw = tiles(ho, wo, m)
     return 2 * (m + 2) ** 2 * k * c * n * th * tw
 
@@ -423,7 +433,7 @@ def _check_3x3(x, w, b, padding=1):
 
 @version("cbr", _check_3x3, KERNELS, empty=_empty)
 def winograd(x, w, b, y, padding=1):
-    """Winograd's F(4 x 4, 3 x 3) (F(2 x 2, 3 x 3) on the smallest images), 3 x 3 filters only: the filters' and the
+    """Winograd's F(4 x 4, 3 x 3) (F(2 x 2, 3 x 3) on few or small images), 3 x 3 filters only: the filters' and the
     input's 6 x 6 transforms, 36 matrix products over the channels (one per position of the 6 x 6), the output's
     transform with the bias and the ReLU."""
     return winograd_launches(x, w, b, y, padding)
