@@ -78,6 +78,19 @@ def tile_origin(t, th, tw, m):
     return n, m * (rest // tw), m * (rest % tw)
 
 
+@cuda.jit(device=True, forceinline=True)
+def load_patch(x, d, c, t, th, tw, m, padding):
+    # d = the (m + 2) x (m + 2) patch of channel c that output tile t of m x m reads: it starts at input row
+    # m ti - padding, column m tj - padding; zeros outside the image (the padding)
+    h, wd = x.shape[2], x.shape[3]
+    n, r0, s0 = tile_origin(t, th, tw, m)
+    r0, s0 = r0 - padding, s0 - padding
+    for r in range(m + 2):
+        for s in range(m + 2):
+            rr, ss = r0 + r, s0 + s
+            d[r, s] = x[n, c, rr, ss] if 0 <= rr < h and 0 <= ss < wd else float32(0.0)
+
+
 @cuda.jit
 def filter_transform_kernel(w, u):
     # w (K, C, 3, 3) -> u (16, K, C): U = G g G^T for each (k, c), one thread each
@@ -104,21 +117,14 @@ def filter_transform_kernel(w, u):
 @cuda.jit
 def input_transform_kernel(x, v, padding, th, tw):
     # x (N, C, H, W) -> v (16, C, P): V = B^T d B for each (channel, output tile), one thread each; consecutive
-    # threads take consecutive tiles, so the 16 stores are coalesced. The patch of tile (ti, tj) starts at input
-    # row 2 ti - padding, column 2 tj - padding; zeros outside the image.
-    n_, c_, h, wd = x.shape
-    p_ = v.shape[2]
+    # threads take consecutive tiles, so the 16 stores are coalesced
+    c_, p_ = x.shape[1], v.shape[2]
     i = cuda.grid(1)
     if i >= c_ * p_:
         return
     c, t = i // p_, i % p_
-    n, r0, s0 = tile_origin(t, th, tw, 2)
-    r0, s0 = r0 - padding, s0 - padding
     d = cuda.local.array((4, 4), float32)
-    for r in range(4):
-        for s in range(4):
-            rr, ss = r0 + r, s0 + s
-            d[r, s] = x[n, c, rr, ss] if 0 <= rr < h and 0 <= ss < wd else float32(0.0)
+    load_patch(x, d, c, t, th, tw, 2, padding)
     e = cuda.local.array((4, 4), float32)  # B^T d: rows combined
     for s in range(4):
         e[0, s] = d[0, s] - d[2, s]
@@ -312,21 +318,14 @@ def filter_transform_4x4_kernel(w, u):
 
 @cuda.jit
 def input_transform_4x4_kernel(x, v, padding, th, tw):
-    # x (N, C, H, W) -> v (36, C, P): V = B^T d B for each (channel, output tile of 4 x 4), one thread each; the
-    # patch of tile (ti, tj) starts at input row 4 ti - padding, column 4 tj - padding; zeros outside the image
-    n_, c_, h, wd = x.shape
-    p_ = v.shape[2]
+    # x (N, C, H, W) -> v (36, C, P): V = B^T d B for each (channel, output tile of 4 x 4), one thread each
+    c_, p_ = x.shape[1], v.shape[2]
     i = cuda.grid(1)
     if i >= c_ * p_:
         return
     c, t = i // p_, i % p_
-    n, r0, s0 = tile_origin(t, th, tw, 4)
-    r0, s0 = r0 - padding, s0 - padding
     d = cuda.local.array((6, 6), float32)
-    for r in range(6):
-        for s in range(6):
-            rr, ss = r0 + r, s0 + s
-            d[r, s] = x[n, c, rr, ss] if 0 <= rr < h and 0 <= ss < wd else float32(0.0)
+    load_patch(x, d, c, t, th, tw, 4, padding)
     for s in range(6):  # B^T d, in place
         d[0, s], d[1, s], d[2, s], d[3, s], d[4, s], d[5, s] = bt6(d[0, s], d[1, s], d[2, s], d[3, s], d[4, s],
                                                                    d[5, s])
