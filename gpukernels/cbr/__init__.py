@@ -46,9 +46,10 @@ What you will learn
                      same on 6 x 6 patches and 4 x 4 output tiles, makes 36 products for 16 outputs: 4 times fewer
                      multiplications than the direct sum and 2.25 floats of V and M per output instead of 4, for
                      a few times F(2x2)'s rounding error; the step takes it wherever its tiles are many.
-6. ``optimized``     the dispatcher: ``optimized.choose(N, C, H, W, K)`` picks Winograd for deep channels on small
-                     batched images (3 x 3 filters), otherwise the implicit GEMM's pixels per block (256 or 128) and
-                     the number of slices -- the fewest that fill the SMs once -- and says why.
+6. ``optimized``     the dispatcher: ``optimized.choose(N, C, H, W, K)`` picks Winograd for 3 x 3 filters on 64
+                     channels or more (and at least 128 output tiles of 2 x 2), otherwise the implicit GEMM's
+                     pixels per block (256 or 128) and the number of slices -- the fewest that fill the SMs once --
+                     and says why.
 
 Regimes: a convolution is a GEMM of P = N*Ho*Wo pixels by K channels by Q = C*R*S taps. Large batches (P in the
 tens of thousands) fill the GPU with 64 x 256 tiles and are bound by arithmetic; batch 1 and the deep, small
@@ -168,7 +169,8 @@ from .k02_fused_direct import CB, KB, PX, TH, TW, TX, TY, fused_direct, fused_ke
 from .k03_implicit_gemm import (IG_BM, IG_BMS, IG_BN, IG_BNS, IG_MIN_BLOCKS, IG_ROW, IG_SMEM, igemm_bk_max,  # noqa: E402,F401
                                 igemm_kernel, igemm_launches, igemm_tiling, implicit_gemm)
 from .k04_split_c import SPLIT_C_MAX, split_c  # noqa: E402,F401
-from .k05_winograd import F4_MIN_TILES, output_tile, products_tile, winograd, winograd_launches  # noqa: E402,F401
+from .k05_winograd import (F4_MIN_TILES, output_tile, products_tile, winograd, winograd_launches,  # noqa: E402,F401
+                           winograd_plan)
 from .k06_optimized import (CBR_SMALL_SMS, CBR_SPLIT_IDLE, WINOGRAD_MIN_CHANNELS,  # noqa: E402,F401
                             WINOGRAD_MIN_TILES, Choice, choice_for, choose, optimized)
 
@@ -223,11 +225,8 @@ def global_loads(version: str, x_shape, w_shape, padding: int = 1) -> dict:
     if version == "winograd":
         if (r, s) != (3, 3):
             raise ValueError(f"winograd takes 3 x 3 filters only; got (R, S) = ({r}, {s})")
-        m = output_tile(n, ho, wo)
-        a = m + 2
-        th, tw = -(-ho // m), -(-wo // m)
-        p = n * th * tw
-        bm, bn = products_tile(k, p, positions=a * a)
+        m, p, (bm, bn) = winograd_plan(n, ho, wo, k)
+        a, th, tw = m + 2, -(-ho // m), -(-wo // m)
         # in-bounds elements of every tile's a x a patch, which starts at row m ti - padding, column m tj - padding
         rows = sum(sum(1 for rr in range(a) if 0 <= m * ti + rr - padding < h) for ti in range(th))
         cols = sum(sum(1 for ss in range(a) if 0 <= m * tj + ss - padding < wd) for tj in range(tw))

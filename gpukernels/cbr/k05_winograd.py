@@ -1,5 +1,6 @@
 """Step 5 of the CBR lesson, ``winograd``: Winograd's F(2 x 2, 3 x 3), a 3 x 3 convolution with 2.25 times fewer
-multiplications, then F(4 x 4, 3 x 3) with 4 times fewer -- the batched regime's step (``optimized`` takes it for deep channels on small images).
+multiplications, then F(4 x 4, 3 x 3) with 4 times fewer -- the batched regime's step (``optimized`` takes it for
+3 x 3 layers of 64 channels or more).
 
 Why: at batch 32, 256 channels, 14 x 14 images, cuDNN (0.172 ms on an H200) beats cuBLAS on the convolution's own
 GEMM (0.198 ms), so it does fewer FLOPs than the GEMM has; the matmul lesson on that GEMM reaches only 0.69x cuDNN
@@ -380,6 +381,15 @@ def tiles(ho: int, wo: int, m: int = 2) -> tuple[int, int]:
     return ceil_div(ho, m), ceil_div(wo, m)
 
 
+def winograd_plan(n: int, ho: int, wo: int, k: int, sms: int | None = None, m: int | None = None):
+    """(m, P, tile) for N images of Ho x Wo outputs and K output channels: the output tile (``output_tile``'s unless
+    given), the P output tiles of m x m, and the products' block tile for their (m + 2)^2 positions
+    (``products_tile``)."""
+    m = m or output_tile(n, ho, wo)
+    p = n * ceil_div(ho, m) * ceil_div(wo, m)
+    return m, p, products_tile(k, p, sms, (m + 2) ** 2)
+
+
 def winograd_launches(x, w, b, y, padding: int = 1, tile: tuple[int, int] | None = None,
                       m: int | None = None) -> list[Launch]:
     """The four launches of F(m x m, 3 x 3) for a 3 x 3 filter, stride 1 (the lesson's convolution), and the
@@ -391,12 +401,11 @@ def winograd_launches(x, w, b, y, padding: int = 1, tile: tuple[int, int] | None
     if (r, s) != (3, 3):
         raise LaunchError(f"Winograd F(m x m, 3 x 3) needs a 3 x 3 filter (R, S) = (3, 3); got ({r}, {s})")
     _, _, ho, wo = y.shape
-    m = m or output_tile(n, ho, wo)
-    if m not in TRANSFORMS:
+    if m is not None and m not in TRANSFORMS:
         raise LaunchError(f"Winograd's output tile m must be one of {sorted(TRANSFORMS)}; got {m!r}")
-    th, tw = tiles(ho, wo, m)
-    p, a2 = n * th * tw, (m + 2) ** 2
-    tile = tile or products_tile(k, p, positions=a2)
+    m, p, planned = winograd_plan(n, ho, wo, k, m=m)
+    th, tw, a2 = *tiles(ho, wo, m), (m + 2) ** 2
+    tile = tile or planned
     prod = products_kernel_for(tile)
     filt, inp, outp = TRANSFORMS[m]
     alloc = cuda.device_array if is_device_array(y) else np.empty

@@ -8,7 +8,7 @@ from .._launch import Choice, ceil_div, sm_count, version
 from ._common import _check, _empty
 from .k03_implicit_gemm import IG_BM, IG_MIN_BLOCKS, igemm_bk_max, igemm_launches, igemm_tiling
 from .k04_split_c import SPLIT_C_MAX
-from .k05_winograd import output_tile, products_tile, winograd_launches
+from .k05_winograd import winograd_launches, winograd_plan
 
 
 #: Pixels per block: 256, or 128 when 64 x 256 tiles would give fewer than one per CBR_SMALL_SMS SMs (batch 1).
@@ -37,8 +37,8 @@ def choose(n, c, h, wd, k, r=3, s=3, sms: int | None = None) -> Choice:
     0. **Winograd** for 3 x 3 filters with C and K both at least WINOGRAD_MIN_CHANNELS and at least
        WINOGRAD_MIN_TILES output tiles of 2 x 2: channels deep enough that Winograd's fewer FLOPs outweigh its
        transforms' bytes, on an image large enough for its products to fill the SMs. Its output tile is the step's own
-       choice (``output_tile``: 4 x 4, 4 times fewer FLOPs, wherever its tiles fill two columns of the products'
-       blocks; else 2 x 2, 2.25 times fewer).
+       choice (``output_tile``: 4 x 4, 4 times fewer FLOPs, wherever there are F4_MIN_TILES tiles of 4 x 4 or more;
+       else 2 x 2, 2.25 times fewer).
        Otherwise the implicit GEMM:
     1. **Tile**: 64 channels x 256 pixels, or x 128 pixels when the 256-pixel tiles would number fewer than one
        per CBR_SMALL_SMS SMs -- there halving the tile doubles the tiles, and each block's k loop is no longer.
@@ -53,9 +53,8 @@ def choose(n, c, h, wd, k, r=3, s=3, sms: int | None = None) -> Choice:
     tiles256 = ceil_div(n * ho * wo, 256) * ceil_div(k, IG_BM)
     wtiles = n * ceil_div(ho, 2) * ceil_div(wo, 2)
     if (r, s) == (3, 3) and wtiles >= WINOGRAD_MIN_TILES and min(c, k) >= WINOGRAD_MIN_CHANNELS:
-        m = output_tile(n, ho, wo)
-        p = n * ceil_div(ho, m) * ceil_div(wo, m)
-        return Choice("winograd", {"m": m, "tile": products_tile(k, p, sms, (m + 2) ** 2)},
+        m, p, tile = winograd_plan(n, ho, wo, k, sms)
+        return Choice("winograd", {"m": m, "tile": tile},
                       f"3 x 3 filters, {c} -> {k} channels (>= {WINOGRAD_MIN_CHANNELS}), {wtiles} tiles of 2 x 2 "
                       f"(>= {WINOGRAD_MIN_TILES}): Winograd's {(m + 2) ** 2} products over {p} tiles of {m} x {m} do "
                       f"{9 * m * m / (m + 2) ** 2:g} times fewer FLOPs")
