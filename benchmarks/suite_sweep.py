@@ -3,6 +3,9 @@ CBR on the suite's hardest shapes, each checked on a NaN-poisoned output against
 library peer in the same run (`gpukernels.bench.bench_shape`: CUDA-graph replays, inputs rotated past L2).
 
     GPUKERNELS_DEVICE=gpu python benchmarks/suite_sweep.py [matmul] [cbr] [--json out.json]
+        [--shapes M,N,K ...] [--squares]
+
+(``--squares``: every tile of the matmul dispatcher's estimate, whole and in 2 to 128 slices of K, on the shapes.)
 
 The dispatchers' constants (``matmul.k21_optimized.TILES``, ``cbr.CBR_*``) are fitted to what this prints.
 """
@@ -57,6 +60,22 @@ def matmul_candidates(shape):
 
         for kernel, label in ((wide_vec_kernel, "256x128"), (vec_kernel, "128x128"), (small_vec_kernel, "64x64")):
             out.append((label, lambda a, b, c, kernel=kernel: _common.tiled_launch(kernel, c, (a, b, c))))
+    if "--squares" in sys.argv and m > 64 and n > 64:
+        # small squares: the dispatcher's own tiles (``TILES``), whole and in 2 to 16 slices of K (counts that are
+        # not powers of two too), to fit the estimate's cost of a tile and of a split
+        from gpukernels.matmul.k21_optimized import TILES
+
+        aligned = k % 4 == 0 and n % 4 == 0
+        for t in TILES:
+            whole = t.kernels[0 if aligned else 1]
+            out.append((f"{t.name} x1", lambda a, b, c, kernel=whole: _common.tiled_launch(kernel, c, (a, b, c))))
+            if t.split_kernels is not None:
+                split = t.split_kernels[0 if aligned else 1]
+                for s in (2, 3, 4, 5, 6, 8, 12, 16, 32, 64, 128):
+                    if k // s >= 32 and (s <= 16 or m * n <= 512 * 512):
+                        out.append((f"{t.name} x{s}", lambda a, b, c, kernel=split, s=s:
+                                    _common.tiled_launch(kernel, c, (a, b, c), s)))
+        return out
     if m > 64 and n > 64 and m * n <= 1024 * 1024:
         # small squares: skinny's 16-row kernel (B read by one block per 16 rows of C) with many slices of K ran
         # 512^3 14% faster than the estimate's pick in one run (benchmarks/NOTES.md): is that a regime?

@@ -357,6 +357,41 @@ def test_dispatcher_regimes_follow_readable_thresholds():
         assert c.why and c.step in matmul.VERSIONS, c
 
 
+def test_small_products_take_the_128_thread_tile():
+    # Too few tiles to give each SM's four schedulers a warp from 64-thread blocks: the 64 x 64 tile of 128
+    # threads, in a few slices of K (H100 sweeps, benchmarks/NOTES.md). Once the SMs are full, the 64-thread tile
+    # (8 x 8 outputs, fewer shared loads per FMA) and the larger tiles win again.
+    choose = matmul.optimized.choose
+    for shape in [(256, 256, 256), (512, 512, 512), (320, 1280, 640), (256, 256, 4096), (128, 128, 32768)]:
+        c = choose(*shape, sms=132)
+        assert c.config["tile"] == "64x64/128" and "64 x 64 (128 threads)" in c.why, c
+    assert choose(512, 512, 512, sms=132).config["splits"] in (2, 3, 4)  # 64 tiles: a few slices, not 8
+    assert choose(1536, 1536, 1536, sms=132).config["tile"] == "64x64"
+    assert choose(1000, 1000, 1000, sms=132).config["tile"] == "128x128"  # ragged edges: 2 slices of 128 x 128
+    # no slice count past 64: the adds into one element of C queue in L2
+    assert max(s for _, s, _ in choose(64, 64, 1 << 20, sms=132).candidates) == 64
+
+
+@pytest.mark.parametrize("aligned", [True, False], ids=["16-byte", "4-byte"])
+@pytest.mark.parametrize("tile", [t.name for t in matmul.k21_optimized.TILES])
+def test_every_tile_the_estimate_weighs_is_correct(tile, aligned, seed):
+    """Each tile of ``TILES``, whole and in 3 slices of K, on a product ragged along M, N and K (partial edge
+    blocks, a short last slice), output NaN-poisoned, float64 reference."""
+    from gpukernels.matmul._common import tiled_launch
+
+    t = next(t for t in matmul.k21_optimized.TILES if t.name == tile)
+    m, n, k = (70, 72, 100) if aligned else (65, 67, 99)
+    a, b = matmul.make_inputs((m, n, k), seed)
+    ref = matmul.reference(a, b)
+    for pair, splits in [(t.kernels, 1)] + ([(t.split_kernels, 3)] if t.split_kernels else []):
+        c = np.full((m, n), np.nan, np.float32)
+        dev = [cuda.to_device(x) for x in (a, b, c)]
+        for launch in tiled_launch(pair[0 if aligned else 1], dev[2], tuple(dev), splits):
+            launch()
+        check = compare(dev[2].copy_to_host(), ref, TOLERANCE["matmul"])
+        assert check.ok, f"{tile} x{splits}: {check}"
+
+
 # (70, 66, 600) is split_k's: test_split_k_slices runs it in the default tier
 @pytest.mark.parametrize("shape", [(2, 70, 300), pytest.param((70, 66, 600), marks=pytest.mark.slow), (31, 33, 17)])
 def test_optimized_runs_what_it_chose(shape, seed):

@@ -85,8 +85,8 @@ def test_never_written_counts_in_words():
 def test_dispatcher_reasons_count_in_words():
     from gpukernels import matmul
 
-    assert "1 tile of " in matmul.optimized.choose(128, 128, 65536, sms=132).why
-    assert "1 tiles" not in matmul.optimized.choose(128, 128, 65536, sms=132).why
+    assert "1 tile of " in matmul.optimized.choose(64, 64, 65536, sms=132).why
+    assert "1 tiles" not in matmul.optimized.choose(64, 64, 65536, sms=132).why
 
 
 def test_the_simulator_is_silent_on_inf_like_a_gpu():

@@ -81,6 +81,9 @@ Regimes: why one kernel is not enough
   floor is reading B at copy bandwidth, not the FMA rate (step 16).
 * **Small K** (8192 x 8192 x 128): writing C costs as much as the product; the tiled kernels' prologue and
   epilogue are no longer hidden.
+* **Small products** (512^3, 700 x 900 x 500): 64 tiles of 64 x 64 are half a block per SM, and a 64-thread block
+  gives only two of an SM's four schedulers a warp; ``optimized`` runs the same tile with 128 threads (4 x 8
+  outputs each), in a few slices of K.
 
 `optimized` chooses among steps 13-20 by these rules; benchmarks/NOTES.md has each prediction beside its
 measurement.
@@ -158,6 +161,8 @@ SHAPES = {
         "transformer": [(2048, 11008, 4096), (2048, 4096, 11008), (2048, 50257, 768)],
         "small_k": [(8192, 8192, 128), (4096, 4096, 64)],
         "large_k": [(128, 128, 32768), (512, 512, 16384)],
+        # small products: too few 64 x 64 tiles to give each of 132 SMs' schedulers a warp
+        "small": [(512, 512, 512), (700, 900, 500), (320, 1280, 640)],
     },
 }
 

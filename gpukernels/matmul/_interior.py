@@ -47,7 +47,7 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
     waits = stages - 2  # cp.async groups that may stay in flight when a tile is used (a compile-time constant)
     row_len = bm + 4  # transposed A tile row: a multiple of 4 floats (16-byte aligned), spreads the stores
     assert tm * rows == bm and tn * 8 == bn and a_runs >= 1 and b_runs >= 1 and 1 << tn_shift == tn
-    assert bk in (8, 16) and rows in (8, 16) and stages in (0, 3, 4)
+    assert bk in (8, 16) and rows in (4, 8, 16) and stages in (0, 3, 4)
     assert not stages or (a_elems * threads == bm * bk and threads % bk == 0 and threads % (bn // 4) == 0)
 
     @cuda.jit(device=True, forceinline=True)

@@ -12,10 +12,12 @@ why:
 4. **Everything else is a tiled product**, and the question is which tile and how many slices of K. For each
    candidate (tile, slices) the rule estimates the time of the busiest SM. It holds ``L = ceil(blocks / SMs)``
    blocks and runs up to ``per_sm`` of them at once, so it works ``ceil(L / per_sm)`` rounds. In a round, each
-   k tile costs the larger of its FLOPs (for the resident blocks) at the tile's measured rate and ``LAT_US``, the
-   step a k tile takes when the SM waits on loads and barriers rather than on arithmetic; a block also pays
-   ``BLOCK_US`` for its first loads and its stores. A split adds a zero pass and M * N * slices atomic adds.
-   The smallest estimate wins; that one model covers the three regimes below:
+   k tile costs what one block's k tile costs alone (its FLOPs at the tile's measured rate, or ``alone_us``
+   for the 64 x 64 tiles, which wait on loads and barriers rather than on arithmetic) -- and blocks beyond the
+   first four warps (one per scheduler of the SM: those run side by side) add their FLOPs at ``SM_FULL_GFLOPS``;
+   a block also pays ``block_us`` for its first loads and its stores. A split adds a zero pass and M * N * slices
+   atomic adds, of which the last round's wait at the end. The smallest estimate wins; that one model covers the
+   four regimes below:
 
    * compute-bound squares (4096^3): the 256 x 128 tile fills the GPU many times over; it wins on its rate, and
      with rows 16-byte aligned and more tiles than SMs ``stream_k``'s schedule runs it, its tiles copied by
@@ -23,14 +25,19 @@ why:
      waves) instead of rounding up to whole ones.
    * wave quantisation (1536^3: 72 tiles of 256 x 128 -- half of 132 SMs idle; 144 of 128 x 128 -- two waves,
      the second 9% full): smaller tiles balance the waves.
+   * small products (512^3: 64 tiles of 64 x 64, half an SM's worth of work in all): too little work to fill
+     the SMs with warps, so the 64 x 64 tile of 128 threads (4 x 8 outputs each: twice the warps of the 64-thread
+     one for the same tile), in a few slices of K -- a lone block of it takes 0.75 us per k tile where the
+     64-thread one takes 1.2.
    * too few tiles to fill the SMs (M = N = 256, K = 65536: 16 tiles of 64 x 64): slices of K (split-K).
 
 Rows that are not 16-byte aligned run each tile's scalar kernel (4-byte loads), no ring and no stream-K; the
 256 x 128 tile's scalar kernel has a rate of its own (``scalar_rate``: at 4095 x 4097 x 4093 it lost to 128 x 128's
 by 4-6% in three runs). Copying such rows into padded ones was tried and measured slower (benchmarks/NOTES.md).
 
-The rates (``TILES``) come from the committed H200 run (benchmarks/results/h200.json, 2026-12-01) and the register
-counts behind ``per_sm`` from ``gpukernels resources matmul``; nothing here names a shape.
+The rates (``TILES``) come from the committed H200 run (benchmarks/results/h200.json, 2026-12-01), the small tiles'
+and the split's costs from sweeps of every (tile, slices) candidate on 14 shapes (benchmarks/NOTES.md), and the
+register counts behind ``per_sm`` from ``gpukernels resources matmul``; nothing here names a shape.
 """
 
 from __future__ import annotations
@@ -62,7 +69,8 @@ NARROW_LONG = 256
 @dataclass(frozen=True)
 class Tile:
     """A tile the dispatcher may use: its kernels (16-byte loads, scalar loads; split-K ones when it has them),
-    its throughput per SM relative to the 256 x 128 tile, and the resident blocks per SM it needs to reach it."""
+    its throughput per SM relative to the 256 x 128 tile, the resident blocks per SM it needs to reach it, and what
+    a lone block's 16-deep k tile costs when that is latency, not arithmetic (``alone_us``)."""
 
     name: str
     steps: tuple  # the steps whose kernels these are: (aligned, scalar)
@@ -71,36 +79,67 @@ class Tile:
     rate: float
     per_sm: int
     scalar_rate: float | None = None  # the rate of the scalar kernel (rows not 16-byte aligned), if not ``rate``
+    alone_us: float | None = None  # a lone block's 16-deep k tile, if not its FLOPs at ``rate`` (or LAT_US)
+    block_us: float = 2.0  # a block's prologue (first tile) and epilogue (stores)
+
+    @property
+    def warps(self) -> int:
+        return self.kernels[0].threads // 32
+
+    @property
+    def label(self) -> str:
+        """How ``choose`` says it: "64 x 64 (128 threads)"."""
+        bm, bn = self.kernels[0].tile
+        return f"{bm} x {bn} ({self.kernels[0].threads} threads)"
 
 
 # SM_GFLOPS from the first suite run of 2026-12-01 (h200-suite-partial-run1.json, in git history); the rest refitted
 # to the third sweep (benchmarks/results/h200-suite-sweep3.json, 8 shapes x up to 60 tile/slice candidates: with these
 # values the estimate's pick is the sweep's fastest candidate, or within 6% of it, on every shape; benchmarks/NOTES.md):
 SM_GFLOPS = 324.0  # one SM running thread_16x8 at 4096^3: 42.8 TFLOP/s / 132 SMs (H200, 2026-12-01)
-LAT_US = 0.6  # an 8-deep k tile's step when latency-bound (twice that for a 16-deep one): the floor of a small tile
-BLOCK_US = 2.0  # a block's prologue (first tile) and epilogue (stores)
-SPLIT_OVERHEAD_US = 3.0  # the zero pass's launch and the tail of the atomics, roughly
-ATOMIC_GBPS = 6000.0  # zeroing C and the atomic read-modify-writes of a split, at L2 (the first guess, 1.5 TB/s,
-# made 1536^3 look 4x too dear to split; 4 slices there measured 0.213 ms against 0.251 for one)
+LAT_US = 0.6  # an 8-deep k tile's step when latency-bound (twice that for a 16-deep one): the floor of a large tile
+# Fitted to two sweeps of every tile and slice count on 14 shapes from 256^3 to 2048^3 (H100, 2026-12-06; with these
+# values the pick is the fastest candidate, or within 9% of it, on every shape: benchmarks/NOTES.md):
+SM_FULL_GFLOPS = 350.0  # an SM's rate for the blocks beyond its first four warps (a 64 x 64 x 16 k tile: 0.37 us)
+SPLIT_OVERHEAD_US = 3.6  # the zero pass's launch and the split kernel's own
+ATOMIC_US = 0.5  # per million atomic adds into C, overlapped with other blocks' arithmetic
+ATOMIC_LAST_US = 5.0  # per million atomic adds of the last round of blocks, which nothing overlaps
+# The slice counts tried: three slices of 768^3 beat two and four by 6% (144 tiles x 3 fill 132 SMs x 4 blocks more
+# evenly); none past 64, whose adds into one element of C queue at one L2 slice the estimate does not see (128 x 128
+# x 32768, H100: 128 slices of 128 x 128 50.9 us, 64 of the 128-thread 64 x 64 tile 42.0)
+SPLITS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64)
 SPLIT_WAVES = 2  # slice K only while the tiles fill fewer than this many waves of resident blocks
 # stream_k's kernel per tile against thread_16x8's, measured where nothing is shared (4096 x 4224 x 4096, exactly 4
 # waves: 3.06 vs 3.22 ms, H200, benchmarks/NOTES.md) -- a difference of code generation, not of the idea
 STREAM_K_RATE = 1.05
-STREAM_K_US = 3 * BLOCK_US + 2.0  # a sharing block's up to three prologues and epilogues, and the partials
+STREAM_K_US = 3 * 2.0 + 2.0  # a sharing block's up to three prologues and epilogues, and the partials
 
 # The 64 x 64 tile, 16 deep, whole K (its split twin is split_k's): the sweep's best 64 x 64 tile (see k17_split_k)
 small_deep_vec_kernel = make_interior_kernel(64, 64, bk=16, vec=True)
 small_deep_kernel = make_interior_kernel(64, 64, bk=16)
+# The same tile with 128 threads of 4 x 8 outputs (rows=4), capped at 128 registers so that 4 blocks fit an SM: a
+# small product has too few tiles to give each SM's 4 schedulers a warp from 64-thread blocks (512^3 in 2 slices:
+# 17.9 us against 24.4 for the 64-thread tile, H100). Where the SMs are full, the 64-thread tile's 8 x 8 outputs
+# read fewer shared values per FMA and win (1536^3: 214 us against 255).
+SMALL_WARPS = dict(bk=16, rows=4, launch_bounds=(128, 4))
+quad_vec_kernel = make_interior_kernel(64, 64, vec=True, **SMALL_WARPS)
+quad_kernel = make_interior_kernel(64, 64, **SMALL_WARPS)
+quad_split_vec_kernel = make_interior_kernel(64, 64, vec=True, split_k=True, **SMALL_WARPS)
+quad_split_kernel = make_interior_kernel(64, 64, split_k=True, **SMALL_WARPS)
 
 #: Largest tile first. 128 x 128: vector_loads at 4096^3 ran at 0.97 of thread_16x8. 64 x 64 (16 deep): 64 threads
-#: of ~128 registers and 17 KB of shared memory, 6 resident per SM reach 0.9 of the big tile's rate per SM (fit).
+#: of ~180 registers and 17 KB of shared memory, 6 resident per SM reach 0.9 of the big tile's rate per SM (fit).
+#: 64 x 64 of 128 threads: 4 per SM (128 registers each), for products too small to fill the SMs' schedulers.
 TILES = (
     # 256 x 128 with 4-byte loads: 0.92 -- at 4095 x 4097 x 4093 its scalar kernel took 3.77 / 3.72 / 3.78 ms where
     # 128 x 128's took 3.57 / 3.57 / 3.57 (H200: the 2026-12-03 suite, two runs of 2026-12-05, benchmarks/NOTES.md)
     Tile("256x128", ("thread_16x8", "thread_16x8"), (wide_vec_kernel, wide_kernel), None, 1.0, 1, 0.92),
-    Tile("128x128", ("vector_loads", "swizzled"), (vec_kernel, swizzled_kernel), split_k_kernels(True)[:1] + split_k_kernels(False)[:1], 0.97, 1),
+    Tile("128x128", ("vector_loads", "swizzled"), (vec_kernel, swizzled_kernel),
+         split_k_kernels(True)[:1] + split_k_kernels(False)[:1], 0.97, 1, block_us=3.0),
     Tile("64x64", ("optimized", "optimized"), (small_deep_vec_kernel, small_deep_kernel),
-         split_k_kernels(True)[1:] + split_k_kernels(False)[1:], 0.9, 6),
+         split_k_kernels(True)[1:] + split_k_kernels(False)[1:], 0.9, 6, alone_us=2 * LAT_US, block_us=1.0),
+    Tile("64x64/128", ("optimized", "optimized"), (quad_vec_kernel, quad_kernel),
+         (quad_split_vec_kernel, quad_split_kernel), 0.9, 4, alone_us=0.75, block_us=0.5),
 )
 #: stream_k's tile and schedule, its tiles copied by async_copy's ring (rows 16-byte aligned only: its 16-byte
 #: copies need them). Its rate is stream_k's: the ring measured 1-3% faster on the large squares and about even
@@ -121,10 +160,16 @@ def estimate_us(m: int, n: int, k: int, tile: Tile, splits: int, sms: int, align
     on_sm = ceil_div(blocks, sms)  # L, the busiest SM's blocks
     rounds, resident = ceil_div(on_sm, tile.per_sm), min(on_sm, tile.per_sm)
     k_tiles = ceil_div(ceil_div(k, splits), kernel.bk)
-    tile_us = max(resident * 2 * bm * bn * kernel.bk / (rate * SM_GFLOPS * 1e3), LAT_US * kernel.bk / 8)
-    t = rounds * (k_tiles * tile_us + BLOCK_US)
+    flops = 2 * bm * bn * kernel.bk  # one block's k tile
+    if tile.alone_us is None:
+        alone = max(flops / (rate * SM_GFLOPS * 1e3), LAT_US * kernel.bk / 8)
+    else:
+        alone = tile.alone_us * kernel.bk / 16
+    beyond = max(0, resident - max(1, 4 // tile.warps))  # resident blocks past the SM's first four warps
+    tile_us = alone + beyond * flops / (SM_FULL_GFLOPS * 1e3)
+    t = rounds * (k_tiles * tile_us + tile.block_us)
     if splits > 1:
-        t += SPLIT_OVERHEAD_US + 4 * m * n * (1 + 2 * splits) / ATOMIC_GBPS / 1e3
+        t += SPLIT_OVERHEAD_US + m * n * splits * (ATOMIC_US + ATOMIC_LAST_US / rounds) / 1e6
     return t
 
 
@@ -135,20 +180,17 @@ def stream_k_estimate_us(m: int, n: int, k: int, sms: int) -> float:
     dp, _ = stream_k_blocks(m, n, sms)
     waves = ceil_div(m, bm) * ceil_div(n, bn) / sms
     tile_us = max(2 * bm * bn * tile.kernels[0].bk / (tile.rate * SM_GFLOPS * 1e3), LAT_US)
-    return waves * ceil_div(k, tile.kernels[0].bk) * tile_us + dp // sms * BLOCK_US + STREAM_K_US
+    return waves * ceil_div(k, tile.kernels[0].bk) * tile_us + dp // sms * tile.block_us + STREAM_K_US
 
 
 def split_options(k: int, tiles: int = 0, capacity: int = 1) -> list[int]:
-    """The slice counts tried: 1, 2, 4, ... while every slice stays >= SPLIT_MIN_K deep -- and only 1 when the
-    ``tiles`` alone fill SPLIT_WAVES waves of ``capacity`` resident blocks: split-K is for grids too small for the
-    GPU, and on a full one its atomics only add traffic (the estimate cannot see L2 contention)."""
+    """The slice counts tried (``SPLITS``) while every slice stays >= SPLIT_MIN_K deep and there are at most
+    SPLIT_MAX -- and only 1 when the ``tiles`` alone fill SPLIT_WAVES waves of ``capacity`` resident blocks: split-K
+    is for grids too small for the GPU, and on a full one its atomics only add traffic (the estimate cannot see L2
+    contention)."""
     if tiles >= SPLIT_WAVES * capacity:
         return [1]
-    out, s = [1], 2
-    while s <= SPLIT_MAX and k // s >= SPLIT_MIN_K:
-        out.append(s)
-        s *= 2
-    return out
+    return [s for s in SPLITS if s <= SPLIT_MAX and (s == 1 or k // s >= SPLIT_MIN_K)]
 
 
 def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None) -> Choice:
@@ -199,18 +241,19 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
     if tile is STREAM_K_TILE:
         dp, sk = stream_k_blocks(m, n, sms)
         step = "async_copy"
-        why = (f"{_count(blocks, 'tile')} of {tile.name} = {blocks / sms:.2f} waves of {sms} SMs: "
+        why = (f"{_count(blocks, 'tile')} of {tile.label} = {blocks / sms:.2f} waves of {sms} SMs: "
                + (f"the first {dp} one per block, then " if dp else "")
                + f"the last {blocks - dp} shared out evenly by {sk} blocks, so no wave is part-empty; each tile copied "
                f"global -> shared by cp.async through {ASYNC_STAGES} shared buffers")
     elif splits > 1:
         step = "split_k"
-        why = (f"{_count(blocks, 'tile')} of {tile.name} for {sms} SMs: {splits} slices of K (each "
+        why = (f"{_count(blocks, 'tile')} of {tile.label} for {sms} SMs: {splits} slices of K (each "
                f"{ceil_div(k, splits * tile.kernels[0].bk) * tile.kernels[0].bk} deep but the last) "
                f"make {blocks * splits} blocks")
     else:
         step = tile.steps[0 if aligned else 1]
-        why = f"{_count(blocks, 'tile')} of {tile.name} = {blocks / (sms * tile.per_sm):.2f} waves of {sms} SMs x {tile.per_sm}"
+        why = (f"{_count(blocks, 'tile')} of {tile.label} = {blocks / (sms * tile.per_sm):.2f} waves of {sms} SMs "
+               f"x {tile.per_sm}")
     why += f" (estimate {est:.1f} us, best of {len(cands)} tile/slice options)"
     config = {"tile": tile.name, "splits": splits, "vec": aligned}
     if tile is STREAM_K_TILE:
@@ -226,7 +269,8 @@ def _kernel_for(choice: Choice):
 
 
 @version("matmul", check, kernels=[wide_vec_kernel, get_skinny_kernel(1, True), get_skinny_shared_kernel(16, True),
-                                   get_skinny_cols_kernel(1, True), rows_vec_kernel, cols_small_vec_kernel, small_deep_vec_kernel]
+                                   get_skinny_cols_kernel(1, True), rows_vec_kernel, cols_small_vec_kernel,
+                                   small_deep_vec_kernel, quad_vec_kernel, quad_split_vec_kernel]
          + list(split_k_kernels(True)) + [async_vec_kernel])
 def optimized(a, b, c):
     """The dispatcher: per shape, the step and configuration that choose() estimates fastest (skinny, tiles, split-K, ...)."""

@@ -1,0 +1,63 @@
+"""Run every tile of the matmul dispatcher's estimate (``matmul.k21_optimized.TILES``: whole and split into slices of
+K, 16-byte and 4-byte loads) once per shape, checked against float64, for compute-sanitizer on a GPU:
+
+    compute-sanitizer --tool racecheck python3 benchmarks/matmul_tiles_sanitize.py
+    compute-sanitizer --tool memcheck --report-api-errors no python3 benchmarks/matmul_tiles_sanitize.py [TILE ...]
+
+(``TILE``: only the tiles of these names, e.g. ``64x64/128``.)
+
+The shapes take every edge: partial tiles along M and N (ragged by 1 to 63), K not a multiple of the k tile, a
+slice count that leaves the last slice short or empty, one element. C starts as NaN (a split zeroes it first).
+Exit status 1 on a wrong result.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+
+os.environ.setdefault("GPUKERNELS_DEVICE", "gpu")
+
+import numpy as np  # noqa: E402
+
+from gpukernels import matmul  # noqa: E402  (before numba.cuda: it picks the simulator or the GPU)
+from gpukernels.check import TOLERANCE, compare  # noqa: E402
+from gpukernels.matmul._common import tiled_launch  # noqa: E402
+from gpukernels.matmul.k21_optimized import TILES  # noqa: E402
+from numba import cuda  # noqa: E402
+
+#: (M, N, K, slices): aligned rows (N and K multiples of 4) and not
+SHAPES = [(70, 72, 40, 3), (130, 68, 100, 2), (64, 64, 64, 2), (1, 4, 4, 1), (257, 260, 516, 5),
+          (65, 67, 99, 3), (33, 31, 17, 1), (200, 129, 250, 7)]
+
+
+def main() -> int:
+    import gpukernels
+
+    on_gpu = gpukernels.MODE == "gpu"
+    bad = 0
+    names = sys.argv[1:] or [t.name for t in TILES]
+    for (m, n, k, slices), tile in itertools.product(SHAPES, [t for t in TILES if t.name in names]):
+        a, b = matmul.make_inputs((m, n, k), seed=1)
+        ref = matmul.reference(a, b)
+        aligned = n % 4 == 0 and k % 4 == 0
+        variants = [("whole", tile.kernels, 1)]
+        if tile.split_kernels:
+            variants.append(("split", tile.split_kernels, slices))
+        for label, pair, s in variants:
+            kernel = pair[0 if aligned else 1]
+            c = np.full((m, n), np.nan, np.float32)
+            args = [cuda.to_device(x) for x in (a, b, c)] if on_gpu else [a, b, c]
+            for launch in tiled_launch(kernel, args[2], tuple(args), s):
+                launch()
+            out = args[2].copy_to_host() if on_gpu else args[2]
+            check = compare(out, ref, TOLERANCE["matmul"])
+            bad += not check.ok
+            print(f"matmul {tile.name:10s} {label} x{s} {'16-byte' if aligned else '4-byte'} {m}x{n}x{k} {check}",
+                  flush=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
