@@ -22,10 +22,11 @@ os.environ.setdefault("GPUKERNELS_DEVICE", "gpu")
 import numpy as np  # noqa: E402
 
 from gpukernels import matmul  # noqa: E402  (before numba.cuda: it picks the simulator or the GPU)
-from gpukernels.check import TOLERANCE, compare  # noqa: E402
+from gpukernels.check import TOLERANCE  # noqa: E402
 from gpukernels.matmul._common import tiled_launch  # noqa: E402
 from gpukernels.matmul.k21_optimized import TILES  # noqa: E402
-from numba import cuda  # noqa: E402
+
+from _sanitize import on_device, run_and_compare  # noqa: E402
 
 #: (M, N, K, slices): aligned rows (N and K multiples of 4) and not
 SHAPES = [(70, 72, 40, 3), (130, 68, 100, 2), (64, 64, 64, 2), (1, 4, 4, 1), (257, 260, 516, 5),
@@ -33,9 +34,6 @@ SHAPES = [(70, 72, 40, 3), (130, 68, 100, 2), (64, 64, 64, 2), (1, 4, 4, 1), (25
 
 
 def main() -> int:
-    import gpukernels
-
-    on_gpu = gpukernels.MODE == "gpu"
     bad = 0
     names = sys.argv[1:] or [t.name for t in TILES]
     for (m, n, k, slices), tile in itertools.product(SHAPES, [t for t in TILES if t.name in names]):
@@ -47,12 +45,8 @@ def main() -> int:
             variants.append(("split", tile.split_kernels, slices))
         for label, pair, s in variants:
             kernel = pair[0 if aligned else 1]
-            c = np.full((m, n), np.nan, np.float32)
-            args = [cuda.to_device(x) for x in (a, b, c)] if on_gpu else [a, b, c]
-            for launch in tiled_launch(kernel, args[2], tuple(args), s):
-                launch()
-            out = args[2].copy_to_host() if on_gpu else args[2]
-            check = compare(out, ref, TOLERANCE["matmul"])
+            args = on_device(a, b, np.full((m, n), np.nan, np.float32))
+            check = run_and_compare(tiled_launch(kernel, args[2], tuple(args), s), args[2], ref, TOLERANCE["matmul"])
             bad += not check.ok
             print(f"matmul {tile.name:10s} {label} x{s} {'16-byte' if aligned else '4-byte'} {m}x{n}x{k} {check}",
                   flush=True)

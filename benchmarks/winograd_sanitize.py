@@ -22,8 +22,9 @@ import numpy as np  # noqa: E402
 
 from gpukernels import cbr  # noqa: E402  (before numba.cuda: it picks the simulator or the GPU)
 from gpukernels.cbr.k05_winograd import winograd_launches  # noqa: E402
-from gpukernels.check import TOLERANCE, compare  # noqa: E402
-from numba import cuda  # noqa: E402
+from gpukernels.check import TOLERANCE  # noqa: E402
+
+from _sanitize import on_device, run_and_compare  # noqa: E402
 
 #: ((N, C, H, W, K, 3, 3), padding)
 SHAPES = [((2, 9, 11, 10, 70, 3, 3), 1), ((1, 3, 5, 7, 2, 3, 3), 1), ((2, 17, 9, 8, 6, 3, 3), 0),
@@ -40,18 +41,14 @@ def main() -> int:
     for (shape, padding), m, tile in itertools.product(SHAPES, (2, 4), TILES):
         x, w, b = cbr.make_inputs(shape, seed=1)
         ref = cbr.reference(x, w, b, padding)
-        poison = np.full(ref.shape, np.nan, np.float32)
-        args = [cuda.to_device(a) for a in (x, w, b, poison)] if on_gpu else [x, w, b, poison]
+        args = on_device(x, w, b, np.full(ref.shape, np.nan, np.float32))
         launches = winograd_launches(*args, padding, tile=tile, m=m)
         for t in (launches[0].args[1], launches[1].args[1], launches[2].args[2]):  # U, V, M start as NaN too
             if on_gpu:
                 t.copy_to_device(np.full(t.shape, np.nan, np.float32))
             else:
                 t.fill(np.nan)
-        for la in launches:
-            la()
-        out = args[3].copy_to_host() if on_gpu else args[3]
-        check = compare(out, ref, TOLERANCE["cbr"])
+        check = run_and_compare(launches, args[3], ref, TOLERANCE["cbr"])
         bad += not check.ok
         print(f"winograd F({m}x{m}) {'x'.join(map(str, shape)):18s} padding={padding} tile={tile} {check}",
               flush=True)
