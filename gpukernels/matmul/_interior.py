@@ -15,7 +15,7 @@ from .._intrinsics import async_commit, async_wait, copy_async, copy_async16, lo
 
 def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_bounds=None, rows: int = 8,
                          vec: bool = False, split_k: bool = False, clamp: bool = True, stream_k: bool = False,
-                         stages: int = 0):
+                         stages: int = 0, fixup: bool = False):
     """The ``unrolled`` kernel, generalised: a bm x bn block tile (multiples of 64), ``rows`` x 8 outputs per
     thread (8 or 16 rows, as rows/4 x 2 sub-blocks of 4 x 4), bk-deep k tiles (8 or 16), an unguarded path for
     interior tiles, an optional grouped block order (``group`` tile rows per group) and optional 16-byte global
@@ -411,12 +411,69 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
                 store_c(c, acc, row0, col0, ty4, tx4)
             u += it1 - it0
 
+    def split_fixup_kernel(a, b, c, ws, cnt):
+        # Split-K without the zero pass and without atomics into C: block z of gridDim.z sums K's z-th slice as
+        # interior_kernel does, writes its partial tile to the workspace (ws[tile, z]: each thread's accumulators,
+        # a warp writing 128 consecutive bytes), fences, and counts itself in cnt[tile]. The last of the slices to
+        # arrive adds the partials in slice order (so the sum is the same whichever arrives last) and stores the
+        # tile; it resets the count, so `cnt` is all zeros between launches. No block waits for another.
+        flag = cuda.shared.array(1, int32)
+        a_tile = cuda.shared.array((nbuf, bk, row_len), float32, alignment=16)
+        b_tile = cuda.shared.array((nbuf, bk, bn), float32, alignment=16)
+        acc = cuda.local.array((rows, 8), float32)
+        a_frag = cuda.local.array(rows, float32)
+        b_frag = cuda.local.array(8, float32)
+        a_next = cuda.local.array(a_regs, float32)
+        b_next = cuda.local.array(b_regs, float32)
+        t = cuda.threadIdx.x
+        tx4, ty4 = (t & (tn - 1)) * 4, (t >> tn_shift) * 4
+        m, kdim = a.shape
+        n = b.shape[1]
+        slices, z = cuda.gridDim.z, cuda.blockIdx.z
+        k_chunk = (kdim + slices * bk - 1) // (slices * bk) * bk
+        k_begin = z * k_chunk
+        k_end = min(k_begin + k_chunk, kdim)
+        row0, col0 = cuda.blockIdx.y * bm, cuda.blockIdx.x * bn
+        tile = cuda.blockIdx.y * cuda.gridDim.x + cuda.blockIdx.x
+        for i in range(rows):
+            for jj in range(8):
+                acc[i, jj] = 0.0
+        if row0 + bm <= m and col0 + bn <= n:
+            main_loop(a, b, a_tile, b_tile, acc, a_frag, b_frag, a_next, b_next, t, tx4, ty4, row0, col0, True,
+                      k_begin, k_end)
+        else:
+            main_loop(a, b, a_tile, b_tile, acc, a_frag, b_frag, a_next, b_next, t, tx4, ty4, row0, col0, False,
+                      k_begin, k_end)
+        for i in range(rows):
+            for jj in range(8):
+                ws[tile, z, i * 8 + jj, t] = acc[i, jj]
+        cuda.threadfence()  # the partial is visible to the whole GPU before the count says it is there
+        cuda.syncthreads()
+        if t == 0:
+            flag[0] = cuda.atomic.add(cnt, tile, 1)
+        cuda.syncthreads()
+        if flag[0] == slices - 1:
+            cuda.threadfence()
+            for i in range(rows):
+                for jj in range(8):
+                    acc[i, jj] = 0.0
+            for q in range(slices):
+                for i in range(rows):
+                    for jj in range(8):
+                        acc[i, jj] += ws[tile, q, i * 8 + jj, t]
+            if t == 0:
+                cnt[tile] = 0
+            store_c(c, acc, row0, col0, ty4, tx4)
+
     if stream_k:
         interior_kernel = stream_k_kernel  # noqa: F811
+    if fixup:
+        interior_kernel = split_fixup_kernel  # noqa: F811
 
     # Named after its parameters, so that profiles and `gpukernels resources` tell the variants apart.
     name = (f"tile{bm}x{bn}x{bk}" + (f"_rows{rows}" if rows != 8 else "") + (f"_group{group}" if group > 1 else "")
             + ("_vec" if vec else "") + (f"_async{stages}" if stages else "") + ("_splitk" if split_k else "")
+            + ("_fixup" if fixup else "")
             + ("_streamk" if stream_k else "")
             + ("" if clamp else "_guarded"))
     interior_kernel.__name__ = interior_kernel.__qualname__ = name + "_kernel"
