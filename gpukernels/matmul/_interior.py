@@ -25,7 +25,9 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
     ``interior`` first did, and whether the blocks share out the last waves' k tiles evenly (``stream_k``, see
     `stream_k_kernel` below), and whether interior tiles are copied global -> shared by ``cp.async`` through a ring of
     ``stages`` shared buffers instead of through registers (``stages``, see `async_loop`; its 16-byte copies of B
-    need aligned rows, which the launcher checks as for ``vec``). All of them size shared
+    need aligned rows, which the launcher checks as for ``vec``), and whether the slices of K meet in a workspace
+    instead of by atomics into C (``fixup``, see `split_fixup_kernel`: no zero pass; measured in
+    benchmarks/NOTES.md, not yet used by the dispatcher). All of them size shared
     tiles, register arrays or the thread layout, or pick code, so they are compile-time constants: one kernel is
     compiled per combination."""
     tn, tm = bn // 8, bm // rows  # threads along the columns and along the rows of the tile
