@@ -4,7 +4,8 @@ K, 16-byte and 4-byte loads) once per shape, checked against float64, for comput
     compute-sanitizer --tool racecheck python3 benchmarks/matmul_tiles_sanitize.py
     compute-sanitizer --tool memcheck --report-api-errors no python3 benchmarks/matmul_tiles_sanitize.py [TILE ...]
 
-(``TILE``: only the tiles of these names, e.g. ``64x64/128``.)
+(``TILE``: only the tiles of these names, e.g. ``64x64/128``; ``--fixup``: instead, each tile's split through a
+workspace, ``make_interior_kernel(fixup=True)``, the experiment in benchmarks/NOTES.md.)
 
 The shapes take every edge: partial tiles along M and N (ragged by 1 to 63), K not a multiple of the k tile, a
 slice count that leaves the last slice short or empty, one element. C starts as NaN (a split zeroes it first).
@@ -23,7 +24,8 @@ import numpy as np  # noqa: E402
 
 from gpukernels import matmul  # noqa: E402  (before numba.cuda: it picks the simulator or the GPU)
 from gpukernels.check import TOLERANCE  # noqa: E402
-from gpukernels.matmul._common import tiled_launch  # noqa: E402
+from gpukernels.matmul._common import fixup_launch, tiled_launch  # noqa: E402
+from gpukernels.matmul._interior import fixup_twin  # noqa: E402
 from gpukernels.matmul.k21_optimized import TILES  # noqa: E402
 
 from _sanitize import on_device, run_and_compare  # noqa: E402
@@ -35,18 +37,23 @@ SHAPES = [(70, 72, 40, 3), (130, 68, 100, 2), (64, 64, 64, 2), (1, 4, 4, 1), (25
 
 def main() -> int:
     bad = 0
-    names = sys.argv[1:] or [t.name for t in TILES]
+    fixup = "--fixup" in sys.argv
+    names = [a for a in sys.argv[1:] if not a.startswith("--")] or [t.name for t in TILES]
     for (m, n, k, slices), tile in itertools.product(SHAPES, [t for t in TILES if t.name in names]):
         a, b = matmul.make_inputs((m, n, k), seed=1)
         ref = matmul.reference(a, b)
         aligned = n % 4 == 0 and k % 4 == 0
-        variants = [("whole", tile.kernels, 1)]
-        if tile.split_kernels:
-            variants.append(("split", tile.split_kernels, slices))
+        if fixup:
+            variants = [("workspace", tuple(map(fixup_twin, tile.split_kernels)), slices)] if tile.split_kernels else []
+        else:
+            variants = [("whole", tile.kernels, 1)]
+            if tile.split_kernels:
+                variants.append(("split", tile.split_kernels, slices))
         for label, pair, s in variants:
             kernel = pair[0 if aligned else 1]
             args = on_device(a, b, np.full((m, n), np.nan, np.float32))
-            check = run_and_compare(tiled_launch(kernel, args[2], tuple(args), s), args[2], ref, TOLERANCE["matmul"])
+            launch = fixup_launch if label == "workspace" else tiled_launch
+            check = run_and_compare(launch(kernel, args[2], tuple(args), s), args[2], ref, TOLERANCE["matmul"])
             bad += not check.ok
             print(f"matmul {tile.name:10s} {label} x{s} {'16-byte' if aligned else '4-byte'} {m}x{n}x{k} {check}",
                   flush=True)

@@ -63,6 +63,7 @@ def matmul_candidates(shape):
     if "--fixup" in sys.argv and m > 64 and n > 64:
         # split-K without the zero pass: the last slice of a tile to arrive sums the slices' partials from a
         # workspace (make_interior_kernel(fixup=True)) -- against the same tile and slices adding into C by atomics
+        from gpukernels.matmul._interior import fixup_twin
         from gpukernels.matmul.k21_optimized import TILES
 
         aligned = k % 4 == 0 and n % 4 == 0
@@ -70,13 +71,13 @@ def matmul_candidates(shape):
             if t.split_kernels is None:
                 continue
             atomic = t.split_kernels[0 if aligned else 1]
-            bm, bn = atomic.tile
-            fix = _fixup_kernel(bm, bn, atomic.rows, aligned, (128, 4) if atomic.threads == 128 else None)
+            fix = fixup_twin(atomic)
             for s in (2, 3, 4, 6, 8):
                 if k // s >= 32:
                     out.append((f"{t.name} x{s}", lambda a, b, c, kernel=atomic, s=s:
                                 _common.tiled_launch(kernel, c, (a, b, c), s)))
-                    out.append((f"{t.name} fix x{s}", lambda a, b, c, kernel=fix, s=s: _fixup_launches(kernel, a, b, c, s)))
+                    out.append((f"{t.name} fix x{s}", lambda a, b, c, kernel=fix, s=s:
+                                _common.fixup_launch(kernel, c, (a, b, c), s)))
         return out
     if "--squares" in sys.argv and m > 64 and n > 64:
         # small squares: the dispatcher's own tiles (``TILES``), whole and in 2 to 16 slices of K (counts that are
@@ -126,39 +127,6 @@ def matmul_candidates(shape):
 
 
 _EXTRA = {}
-
-
-def _fixup_kernel(bm, bn, rows, vec, bounds):
-    from gpukernels.matmul._interior import make_interior_kernel
-
-    key = ("fixup", bm, bn, rows, vec, bounds)
-    if key not in _EXTRA:
-        _EXTRA[key] = make_interior_kernel(bm, bn, bk=16, rows=rows, vec=vec, fixup=True, launch_bounds=bounds)
-    return _EXTRA[key]
-
-
-def _fixup_launches(kernel, a, b, c, splits):
-    import numpy as np
-    from numba import cuda
-
-    from gpukernels._launch import Launch, is_device_array
-
-    m, n = c.shape
-    bm, bn = kernel.tile
-    gx, gy = ceil_div(n, bn), ceil_div(m, bm)
-    alloc = cuda.device_array if is_device_array(c) else np.empty
-    ws = alloc((gx * gy, splits, kernel.rows * 8, kernel.threads), np.float32)
-    cnt = cuda.to_device(np.zeros(gx * gy, np.int32)) if is_device_array(c) else np.zeros(gx * gy, np.int32)
-    return [Launch(kernel, (gx, gy, splits), (kernel.threads,), (a, b, c, ws, cnt))]
-
-
-def _extra_kernel(bm, bn, bk, vec, rows=8, group=1, split=True, clamp=True):
-    from gpukernels.matmul._interior import make_interior_kernel
-
-    key = (bm, bn, bk, vec, rows, group, split, clamp)
-    if key not in _EXTRA:
-        _EXTRA[key] = make_interior_kernel(bm, bn, bk=bk, vec=vec, rows=rows, group=group, split_k=split, clamp=clamp)
-    return _EXTRA[key]
 
 
 MATMUL_SHAPES = [(16, 8192, 8192), (64, 8192, 8192), (8192, 32, 4096), (1000, 1000, 1000), (768, 768, 768),

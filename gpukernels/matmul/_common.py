@@ -1,11 +1,14 @@
 """What the matmul steps share: the argument check, the SM count they plan for (`gpukernels._launch.sm_count`),
-the launch of a tiled kernel, and the zero fill that steps adding into C (split-K) start from."""
+the launch of a tiled kernel, the zero fill that steps adding into C (split-K) start from, and the launch of a split
+whose slices meet in a workspace instead."""
 
 from __future__ import annotations
 
+import numpy as np
 from numba import cuda, float32
 
-from .._launch import Launch, LaunchError, ceil_div, check_array, sm_count  # noqa: F401  (steps call _common.sm_count)
+from .._launch import (Launch, LaunchError, ceil_div, check_array, is_device_array,  # noqa: F401
+                       sm_count)  # (steps call _common.sm_count)
 
 
 def check(a, b):
@@ -28,6 +31,19 @@ def tiled_launch(kernel, c, args, splits: int = 1):
     if not getattr(kernel, "split_k", False):
         return [Launch(kernel, (ceil_div(n, bn), ceil_div(m, bm)), (kernel.threads,), args)]
     return zero_launches(c) + [Launch(kernel, (ceil_div(n, bn), ceil_div(m, bm), splits), (kernel.threads,), args)]
+
+
+def fixup_launch(kernel, c, args, splits: int):
+    """A ``fixup=True`` kernel (see `make_interior_kernel`) over ``splits`` slices of K: no zero pass; its workspace
+    holds each slice's partial tile and a count per tile, zero before the first launch (the kernel leaves it zero).
+    A plan made for host arrays gets host arrays of the same shapes."""
+    m, n = c.shape
+    bm, bn = kernel.tile
+    gx, gy = ceil_div(n, bn), ceil_div(m, bm)
+    on_device = is_device_array(c)
+    ws = (cuda.device_array if on_device else np.empty)((gx * gy, splits, kernel.rows * 8, kernel.threads), np.float32)
+    cnt = cuda.to_device(np.zeros(gx * gy, np.int32)) if on_device else np.zeros(gx * gy, np.int32)
+    return [Launch(kernel, (gx, gy, splits), (kernel.threads,), (*args, ws, cnt))]
 
 
 ZERO_BLOCK = (32, 8)

@@ -487,5 +487,19 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
     kernel.stream_k = stream_k
     kernel.rows = rows
     kernel.stages = stages
+    kernel.params = dict(bm=bm, bn=bn, bk=bk, group=group, launch_bounds=launch_bounds, rows=rows, vec=vec,
+                         split_k=split_k, clamp=clamp, stream_k=stream_k, stages=stages, fixup=fixup)
     return kernel
+
+
+_TWINS = {}
+
+
+def fixup_twin(kernel):
+    """The same kernel with its slices of K meeting in a workspace instead of by atomics (``fixup=True``), built
+    once: what the benchmarks compare a split kernel with (benchmarks/NOTES.md)."""
+    key = tuple(sorted(kernel.params.items()))
+    if key not in _TWINS:
+        _TWINS[key] = make_interior_kernel(**{**kernel.params, "split_k": False, "fixup": True})
+    return _TWINS[key]
 
