@@ -392,6 +392,33 @@ def test_every_tile_the_estimate_weighs_is_correct(tile, aligned, seed):
         assert check.ok, f"{tile} x{splits}: {check}"
 
 
+@pytest.mark.parametrize("aligned", [True, False], ids=["16-byte", "4-byte"])
+def test_split_through_a_workspace_is_correct_and_leaves_its_counts_zero(aligned, seed):
+    """The experiment of benchmarks/NOTES.md: slices of K meeting in a workspace (the last to arrive sums them in
+    slice order) instead of by atomics into C. Ragged along M, N and K, 3 slices, NaN-poisoned output; run twice
+    on the same workspace, so a count left non-zero by the first run would show as a wrong second one."""
+    from gpukernels.matmul._common import fixup_launch
+    from gpukernels.matmul._interior import fixup_twin
+
+    m, n, k = (70, 72, 100) if aligned else (65, 67, 99)
+    kernel = fixup_twin(matmul.k21_optimized.quad_split_vec_kernel if aligned
+                        else matmul.k21_optimized.quad_split_kernel)
+    a, b = matmul.make_inputs((m, n, k), seed)
+    ref = matmul.reference(a, b)
+    dev = [cuda.to_device(x) for x in (a, b, np.full((m, n), np.nan, np.float32))]
+    launches = fixup_launch(kernel, dev[2], tuple(dev), 3)
+    outs = []
+    for _ in range(2):
+        dev[2].copy_to_device(np.full((m, n), np.nan, np.float32))
+        for launch in launches:
+            launch()
+        outs.append(dev[2].copy_to_host())
+        assert compare(outs[-1], ref, TOLERANCE["matmul"]).ok
+        assert not np.any(launches[0].args[-1].copy_to_host() if hasattr(launches[0].args[-1], "copy_to_host")
+                          else launches[0].args[-1])  # every tile's count back to zero
+    assert np.array_equal(outs[0], outs[1])  # summed in slice order: the same bits whichever slice came last
+
+
 # (70, 66, 600) is split_k's: test_split_k_slices runs it in the default tier
 @pytest.mark.parametrize("shape", [(2, 70, 300), pytest.param((70, 66, 600), marks=pytest.mark.slow), (31, 33, 17)])
 def test_optimized_runs_what_it_chose(shape, seed):
