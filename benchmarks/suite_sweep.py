@@ -129,6 +129,15 @@ def matmul_candidates(shape):
 _EXTRA = {}
 
 
+def _extra_kernel(bm, bn, bk, vec, rows=8, group=1, split=True, clamp=True):
+    from gpukernels.matmul._interior import make_interior_kernel
+
+    key = (bm, bn, bk, vec, rows, group, split, clamp)
+    if key not in _EXTRA:
+        _EXTRA[key] = make_interior_kernel(bm, bn, bk=bk, vec=vec, rows=rows, group=group, split_k=split, clamp=clamp)
+    return _EXTRA[key]
+
+
 MATMUL_SHAPES = [(16, 8192, 8192), (64, 8192, 8192), (8192, 32, 4096), (1000, 1000, 1000), (768, 768, 768),
                  (256, 256, 256), (1536, 1536, 1536), (128, 128, 32768), (4096, 4096, 64)]
 

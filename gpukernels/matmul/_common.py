@@ -40,10 +40,16 @@ def fixup_launch(kernel, c, args, splits: int):
     m, n = c.shape
     bm, bn = kernel.tile
     gx, gy = ceil_div(n, bn), ceil_div(m, bm)
-    on_device = is_device_array(c)
-    ws = (cuda.device_array if on_device else np.empty)((gx * gy, splits, kernel.rows * 8, kernel.threads), np.float32)
-    cnt = cuda.to_device(np.zeros(gx * gy, np.int32)) if on_device else np.zeros(gx * gy, np.int32)
+    ws, cnt = workspace(c, (gx * gy, splits, kernel.rows * 8, kernel.threads), gx * gy)
     return [Launch(kernel, (gx, gy, splits), (kernel.threads,), (*args, ws, cnt))]
+
+
+def workspace(c, shape: tuple, counts: int):
+    """Partial tiles (float32, ``shape``) and ``counts`` arrival counts, zero, where C is: on the device, or host
+    arrays of the same shapes for a plan made from host arrays (a process that only compiles or reports)."""
+    if is_device_array(c):
+        return cuda.device_array(shape, np.float32), cuda.to_device(np.zeros(counts, np.int32))
+    return np.empty(shape, np.float32), np.zeros(counts, np.int32)
 
 
 ZERO_BLOCK = (32, 8)

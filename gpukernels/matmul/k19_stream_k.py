@@ -15,13 +15,10 @@ SM's bandwidth, against ~0.12 of a wave (~100 us) saved at 4096^3.
 
 from __future__ import annotations
 
-import numpy as np
-from numba import cuda
-
 from .._intrinsics import aligned16
-from .._launch import Launch, ceil_div, is_device_array, version
+from .._launch import Launch, ceil_div, version
 from . import _common
-from ._common import check, tiled_launch
+from ._common import check, tiled_launch, workspace
 from ._interior import make_interior_kernel
 from .k15_thread_16x8 import wide_kernel
 
@@ -47,9 +44,7 @@ def stream_k_launches(kernel, a, b, c, sms: int | None = None) -> list[Launch]:
     # The workspace: two partial tiles per boundary between sharing blocks (each thread's 128 accumulators), and
     # one arrival count per boundary, zero before the first launch; the kernel leaves it zero. A plan made for
     # host arrays (a process that only compiles or reports) gets host arrays of the same shapes.
-    on_device = is_device_array(c)
-    ws = (cuda.device_array if on_device else np.empty)((sk, 2, kernel.rows * 8, kernel.threads), np.float32)
-    cnt = cuda.to_device(np.zeros(sk, np.int32)) if on_device else np.zeros(sk, np.int32)
+    ws, cnt = workspace(c, (sk, 2, kernel.rows * 8, kernel.threads), sk)
     return [Launch(kernel, (dp + sk,), (kernel.threads,), (a, b, c, ws, cnt))]
 
 
