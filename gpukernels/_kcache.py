@@ -31,10 +31,13 @@ setting (`gpukernels.grade.pool.child_env` drops every ``GPUKERNELS_*`` variable
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
+import shutil
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -59,6 +62,26 @@ def folder() -> Path | None:
         base = os.environ.get(ENV)
         _FOLDER.append(Path(base) / source_key() if base else None)
     return _FOLDER[0]
+
+
+@contextlib.contextmanager
+def shared(prefix: str = "gpukernels-kernels-"):
+    """For the length of the block, one folder of compiled kernels for this process and the processes it starts
+    (they inherit the variable): the caller's $GPUKERNELS_KERNEL_CACHE where set -- used as it is and kept; set
+    empty, no cache -- else a new temporary folder, removed at the end with the variable. Yields the folder, or
+    None for no cache."""
+    if ENV in os.environ:
+        yield os.environ[ENV] or None
+        return
+    path = tempfile.mkdtemp(prefix=prefix)
+    os.environ[ENV] = path
+    _FOLDER.clear()
+    try:
+        yield path
+    finally:
+        os.environ.pop(ENV, None)
+        _FOLDER.clear()
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def source_key(pkg: Path | None = None) -> str:
@@ -239,4 +262,4 @@ def _log(event: str, start, name: str, sig) -> None:
         pass
 
 
-__all__ = ["ENV", "LOG_ENV", "WAIT_S", "attach", "folder", "source_key"]
+__all__ = ["ENV", "LOG_ENV", "WAIT_S", "attach", "folder", "shared", "source_key"]

@@ -33,6 +33,8 @@ class Timer:
     ``min_runs`` and ``budget_ms``, when given, cap what every ``time()`` call asks for: a quick run (the
     notebooks' performance tables: >= 5 runs, ~0.3 s a version); ``gpukernels bench`` keeps the full budget."""
 
+    timing = True  # False in `gpukernels.bench.CompileOnly`, which runs each version once and times nothing
+
     def __init__(self, torch_mod=None, min_runs: int | None = None, budget_ms: float | None = None):
         self.torch = torch_mod
         self.method = "cuda-graph replay, torch events" if torch_mod else "numba events, back-to-back launches"

@@ -36,15 +36,17 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 import gpukernels
-from gpukernels import LESSONS
+from gpukernels import LESSONS, _kcache
 from gpukernels.check import TOLERANCE, compare, supports, tolerance, version_inputs
 from gpukernels._timing import (LONG_MIN_RUNS, LONG_MS, SLOW_MS, Timer, _configure_torch,  # noqa: F401
                                 _mm_f32_out, environment)  # (re-exported: benchmarks/*.py use bench.Timer)
@@ -226,7 +228,7 @@ def bench_shape(lesson: str, shape: tuple, timer: Timer, torch, versions=None, l
     host_inputs = mod.make_inputs(shape, seed=hash((lesson, shape)) % 2**32)
     flops, nbytes = _of_shape(mod.flops, shape, params), _of_shape(mod.min_bytes, shape, params)
     set_bytes = sum(x.nbytes for x in host_inputs) + 4 * math.prod(_out_shape(mod, host_inputs))
-    sets = int(min(32, max(1, math.ceil(4 * _l2_bytes() / max(set_bytes, 1)))))
+    sets = int(min(32, max(1, math.ceil(4 * _l2_bytes() / max(set_bytes, 1))))) if timer.timing else 1
     tags = {**({"regime": regime} if regime else {}), **{k: v for k, v in params.items() if v is True}}
 
     own = _dtypes(host_inputs)
@@ -270,7 +272,7 @@ def _bench_group(lesson, shape, host_inputs, names, own, timer, torch, sets, flo
     mod = LESSONS[lesson]
     tol = tolerance(lesson, None, host_inputs)
     # Reference in float64, on the GPU when PyTorch is there (a 4096^3 product in float64 takes ~10 s on a CPU).
-    peer = _peer(lesson, torch, None if own else _dtypes(host_inputs)[0])
+    peer = _peer(lesson, torch, None if own else _dtypes(host_inputs)[0]) if timer.timing else None
     if torch is not None:
         t_inputs = [torch.from_numpy(np.ascontiguousarray(x)).cuda() for x in host_inputs]
         with torch.no_grad():
@@ -431,6 +433,20 @@ def run(lessons, sizes=None, versions=None, log=print, save=None, suite: bool = 
             rep["summary"] = suite_summary(rep)
         return rep
 
+    for lesson, regime, shape, params, names in plan(lessons, sizes, versions, suite):
+        # The suite has 40 shapes: 0.3 s of timed replays per version is plenty for a median of >= 25 runs.
+        kw = {"regime": regime, "budget_ms": 300.0} if suite else {}
+        if params:
+            kw["params"] = params
+        results += bench_shape(lesson, shape, timer, torch, names, log, **kw)
+        if save:
+            save(report(False))
+    return report(True)
+
+
+def plan(lessons, sizes=None, versions=None, suite: bool = False) -> list[tuple]:
+    """What `run` measures, in order: (lesson, regime, shape, launch parameters, version names or None for all)."""
+    tasks = []
     for lesson in lessons:
         if suite and not sizes:
             shapes = suite_shapes(lesson)
@@ -440,15 +456,83 @@ def run(lessons, sizes=None, versions=None, log=print, save=None, suite: bool = 
         # the lesson's causal cases (attention): its own shapes again with causal=True, beside the others
         causal = [] if suite or sizes else [tuple(s) for s in LESSONS[lesson].SHAPES.get("bench_causal", [])]
         names = versions or (suite_versions(lesson) if suite else None)
-        for regime, shape, params in [(r, s, {}) for r, s in shapes] + [("", s, {"causal": True}) for s in causal]:
-            # The suite has 40 shapes: 0.3 s of timed replays per version is plenty for a median of >= 25 runs.
-            kw = {"regime": regime, "budget_ms": 300.0} if suite else {}
-            if params:
-                kw["params"] = params
-            results += bench_shape(lesson, shape, timer, torch, names, log, **kw)
-            if save:
-                save(report(False))
-    return report(True)
+        tasks += [(lesson, r, s, {}, names) for r, s in shapes]
+        tasks += [(lesson, "", s, {"causal": True}, names) for s in causal]
+    return tasks
+
+
+class CompileOnly(Timer):
+    """A Timer that times nothing: `bench_shape` with it runs each version once (its kernels compiled, its result
+    checked) on one input set, with no peer -- what `warm`'s processes do."""
+
+    timing = False
+
+    def time(self, enqueue, sets: int, min_runs: int = 25, budget_ms: float = 1500.0) -> list[float]:
+        return [math.nan]
+
+
+def warm(tasks, jobs: int, log=print) -> tuple[int, list[str]]:
+    """Compile the kernels that ``tasks`` (`plan`) will launch in ``jobs`` processes at once, each version at each
+    shape a job of its own, into the shared kernel cache (`gpukernels._kcache`, whose folder the caller has set): a
+    benchmark run is otherwise mostly NVVM compiling a few hundred kernels one after another in the timing
+    process. Times nothing. Returns (jobs run, what failed): a failed job costs nothing but its compile, which the
+    timed run then does itself. The processes are ended before this returns, whatever happens."""
+    import multiprocessing
+
+    jobs_list = [(lesson, shape, params, name) for lesson, _, shape, params, names in tasks
+                 for name in (names or LESSONS[lesson].VERSIONS)
+                 if name in LESSONS[lesson].VERSIONS and supports(lesson, name, shape)]
+    if not jobs_list:
+        return 0, []
+    # NumPy's threads in each process: the cores shared out, not all of them each
+    threads = str(max(1, _cores() // jobs))
+    saved = {k: os.environ.get(k) for k in _THREAD_VARS}
+    os.environ.update({k: threads for k in _THREAD_VARS})
+    try:
+        pool = multiprocessing.get_context("spawn").Pool(min(jobs, len(jobs_list)))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    failed = []
+    try:
+        for error in pool.imap_unordered(_warm_one, jobs_list):
+            if error:
+                failed.append(error)
+        pool.close()
+        pool.join()
+    finally:
+        pool.terminate()
+    return len(jobs_list), failed
+
+
+_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _warm_one(job) -> str:
+    """One of `warm`'s jobs, in its process: '' when done, else what went wrong, in a line."""
+    lesson, shape, params, name = job
+    try:
+        import torch
+
+        _configure_torch(torch)
+    except ImportError:
+        torch = None
+    try:
+        bench_shape(lesson, shape, CompileOnly(torch), torch, [name], log=lambda m: None,
+                    **({"params": params} if params else {}))
+        return ""
+    except Exception as err:  # noqa: BLE001 - any failure leaves the compile to the timed run
+        return f"{lesson} {name} {shape}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+    finally:
+        if torch is not None:
+            torch.cuda.empty_cache()
 
 
 def _geomean(xs):
@@ -697,7 +781,7 @@ def update_readme(report: dict, readme: Path) -> None:
 
 
 def bench_main(argv: list[str]) -> int:
-    from .cli import ArgumentParser, input_json, output_file, shape_names
+    from .cli import ArgumentParser, input_json, output_file, positive, shape_names
 
     parser = ArgumentParser(prog="gpukernels bench", description=__doc__.split("\n")[0])
     parser.add_argument("lessons", nargs="*", help=f"lessons among {', '.join(LESSONS)} (default: all)")
@@ -710,6 +794,9 @@ def bench_main(argv: list[str]) -> int:
                         help="don't measure: print (and --update-readme from) these files, merged shape by shape "
                              "(a later file's shape replaces an earlier one's, peer included)")
     parser.add_argument("--update-readme", type=Path, help="regenerate the table between the markers in this file")
+    parser.add_argument("--jobs", type=positive(int, "a whole number of processes > 0"), default=None,
+                        help="compile the kernels in this many processes at once before timing them in one "
+                             "(default: one per core, at most 16; 1: each compiles in the timed process)")
     parser.add_argument("--overhead", action="store_true",
                         help="host microseconds per launcher call on small work, per array kind, against the torch "
                              "op (gpukernels/overhead.py; gpukernels bench --overhead --help lists its options)")
@@ -767,8 +854,18 @@ def bench_main(argv: list[str]) -> int:
                   "benchmarks/results/.")
             return 0
         sizes = [tuple(int(v) for v in s.split(",")) for s in args.sizes] if args.sizes else None  # checked above
-        report = run(lessons, sizes, args.versions, log=lambda m: print(m, file=sys.stderr, flush=True), save=save,
-                     suite=args.suite)
+        log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+        jobs = args.jobs or min(16, _cores())
+        with _kcache.shared(prefix="gpukernels-bench-kernels-") as cache:
+            if jobs > 1 and cache:
+                tasks = plan(lessons, sizes, args.versions, args.suite)
+                start = time.perf_counter()
+                log(f"compiling: each version at each shape once, in {jobs} processes...")
+                count, failed = warm(tasks, jobs)
+                for line in failed:
+                    log(f"  not compiled ahead (the timed run compiles it): {line}")
+                log(f"compiled {count} version x shape runs in {time.perf_counter() - start:.0f} s; timing them")
+            report = run(lessons, sizes, args.versions, log=log, save=save, suite=args.suite)
     if save:
         save(report)
     print_table(report)

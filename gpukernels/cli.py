@@ -53,6 +53,20 @@ def nonnegative_int(text: str) -> int:
     return value
 
 
+def positive(kind, what: str):
+    """An argparse type: a number of ``kind`` (int, float) > 0, refused as "expected ``what``, got ..." otherwise."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    return parse
+
+
 def _probe(folder: Path, option: str, given) -> None:
     """Create and remove a file in ``folder``: the one sure test that a file can be written there (``os.access``
     says yes to root, and /proc or a read-only mount refuse only the write itself)."""

@@ -176,13 +176,34 @@ def test_a_wrong_version_is_refused_before_timing(monkeypatch):
     assert timer.timed == 1 + (torch is not None)
 
 
+def test_warm_runs_each_version_at_each_shape_once_in_processes_that_end(monkeypatch):
+    """`warm`: every (version, shape) of a plan is one job, run in other processes (each version's kernels compiled
+    there into the shared cache; here, in the simulator, launched); a job that fails comes back as a line, and the
+    processes are gone when it returns. Nothing is timed."""
+    import multiprocessing
+
+    tasks = bench.plan(["softmax"], [(3, 33)]) + bench.plan(["matmul"], [(5, 7, 9)], ["naive", "optimized"])
+    assert [t[:4] for t in tasks] == [("softmax", "", (3, 33), {}), ("matmul", "", (5, 7, 9), {})]
+    count, failed = bench.warm(tasks, jobs=2)
+    assert (count, failed) == (len(softmax.VERSIONS) + 2, [])
+    assert multiprocessing.active_children() == []
+    assert bench.warm([], jobs=4) == (0, [])
+    # a job that raises: one line naming the lesson, the version and the shape
+    line = bench._warm_one(("nosuch", (4, 4), {}, "naive"))
+    assert line.startswith("nosuch naive (4, 4): KeyError") and "\n" not in line
+    # and the timer it runs under times nothing
+    timer = bench.CompileOnly(None)
+    assert not timer.timing and math.isnan(timer.time(lambda i: 1 / 0, 4)[0])
+
+
 @pytest.mark.gpu
 def test_bench_measures_a_small_shape_end_to_end(tmp_path):
     """`gpukernels bench softmax --sizes 257,1000 --json FILE` as a user runs it: ceilings measured, every version
     checked on poisoned output and timed with events (CUDA-graph replay when PyTorch is there), a JSON report whose
     figures hang together. Nothing is replaced."""
     out = tmp_path / "bench.json"
-    assert bench.bench_main(["softmax", "--sizes", "257,1000", "--json", str(out)]) == 0
+    # --jobs 2: the kernels compiled ahead in two processes, then loaded in the timed one
+    assert bench.bench_main(["softmax", "--sizes", "257,1000", "--json", str(out), "--jobs", "2"]) == 0
     rep = json.loads(out.read_text())
     assert rep["complete"] and rep["environment"]["device"]
     try:

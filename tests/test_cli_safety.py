@@ -82,6 +82,8 @@ CASES = [
     (["bench", "--update-readme", "/proc/x"], "--update-readme '/proc/x'", 2),
     (["bench", "--json", "NOPARENT"], "--json", 2),
     (["bench", "--sizes", "4096,0"], "--sizes '4096,0'", 2),
+    (["bench", "--jobs", "0"], "argument --jobs: expected a whole number of processes > 0, got '0'", 2),
+    (["bench", "--jobs", "many"], "argument --jobs: expected a whole number of processes > 0, got 'many'", 2),
     (["bench", "attention", "--sizes", "64,64,64"], "--sizes '64,64,64': attention takes 5 numbers, B,H,Sq,Sk,D", 2),
     (["bench", "matmul", "--versions", "tiled", "nosuch"], "--versions 'nosuch': no version of matmul has that name", 2),
     (["bench", "--overhead", "--bogus"], "gpukernels bench --overhead: error: unrecognized arguments: --bogus", 2),

@@ -31,6 +31,22 @@ def test_the_folder_is_named_by_every_source_file(tmp_path):
     assert _kcache.source_key(pkg) != before
 
 
+def test_a_shared_folder_lasts_the_block_unless_the_caller_set_one(monkeypatch, tmp_path):
+    monkeypatch.delenv(_kcache.ENV, raising=False)
+    with _kcache.shared() as path:
+        assert os.environ[_kcache.ENV] == path and Path(path).is_dir()
+        assert _kcache.folder().parent == Path(path)  # the processes it starts inherit it
+    assert _kcache.ENV not in os.environ and not Path(path).exists() and _kcache.folder() is None
+    monkeypatch.setenv(_kcache.ENV, str(tmp_path))  # the caller's: used and kept
+    with _kcache.shared() as path:
+        assert path == str(tmp_path)
+    assert tmp_path.is_dir() and os.environ[_kcache.ENV] == str(tmp_path)
+    monkeypatch.setenv(_kcache.ENV, "")  # set empty: no cache
+    with _kcache.shared() as path:
+        assert path is None
+    _kcache._FOLDER.clear()
+
+
 def test_the_graders_children_never_see_it(monkeypatch):
     monkeypatch.setenv(_kcache.ENV, "/tmp/anywhere")
     for mode in ("sim", "compile", "speed"):

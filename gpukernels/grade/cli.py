@@ -13,23 +13,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
+from ..cli import positive
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line and status 2, as argparse does, with the program's name
         self.exit(2, f"{self.prog}: {message}\n")
-
-
-def _positive(kind, what: str):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-        return value
-
-    return parse
 
 
 def _seconds(text: str) -> float:
@@ -94,9 +83,9 @@ def _grade(argv) -> int:
     parser.add_argument("--class", dest="klass", metavar="DIR",
                         help="grade a whole class: DIR/<student>/NN_name/kernel.py or DIR/<student>/NN_name.py")
     parser.add_argument("--out", metavar="DIR", help="with --class: where to write results (default: DIR-grades)")
-    parser.add_argument("--workers", type=_positive(int, "a whole number of processes > 0"), default=None,
+    parser.add_argument("--workers", type=positive(int, "a whole number of processes > 0"), default=None,
                         help="child processes at a time (default: CPU count)")
-    parser.add_argument("--jobs", type=_positive(int, "a whole number of processes > 0"), default=None,
+    parser.add_argument("--jobs", type=positive(int, "a whole number of processes > 0"), default=None,
                         help=argparse.SUPPRESS)  # the old name of --workers
     parser.add_argument("--json", metavar="FILE", help="write Gradescope's results.json here")
     parser.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT,
