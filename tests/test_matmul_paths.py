@@ -392,10 +392,49 @@ def test_every_tile_the_estimate_weighs_is_correct(tile, aligned, seed):
         assert check.ok, f"{tile} x{splits}: {check}"
 
 
+def test_few_slices_meet_in_a_workspace_and_many_by_atomics():
+    choose = matmul.optimized.choose
+    for shape in [(384, 384, 384), (512, 512, 512), (768, 768, 768), (1000, 1000, 1000)]:
+        c = choose(*shape, sms=132)
+        assert c.step == "split_k" and c.config["workspace"] and "workspace" in c.why, c
+    # many slices of few tiles: the last block of a tile would sum them all alone
+    for shape in [(256, 256, 4096), (128, 128, 32768), (256, 256, 65536)]:
+        c = choose(*shape, sms=132)
+        assert c.config["splits"] >= 16 and "workspace" not in c.config and "by atomics" in c.why, c
+    # both ways weighed at every slice count of every tile that splits
+    cands = choose(512, 512, 512, sms=132).candidates
+    ways = {(t, s) for t, s, _ in cands if s > 1}
+    assert ways and all((t + " workspace", s) in ways for t, s in ways if not t.endswith("workspace"))
+    assert all(est > 0 for _, _, est in cands)
+
+
+@pytest.mark.parametrize("aligned", [True, False], ids=["16-byte", "4-byte"])
+def test_optimized_runs_the_workspace_split_when_it_chooses_it(monkeypatch, aligned, seed):
+    """The simulator's shapes are too small for the rule to choose the workspace (it does from ~384^3 on 132 SMs):
+    the choice is made for it, and ``optimized`` must launch the workspace kernel, no zero pass, and be right on a
+    ragged product, NaN-poisoned, twice (the fast path keeps the workspace, whose counts must be back at zero)."""
+    import dataclasses
+
+    k21 = matmul.k21_optimized
+    real = k21.choose
+
+    def forced(m, n, k, aligned=True, sms=None):
+        return dataclasses.replace(real(m, n, k, aligned, sms), step="split_k", config={
+            "tile": "64x64/128", "splits": 3, "vec": aligned, "workspace": True})
+
+    monkeypatch.setattr(k21, "choose", forced)
+    shape = (70, 72, 100) if aligned else (65, 67, 99)
+    a, b = matmul.make_inputs(shape, seed)
+    names = [launch.kernel.py_func.__name__ for launch in matmul.optimized.launches(a, b)]
+    assert len(names) == 1 and names[0].endswith("_fixup_kernel"), names
+    for _ in range(2):
+        run_checked("matmul", "optimized", shape, seed)
+
+
 @pytest.mark.parametrize("aligned", [True, False], ids=["16-byte", "4-byte"])
 def test_split_through_a_workspace_is_correct_and_leaves_its_counts_zero(aligned, seed):
-    """The experiment of benchmarks/NOTES.md: slices of K meeting in a workspace (the last to arrive sums them in
-    slice order) instead of by atomics into C. Ragged along M, N and K, 3 slices, NaN-poisoned output; run twice
+    """Slices of K meeting in a workspace (the last to arrive sums them in slice order) instead of by atomics into
+    C. Ragged along M, N and K, 3 slices, NaN-poisoned output; run twice
     on the same workspace, so a count left non-zero by the first run would show as a wrong second one."""
     from gpukernels.matmul._common import fixup_launch
     from gpukernels.matmul._interior import fixup_twin
@@ -426,7 +465,8 @@ def test_optimized_runs_what_it_chose(shape, seed):
     choice = matmul.optimized.choose(shape[0], shape[1], shape[2], aligned16(a, b))
     names = [launch.kernel.py_func.__name__ for launch in matmul.optimized.launches(a, b)]
     assert ("skinny" in names[-1]) == (choice.step == "skinny")
-    assert (names[0] == "zero_kernel") == (choice.config.get("splits", 1) > 1 or choice.step == "split_k")
+    atomics = (choice.config.get("splits", 1) > 1 or choice.step == "split_k") and not choice.config.get("workspace")
+    assert (names[0] == "zero_kernel") == atomics
     run_checked("matmul", "optimized", shape, seed)
 
 

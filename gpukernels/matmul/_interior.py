@@ -26,8 +26,8 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
     `stream_k_kernel` below), and whether interior tiles are copied global -> shared by ``cp.async`` through a ring of
     ``stages`` shared buffers instead of through registers (``stages``, see `async_loop`; its 16-byte copies of B
     need aligned rows, which the launcher checks as for ``vec``), and whether the slices of K meet in a workspace
-    instead of by atomics into C (``fixup``, see `split_fixup_kernel`: no zero pass; measured in
-    benchmarks/NOTES.md, not yet used by the dispatcher). All of them size shared
+    instead of by atomics into C (``fixup``, see `split_fixup_kernel`: no zero pass, and the same bits whichever
+    slice finishes last; ``optimized`` weighs it against the atomics). All of them size shared
     tiles, register arrays or the thread layout, or pick code, so they are compile-time constants: one kernel is
     compiled per combination."""
     tn, tm = bn // 8, bm // rows  # threads along the columns and along the rows of the tile
@@ -497,7 +497,8 @@ _TWINS = {}
 
 def fixup_twin(kernel):
     """The same kernel with its slices of K meeting in a workspace instead of by atomics (``fixup=True``), built
-    once: what the benchmarks compare a split kernel with (benchmarks/NOTES.md)."""
+    once: what ``optimized`` runs when its estimate prefers the workspace, and what the benchmarks compare a split
+    kernel with (benchmarks/NOTES.md)."""
     key = tuple(sorted(kernel.params.items()))
     if key not in _TWINS:
         _TWINS[key] = make_interior_kernel(**{**kernel.params, "split_k": False, "fixup": True})

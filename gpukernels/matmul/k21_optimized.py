@@ -15,9 +15,12 @@ why:
    k tile costs what one block's k tile costs alone (its FLOPs at the tile's measured rate, or ``alone_us``
    for the 64 x 64 tiles, which wait on loads and barriers rather than on arithmetic) -- and blocks beyond the
    first four warps (one per scheduler of the SM: those run side by side) add their FLOPs at ``SM_FULL_GFLOPS``;
-   a block also pays ``block_us`` for its first loads and its stores. A split adds a zero pass and M * N * slices
-   atomic adds, of which the last round's wait at the end. The smallest estimate wins; that one model covers the
-   four regimes below:
+   a block also pays ``block_us`` for its first loads and its stores. A split's slices meet in one of two ways,
+   each a candidate: atomic adds into a C zeroed first (M * N * slices adds, of which the last round's wait at
+   the end), or a workspace -- each slice stores its partial tile there and the last of a tile's slices to
+   finish sums them in slice order into C (cheaper per partial than an atomic add, but that last block sums
+   ``slices`` whole tiles alone: it loses where there are many slices of few tiles). The smallest estimate wins;
+   that one model covers the four regimes below:
 
    * compute-bound squares (4096^3): the 256 x 128 tile fills the GPU many times over; it wins on its rate, and
      with rows 16-byte aligned and more tiles than SMs ``stream_k``'s schedule runs it, its tiles copied by
@@ -29,7 +32,9 @@ why:
      the SMs with warps, so the 64 x 64 tile of 128 threads (4 x 8 outputs each: twice the warps of the 64-thread
      one for the same tile), in a few slices of K -- a lone block of it takes 0.75 us per k tile where the
      64-thread one takes 1.2.
-   * too few tiles to fill the SMs (M = N = 256, K = 65536: 16 tiles of 64 x 64): slices of K (split-K).
+   * too few tiles to fill the SMs (M = N = 256, K = 65536: 16 tiles of 64 x 64): slices of K (split-K), met by
+     atomics when they are many (the workspace's last block would sum 64 tiles), through the workspace when few
+     (512^3: 4 slices of 64 tiles, 16.1 us against 18.2 with atomics, H100).
 
 Rows that are not 16-byte aligned run each tile's scalar kernel (4-byte loads), no ring and no stream-K; the
 256 x 128 tile's scalar kernel has a rate of its own (``scalar_rate``: at 4095 x 4097 x 4093 it lost to 128 x 128's
@@ -48,8 +53,8 @@ from .._intrinsics import aligned16
 from .._launch import Choice, ceil_div, version
 from .._launch import count as _count
 from . import _common
-from ._common import check, tiled_launch
-from ._interior import make_interior_kernel
+from ._common import check, fixup_launch, tiled_launch
+from ._interior import fixup_twin, make_interior_kernel
 from .k13_wave_fit import small_tile_kernel
 from .k14_vector_loads import small_vec_kernel, vec_kernel
 from .k12_swizzled import swizzled_kernel
@@ -104,6 +109,12 @@ SM_FULL_GFLOPS = 350.0  # an SM's rate for the blocks beyond its first four warp
 SPLIT_OVERHEAD_US = 3.6  # the zero pass's launch and the split kernel's own
 ATOMIC_US = 0.5  # per million atomic adds into C, overlapped with other blocks' arithmetic
 ATOMIC_LAST_US = 5.0  # per million atomic adds of the last round of blocks, which nothing overlaps
+# The split through a workspace, fitted to a sweep of both on 9 shapes (H100, 2026-12-06; the pick is then the
+# fastest candidate or within 5% of it on each, against 13% with atomics alone: benchmarks/NOTES.md). Its fixed
+# cost measured the same as the zero pass's: the fences and counts cost what the zero pass saved.
+WORKSPACE_US = 0.5  # per million partial values stored and summed, overlapped with other blocks' arithmetic
+WORKSPACE_LAST_US = 3.0  # per million of them in the last round of blocks
+WORKSPACE_SUM_US = 35.0  # per million values the last block of a tile sums alone (slices x the tile's size)
 # The slice counts tried: three slices of 768^3 beat two and four by 6% (144 tiles x 3 fill 132 SMs x 4 blocks more
 # evenly); none past 64, whose adds into one element of C queue at one L2 slice the estimate does not see (128 x 128
 # x 32768, H100: 128 slices of 128 x 128 50.9 us, 64 of the 128-thread 64 x 64 tile 42.0)
@@ -150,9 +161,11 @@ STREAM_K_TILE = Tile("256x128", ("async_copy", "async_copy"), (async_vec_kernel,
 SMALL_K_TILE = Tile("64x64x8", ("vector_loads", "wave_fit"), (small_vec_kernel, small_tile_kernel), None, 0.61, 4)
 
 
-def estimate_us(m: int, n: int, k: int, tile: Tile, splits: int, sms: int, aligned: bool = True) -> float:
+def estimate_us(m: int, n: int, k: int, tile: Tile, splits: int, sms: int, aligned: bool = True,
+                workspace: bool = False) -> float:
     """The busiest SM's time for this tile and number of K slices (see the module docstring); ``aligned``: the
-    16-byte-load kernel runs, else the scalar one at its own rate."""
+    16-byte-load kernel runs, else the scalar one at its own rate; ``workspace``: the slices meet in a workspace,
+    not by atomics."""
     kernel = tile.kernels[0]
     rate = tile.rate if aligned or tile.scalar_rate is None else tile.scalar_rate
     bm, bn = kernel.tile
@@ -168,7 +181,10 @@ def estimate_us(m: int, n: int, k: int, tile: Tile, splits: int, sms: int, align
     beyond = max(0, resident - max(1, 4 // tile.warps))  # resident blocks past the SM's first four warps
     tile_us = alone + beyond * flops / (SM_FULL_GFLOPS * 1e3)
     t = rounds * (k_tiles * tile_us + tile.block_us)
-    if splits > 1:
+    if splits > 1 and workspace:
+        t += (SPLIT_OVERHEAD_US + m * n * splits * (WORKSPACE_US + WORKSPACE_LAST_US / rounds) / 1e6
+              + splits * bm * bn * WORKSPACE_SUM_US / 1e6)
+    elif splits > 1:
         t += SPLIT_OVERHEAD_US + m * n * splits * (ATOMIC_US + ATOMIC_LAST_US / rounds) / 1e6
     return t
 
@@ -227,15 +243,17 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
         return Choice(tile.steps[0 if aligned else 1], {"tile": tile.name, "splits": 1, "vec": aligned},
                       f"K = {k} <= {SMALL_K}: {_count(blocks, 'tile')} of 64 x 64, {tile.per_sm} per SM, hide one another's "
                       "prologue and stores")
-    cands = []
+    cands = []  # (tile, slices, the slices meet in a workspace, estimate)
     for tile in TILES:
         bm, bn = tile.kernels[0].tile
         tiles = ceil_div(m, bm) * ceil_div(n, bn)
         for splits in split_options(k, tiles, sms * tile.per_sm) if tile.split_kernels else [1]:
-            cands.append((tile, splits, estimate_us(m, n, k, tile, splits, sms, aligned)))
+            for workspace in (False, True) if splits > 1 else (False,):
+                cands.append((tile, splits, workspace, estimate_us(m, n, k, tile, splits, sms, aligned, workspace)))
     if aligned and ceil_div(m, 256) * ceil_div(n, 128) > sms:  # more 256 x 128 tiles than SMs: stream-K can balance
-        cands.append((STREAM_K_TILE, 1, stream_k_estimate_us(m, n, k, sms)))
-    tile, splits, est = min(cands, key=lambda c: c[2])  # ties: the larger tile, the fewer slices (listed first)
+        cands.append((STREAM_K_TILE, 1, False, stream_k_estimate_us(m, n, k, sms)))
+    # ties: the larger tile, the fewer slices, atomics (listed first)
+    tile, splits, workspace, est = min(cands, key=lambda c: c[3])
     bm, bn = tile.kernels[0].tile
     blocks = ceil_div(m, bm) * ceil_div(n, bn)
     if tile is STREAM_K_TILE:
@@ -249,29 +267,35 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
         step = "split_k"
         why = (f"{_count(blocks, 'tile')} of {tile.label} for {sms} SMs: {splits} slices of K (each "
                f"{ceil_div(k, splits * tile.kernels[0].bk) * tile.kernels[0].bk} deep but the last) "
-               f"make {blocks * splits} blocks")
+               f"make {blocks * splits} blocks, "
+               + ("which store their partial tiles in a workspace: the last of a tile's slices to finish sums them "
+                  "into C" if workspace else "which add their partial tiles into C (zeroed first) by atomics"))
     else:
         step = tile.steps[0 if aligned else 1]
         why = (f"{_count(blocks, 'tile')} of {tile.label} = {blocks / (sms * tile.per_sm):.2f} waves of {sms} SMs "
                f"x {tile.per_sm}")
     why += f" (estimate {est:.1f} us, best of {len(cands)} tile/slice options)"
     config = {"tile": tile.name, "splits": splits, "vec": aligned}
+    if workspace:
+        config["workspace"] = True
     if tile is STREAM_K_TILE:
         config.update(stream_k=True, stages=ASYNC_STAGES)
-    return Choice(step, config, why, est, [(t.name + (" stream-K" if t is STREAM_K_TILE else ""), s, round(e, 2))
-                                           for t, s, e in cands])
+    return Choice(step, config, why, est, [(t.name + (" stream-K" if t is STREAM_K_TILE else "")
+                                            + (" workspace" if w else ""), s, round(e, 2)) for t, s, w, e in cands])
 
 
 def _kernel_for(choice: Choice):
     tile = next(t for t in TILES + (SMALL_K_TILE,) if t.name == choice.config["tile"])
     pair = tile.split_kernels if choice.config["splits"] > 1 else tile.kernels
-    return pair[0] if choice.config["vec"] else pair[1]
+    kernel = pair[0] if choice.config["vec"] else pair[1]
+    return fixup_twin(kernel) if choice.config.get("workspace") else kernel
 
 
 @version("matmul", check, kernels=[wide_vec_kernel, get_skinny_kernel(1, True), get_skinny_shared_kernel(16, True),
                                    get_skinny_cols_kernel(1, True), rows_vec_kernel, cols_small_vec_kernel,
-                                   small_deep_vec_kernel, quad_vec_kernel, quad_split_vec_kernel]
-         + list(split_k_kernels(True)) + [async_vec_kernel])
+                                   small_deep_vec_kernel, quad_vec_kernel, quad_split_vec_kernel,
+                                   fixup_twin(quad_split_vec_kernel)]
+         + list(split_k_kernels(True)) + [fixup_twin(k) for k in split_k_kernels(True)] + [async_vec_kernel])
 def optimized(a, b, c):
     """The dispatcher: per shape, the step and configuration that choose() estimates fastest (skinny, tiles, split-K, ...)."""
     m, n = c.shape
@@ -282,6 +306,8 @@ def optimized(a, b, c):
         return tiled_launch(narrow_kernel(m, n, choice.config["vec"]), c, (a, b, c), choice.config["splits"])
     if choice.step == "async_copy":
         return stream_k_launches(async_copy_kernel(), a, b, c)
+    if choice.config.get("workspace"):
+        return fixup_launch(_kernel_for(choice), c, (a, b, c), choice.config["splits"])
     return tiled_launch(_kernel_for(choice), c, (a, b, c), choice.config["splits"])
 
 
