@@ -275,20 +275,23 @@ def _bench_group(lesson, shape, host_inputs, names, own, timer, torch, sets, flo
     peer = _peer(lesson, torch, None if own else _dtypes(host_inputs)[0]) if timer.timing else None
     if torch is not None:
         t_inputs = [torch.from_numpy(np.ascontiguousarray(x)).cuda() for x in host_inputs]
+    ref = None  # compile only (`CompileOnly`): no reference, nothing compared -- the memory and time are the timed run's
+    if timer.timing and torch is not None:
         with torch.no_grad():
             ref = _reference(lesson, torch, t_inputs, params).float().cpu().numpy()
-    else:
+    elif timer.timing:
         ref = mod.reference(*host_inputs, **params)
+    out_shape = _out_shape(mod, host_inputs) if ref is None else ref.shape
 
     # Input/output sets for rotation; set 0 holds the checked inputs.
     if torch is not None:
         sets_in = [t_inputs] + [[x.clone() for x in t_inputs] for _ in range(sets - 1)]
-        sets_out = [torch.empty(ref.shape, device="cuda") for _ in range(sets)]
+        sets_out = [torch.empty(out_shape, device="cuda") for _ in range(sets)]
         as_numba = cuda.as_cuda_array
     else:
         d = [cuda.to_device(x) for x in host_inputs]
         sets_in = [d] + [[cuda.to_device(x) for x in host_inputs] for _ in range(sets - 1)]
-        sets_out = [cuda.device_array(ref.shape, np.float32) for _ in range(sets)]
+        sets_out = [cuda.device_array(out_shape, np.float32) for _ in range(sets)]
         as_numba = lambda x: x  # noqa: E731
 
     results = []
@@ -304,11 +307,13 @@ def _bench_group(lesson, shape, host_inputs, names, own, timer, torch, sets, flo
         nb_out = [as_numba(o) for o in sets_out]
         plans = [version.launches(*nb_in[i], out=nb_out[i], **params) for i in range(sets)]
         # Check first, on poisoned output.
-        poison = cuda.to_device(np.full(ref.shape, np.nan, np.float32))
+        poison = cuda.to_device(np.full(out_shape, np.nan, np.float32))
         nb_out[0].copy_to_device(poison)
         for launch in plans[0]:
             launch()
         cuda.synchronize()
+        if ref is None:
+            continue
         check = compare(nb_out[0].copy_to_host(), ref, tol)
         if not check.ok:
             log(f"  {lesson} {shape} {name}: WRONG RESULT, not timed: {check}")
@@ -529,7 +534,8 @@ def _warm_one(job) -> str:
                     **({"params": params} if params else {}))
         return ""
     except Exception as err:  # noqa: BLE001 - any failure leaves the compile to the timed run
-        return f"{lesson} {name} {shape}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        first = str(err).splitlines()[0] if str(err) else ""
+        return f"{lesson} {name} {shape}: {type(err).__name__}: {first[:120]}{'...' if len(first) > 120 else ''}"
     finally:
         if torch is not None:
             torch.cuda.empty_cache()
@@ -570,7 +576,9 @@ def merge(reports: list[dict]) -> dict:
     """Several runs' reports as one: each (lesson, shape) group is taken whole from the last report that has it,
     so every ratio still compares a kernel with the peer measured in the same run. Environment, method and
     ceilings come from the last report; a row taken from an earlier one gets a ``note`` naming that run's date.
-    ``complete``: every report was, or (suites) together they cover every suite shape of their lessons."""
+    ``complete``: every report was, or together they cover every shape of their lessons -- every suite shape (a
+    suite), or every version at every bench shape (a standard run cut off and finished by a run of what it
+    missed)."""
     groups: dict = {}
     for i, rep in enumerate(reports):
         earlier = f"run of {rep['environment'].get('date', '?')}" if i < len(reports) - 1 else ""
@@ -594,7 +602,23 @@ def merge(reports: list[dict]) -> dict:
         merged["results"] = [r for k in keys for r in groups[k]]
         merged["suite"] = True
         merged["summary"] = suite_summary(merged)
+    else:
+        lessons = list(dict.fromkeys(key[0] for key in groups))
+        merged["complete"] = merged["complete"] or all(_whole(groups, lesson, tuple(shape), causal)
+                                                       for lesson in lessons for shape, causal in _bench_cases(lesson))
     return merged
+
+
+def _bench_cases(lesson: str) -> list[tuple]:
+    """(shape, causal) for every case of a lesson's standard benchmark, as `plan` lists them."""
+    shapes = LESSONS[lesson].SHAPES
+    return [(s, False) for s in shapes["bench"]] + [(s, True) for s in shapes.get("bench_causal", [])]
+
+
+def _whole(groups: dict, lesson: str, shape: tuple, causal: bool) -> bool:
+    """Whether ``groups`` holds a row of every version of the lesson that takes ``shape`` there."""
+    names = {r["name"] for r in groups.get((lesson, shape, causal), [])}
+    return all(name in names for name in LESSONS[lesson].VERSIONS if supports(lesson, name, shape))
 
 
 # ----------------------------------------------------------------------------------------------------------

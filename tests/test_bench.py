@@ -51,6 +51,25 @@ def test_a_cut_off_suite_run_finished_by_a_second_one_is_complete():
     assert bench.merge([first])["complete"] is False
 
 
+def test_a_cut_off_standard_run_finished_by_a_run_of_what_it_missed_is_complete():
+    from gpukernels import softmax as sm
+
+    shapes = [tuple(s) for s in sm.SHAPES["bench"]]
+
+    def rows(shape, names):
+        return [_row("softmax", shape, n, "kernel", 1.0) for n in names] + [_row("softmax", shape, "torch", "peer", 1.0)]
+
+    names = list(sm.VERSIONS)
+    # cut off during shapes[1]: half its versions measured
+    first = _report("A", rows(shapes[0], names) + rows(shapes[1], names[:3]), complete=False)
+    rest = _report("B", [r for s in shapes[1:] for r in rows(s, names)], complete=False)
+    assert bench.merge([first, rest])["complete"] is True
+    # the shape cut off is not finished by the first run alone, nor by a later run missing a version
+    assert bench.merge([first])["complete"] is False
+    short = _report("B", [r for s in shapes[1:] for r in rows(s, names[1:])], complete=False)
+    assert bench.merge([first, short])["complete"] is False
+
+
 def test_run_saves_after_every_shape(monkeypatch):
     monkeypatch.setattr(bench, "measure_ceilings", lambda timer, torch: {})
     monkeypatch.setattr(bench, "environment", lambda: {"device": "Test GPU", "date": "D"})

@@ -401,6 +401,11 @@ def test_few_slices_meet_in_a_workspace_and_many_by_atomics():
     for shape in [(256, 256, 4096), (128, 128, 32768), (256, 256, 65536)]:
         c = choose(*shape, sms=132)
         assert c.config["splits"] >= 16 and "workspace" not in c.config and "by atomics" in c.why, c
+    # partials past a third of L2 would go through HBM: atomics into a C that stays in L2 (1536^3 in 4 slices: 38 MB)
+    big = choose(1536, 1536, 1536, sms=132)
+    assert big.config["splits"] > 1 and "workspace" not in big.config, big
+    k21 = matmul.k21_optimized
+    assert not any(t.endswith("workspace") and 4 * 1536 * 1536 * s > k21.WORKSPACE_MAX_BYTES for t, s, _ in big.candidates)
     # both ways weighed at every slice count of every tile that splits
     cands = choose(512, 512, 512, sms=132).candidates
     ways = {(t, s) for t, s, _ in cands if s > 1}

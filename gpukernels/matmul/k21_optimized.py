@@ -19,7 +19,8 @@ why:
    each a candidate: atomic adds into a C zeroed first (M * N * slices adds, of which the last round's wait at
    the end), or a workspace -- each slice stores its partial tile there and the last of a tile's slices to
    finish sums them in slice order into C (cheaper per partial than an atomic add, but that last block sums
-   ``slices`` whole tiles alone: it loses where there are many slices of few tiles). The smallest estimate wins;
+   ``slices`` whole tiles alone: it loses where there are many slices of few tiles; and only while the partials
+   fit in a third of L2, ``WORKSPACE_MAX_BYTES``). The smallest estimate wins;
    that one model covers the four regimes below:
 
    * compute-bound squares (4096^3): the 256 x 128 tile fills the GPU many times over; it wins on its rate, and
@@ -115,6 +116,10 @@ ATOMIC_LAST_US = 5.0  # per million atomic adds of the last round of blocks, whi
 WORKSPACE_US = 0.5  # per million partial values stored and summed, overlapped with other blocks' arithmetic
 WORKSPACE_LAST_US = 3.0  # per million of them in the last round of blocks
 WORKSPACE_SUM_US = 35.0  # per million values the last block of a tile sums alone (slices x the tile's size)
+# ... and only while the partials (M x N x slices floats) fit in a third of L2 (50 MB on an H100 or H200): past
+# that they are written to and read back from HBM while atomics add into a C that stays in L2 (1536^3 in 4 slices
+# of 64 x 64: 38 MB of partials, 232.8 us against 215.5 by atomics; the wins measured had at most 8.4 MB)
+WORKSPACE_MAX_BYTES = 16 * 2**20
 # The slice counts tried: three slices of 768^3 beat two and four by 6% (144 tiles x 3 fill 132 SMs x 4 blocks more
 # evenly); none past 64, whose adds into one element of C queue at one L2 slice the estimate does not see (128 x 128
 # x 32768, H100: 128 slices of 128 x 128 50.9 us, 64 of the 128-thread 64 x 64 tile 42.0)
@@ -248,7 +253,7 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
         bm, bn = tile.kernels[0].tile
         tiles = ceil_div(m, bm) * ceil_div(n, bn)
         for splits in split_options(k, tiles, sms * tile.per_sm) if tile.split_kernels else [1]:
-            for workspace in (False, True) if splits > 1 else (False,):
+            for workspace in (False, True) if 1 < splits and 4 * m * n * splits <= WORKSPACE_MAX_BYTES else (False,):
                 cands.append((tile, splits, workspace, estimate_us(m, n, k, tile, splits, sms, aligned, workspace)))
     if aligned and ceil_div(m, 256) * ceil_div(n, 128) > sms:  # more 256 x 128 tiles than SMs: stream-K can balance
         cands.append((STREAM_K_TILE, 1, False, stream_k_estimate_us(m, n, k, sms)))
