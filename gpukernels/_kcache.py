@@ -250,6 +250,21 @@ def _cache_class():
     return SharedCache
 
 
+def lookups(path, pid: int | None = None) -> dict:
+    """{event: count} of the lookups ``GPUKERNELS_KERNEL_CACHE_LOG`` file ``path`` holds (of process ``pid`` only,
+    if given): ``hit``, ``waited`` (for another process's compile), ``compiled``. Nothing when it cannot be read."""
+    counts: dict = {}
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError:
+        return counts
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 4 and (pid is None or parts[0] == str(pid)):
+            counts[parts[3]] = counts.get(parts[3], 0) + 1
+    return counts
+
+
 def _log(event: str, start, name: str, sig) -> None:
     path = os.environ.get(LOG_ENV)
     if not path or start is None:
@@ -262,4 +277,4 @@ def _log(event: str, start, name: str, sig) -> None:
         pass
 
 
-__all__ = ["ENV", "LOG_ENV", "WAIT_S", "attach", "folder", "shared", "source_key"]
+__all__ = ["ENV", "LOG_ENV", "WAIT_S", "attach", "folder", "lookups", "shared", "source_key"]

@@ -880,7 +880,9 @@ def bench_main(argv: list[str]) -> int:
         sizes = [tuple(int(v) for v in s.split(",")) for s in args.sizes] if args.sizes else None  # checked above
         log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
         jobs = args.jobs or min(16, _cores())
+        temporary = _kcache.ENV not in os.environ  # the folder is this run's, removed at its end
         with _kcache.shared(prefix="gpukernels-bench-kernels-") as cache:
+            lookups = None  # where the timed run's cache lookups are logged: whether it loaded what was compiled
             if jobs > 1 and cache:
                 tasks = plan(lessons, sizes, args.versions, args.suite)
                 start = time.perf_counter()
@@ -889,7 +891,20 @@ def bench_main(argv: list[str]) -> int:
                 for line in failed:
                     log(f"  not compiled ahead (the timed run compiles it): {line}")
                 log(f"compiled {count} version x shape runs in {time.perf_counter() - start:.0f} s; timing them")
-            report = run(lessons, sizes, args.versions, log=log, save=save, suite=args.suite)
+                own = temporary and _kcache.LOG_ENV not in os.environ  # a log in the run's own folder
+                if own:
+                    os.environ[_kcache.LOG_ENV] = os.path.join(cache, "lookups.log")
+                lookups = os.environ.get(_kcache.LOG_ENV)
+            start = time.perf_counter()
+            try:
+                report = run(lessons, sizes, args.versions, log=log, save=save, suite=args.suite)
+            finally:
+                if lookups:
+                    seen = _kcache.lookups(lookups, os.getpid())
+                    log(f"timed in {time.perf_counter() - start:.0f} s: {seen.get('hit', 0)} kernels loaded as "
+                        f"compiled ahead, {seen.get('compiled', 0) + seen.get('waited', 0)} compiled in the timed run")
+                    if own:
+                        os.environ.pop(_kcache.LOG_ENV, None)
     if save:
         save(report)
     print_table(report)

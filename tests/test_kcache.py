@@ -47,6 +47,15 @@ def test_a_shared_folder_lasts_the_block_unless_the_caller_set_one(monkeypatch, 
     _kcache._FOLDER.clear()
 
 
+def test_lookups_are_counted_per_process(tmp_path):
+    log = tmp_path / "log"
+    log.write_text("11 1.00 0.01 hit gpukernels.m.k (float32[:],)\n12 1.00 2.50 compiled gpukernels.m.k (int32,)\n"
+                   "11 2.00 0.02 hit gpukernels.m.j (float32[:],)\n11 3.00 1.00 waited gpukernels.m.i ()\n")
+    assert _kcache.lookups(log, 11) == {"hit": 2, "waited": 1}
+    assert _kcache.lookups(log) == {"hit": 2, "compiled": 1, "waited": 1}
+    assert _kcache.lookups(tmp_path / "missing") == {}
+
+
 def test_the_graders_children_never_see_it(monkeypatch):
     monkeypatch.setenv(_kcache.ENV, "/tmp/anywhere")
     for mode in ("sim", "compile", "speed"):
