@@ -205,17 +205,20 @@ def _tiled_kernels():
 
 def _matmul_interior(kernel, seed):
     """One block wholly inside A and B (the unguarded copy of the loop, and load4 for a vec kernel): K three
-    tiles deep, or for a split-K kernel two slices of two tiles. K and N are multiples of 4: rows 16-byte
-    aligned."""
+    tiles deep, or for a split-K kernel (atomics or a workspace) two slices of two tiles. K and N are multiples of
+    4: rows 16-byte aligned."""
     from gpukernels.matmul._common import tiled_launch
 
-    splits = 2 if kernel.split_k else 1
+    from gpukernels.matmul._common import fixup_launch
+
+    fixup = kernel.params.get("fixup", False)  # the slices meet in a workspace: the last of the two sums them
+    splits = 2 if kernel.split_k or fixup else 1
     bm, bn = kernel.tile
-    k = 4 * kernel.bk if kernel.split_k else 2 * kernel.bk + 4
+    k = 4 * kernel.bk if splits > 1 else 2 * kernel.bk + 4
     a, b = LESSONS["matmul"].make_inputs((bm, bn, k), seed)
     da, db = cuda.to_device(a), cuda.to_device(b)
     dc = cuda.to_device(np.full((bm, bn), np.nan, np.float32))
-    launches = tiled_launch(kernel, dc, (da, db, dc), splits)
+    launches = (fixup_launch if fixup else tiled_launch)(kernel, dc, (da, db, dc), splits)
     return launches, dc, LESSONS["matmul"].reference(a, b), TOLERANCE["matmul"]
 
 
