@@ -219,10 +219,24 @@ def test_warm_runs_each_version_at_each_shape_once_in_processes_that_end(monkeyp
 def test_bench_measures_a_small_shape_end_to_end(tmp_path):
     """`gpukernels bench softmax --sizes 257,1000 --json FILE` as a user runs it: ceilings measured, every version
     checked on poisoned output and timed with events (CUDA-graph replay when PyTorch is there), a JSON report whose
-    figures hang together. Nothing is replaced."""
+    figures hang together. Nothing is replaced. Run as a command, in a process of its own with no kernel cache of
+    the test session's: it compiles every kernel ahead in two processes (--jobs 2) into a folder of its own, and
+    the timing process must load them all and compile none."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from gpukernels import _kcache
+
     out = tmp_path / "bench.json"
-    # --jobs 2: the kernels compiled ahead in two processes, then loaded in the timed one
-    assert bench.bench_main(["softmax", "--sizes", "257,1000", "--json", str(out), "--jobs", "2"]) == 0
+    env = {k: v for k, v in os.environ.items() if k not in (_kcache.ENV, _kcache.LOG_ENV)}
+    done = subprocess.run([sys.executable, "-m", "gpukernels", "bench", "softmax", "--sizes", "257,1000", "--json",
+                           str(out), "--jobs", "2"], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = re.search(r"(\d+) kernels loaded as compiled ahead, (\d+) compiled in the timed run", done.stderr)
+    assert loaded and int(loaded[1]) >= 1 and loaded[2] == "0", done.stderr[-2000:]
+    assert not [p for p in tmp_path.iterdir() if p != out]  # the cache folder was not put beside the report
     rep = json.loads(out.read_text())
     assert rep["complete"] and rep["environment"]["device"]
     try:
