@@ -45,14 +45,17 @@ def test_the_matrices_make_a_3x3_correlation_of_a_patch(m):
 @pytest.mark.parametrize("m", [2, 4])
 @pytest.mark.parametrize("shape,padding", [((1, 3, 5, 7, 2, 3, 3), 1), ((2, 5, 9, 8, 6, 3, 3), 0),
                                            ((1, 2, 4, 3, 3, 3, 3), 2), ((1, 1, 1, 1, 1, 3, 3), 1),
-                                           ((2, 9, 11, 10, 70, 3, 3), 1)],
-                         ids=["odd-wide", "pad0-even", "pad2", "one-pixel", "two-block-rows"])
+                                           ((2, 9, 11, 10, 70, 3, 3), 1), ((2, 4, 6, 8, 5, 3, 3), 1)],
+                         ids=["odd-wide", "pad0-even", "pad2", "one-pixel", "two-block-rows", "rows-of-16-bytes"])
 def test_matches_the_float64_reference(shape, padding, m, seed):
     x, w, b = cbr.make_inputs(shape, seed)
     before = x.copy(), w.copy(), b.copy()
     ref = cbr.reference(x, w, b, padding)
     y = np.full(ref.shape, np.nan, np.float32)  # poison: an output never stored fails
     launches = wg.winograd_launches(x, w, b, y, padding, m=m)
+    # F(4x4) stores a row of a tile's outputs as one 16-byte store where the output's rows allow it (Wo % 4 == 0)
+    rows = m == 4 and ref.shape[3] % 4 == 0
+    assert (launches[3].kernel is wg.output_transform_4x4_rows_kernel) == rows
     u, v, mm = launches[0].args[1], launches[1].args[1], launches[2].args[2]
     a = m + 2
     assert u.shape[0] == v.shape[0] == mm.shape[0] == a * a and launches[2].grid[2] == a * a
@@ -93,6 +96,22 @@ def test_the_step_takes_4x4_tiles_where_they_are_many():
         launches = cbr.winograd.launches(x, w, b)
         assert launches[2].grid[2] == (m + 2) ** 2, (shape, m)
         assert launches[1].kernel is wg.TRANSFORMS[m][1]
+
+
+def test_16_byte_stores_only_where_the_rows_allow_them():
+    x, w, b = cbr.make_inputs((1, 2, 8, 8, 3, 3, 3), 0)
+    rows = wg.output_transform_4x4_rows_kernel
+    y = np.full((1, 3, 8, 8), np.nan, np.float32)
+    assert wg.winograd_launches(x, w, b, y, 1, m=4)[3].kernel is rows
+    assert wg.winograd_launches(x, w, b, y, 1, m=2)[3].kernel is wg.output_transform_kernel
+    # not C-contiguous (a view of every other image), or rows not on 16-byte boundaries: the 4-byte stores
+    wide = np.full((2, 3, 8, 8), np.nan, np.float32)
+    assert wg.winograd_launches(x, w, b, wide[::2], 1, m=4)[3].kernel is wg.output_transform_4x4_kernel
+    raw = np.zeros(3 * 64 + 1, np.float32)[1:].reshape(1, 3, 8, 8)  # 4 bytes past an aligned start
+    launch = wg.winograd_launches(x, w, b, raw, 1, m=4)[3]
+    assert launch.kernel is wg.output_transform_4x4_kernel
+    # the rows kernel writes y itself: its argument is a view of y's memory, not a copy
+    assert np.shares_memory(wg.winograd_launches(x, w, b, y, 1, m=4)[3].args[2], y)
 
 
 def test_rejects_other_output_tiles():
@@ -141,19 +160,21 @@ import json, re
 from numba import cuda, types
 from gpukernels.cbr import k05_winograd as wg
 from gpukernels.resources import _assemble
-f1, f3, f4, i8 = (types.Array(types.float32, 1, "C"), types.Array(types.float32, 3, "C"),
-                  types.Array(types.float32, 4, "C"), types.int64)
+f1, f2, f3, f4, i8 = (types.Array(types.float32, 1, "C"), types.Array(types.float32, 2, "C"),
+                      types.Array(types.float32, 3, "C"), types.Array(types.float32, 4, "C"), types.int64)
 sigs = {"filter": (wg.filter_transform_kernel, (f4, f3)), "input": (wg.input_transform_kernel, (f4, f3, i8, i8, i8)),
         "products": (wg.products_kernel, (f3, f3, f3)), "products_large": (wg.products_kernel_large, (f3, f3, f3)),
         "output": (wg.output_transform_kernel, (f3, f1, f4, i8, i8)),
         "filter4": (wg.filter_transform_4x4_kernel, (f4, f3)),
         "input4": (wg.input_transform_4x4_kernel, (f4, f3, i8, i8, i8)),
-        "output4": (wg.output_transform_4x4_kernel, (f3, f1, f4, i8, i8))}
+        "output4": (wg.output_transform_4x4_kernel, (f3, f1, f4, i8, i8)),
+        "output4rows": (wg.output_transform_4x4_rows_kernel, (f3, f1, f2, i8, i8, i8))}
 out = {}
 for name, (k, sig) in sigs.items():
     ptx, _ = cuda.compile_ptx(k.py_func, sig, cc=(9, 0))
     res = re.search(r"used (\d+) registers.*?(\d+) stack.*?(\d+) bytes lmem", _assemble(ptx, "sm_90"), re.S)
-    out[name] = {"registers": int(res[1]), "stack": int(res[2]), "lmem": int(res[3]), "fma": ptx.count("fma.rn.f32")}
+    out[name] = {"registers": int(res[1]), "stack": int(res[2]), "lmem": int(res[3]), "fma": ptx.count("fma.rn.f32"),
+                 "stores16": ptx.count("st.global.v4.f32"), "stores4": ptx.count("st.global.f32")}
 print(json.dumps(out))
 """
 
@@ -172,3 +193,6 @@ def test_compiles_for_sm90_without_local_memory():
     # 16 warps fit an SM (4 blocks of 64 x 128, 2 of 128 x 128)
     for name in ("products", "products_large"):
         assert out[name]["fma"] >= 64 and out[name]["registers"] <= 128, out
+    # F(4x4)'s output rows: four 16-byte stores per tile, no 4-byte ones (the 4-byte kernel: 16)
+    assert (out["output4rows"]["stores16"], out["output4rows"]["stores4"]) == (4, 0), out["output4rows"]
+    assert out["output4"]["stores16"] == 0 and out["output4"]["stores4"] == 16, out["output4"]

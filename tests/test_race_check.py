@@ -394,6 +394,7 @@ def test_cases_reach_every_registered_kernel():
                # test_winograd_large_products_tile_has_no_hazards: the 128 x 128 products, F(4x4)'s transforms
                | {id(LESSONS["cbr"].k05_winograd.products_kernel_large)}
                | {id(k) for k in LESSONS["cbr"].k05_winograd.TRANSFORMS[4]}
+               | {id(LESSONS["cbr"].k05_winograd.output_transform_4x4_rows_kernel)}
                | {id(k19_stream_k.stream_k_vec_kernel), id(k20_async_copy.async_vec_kernel)}
                | {id(get_skinny_cols_kernel(1, True)), id(get_skinny_cols_kernel(3, False))}
                # test_tensor_core_dispatch_paths_have_no_hazards
@@ -462,4 +463,13 @@ def test_winograd_large_products_tile_has_no_hazards(seed, monkeypatch):
     t = _run_traced(lambda: mod.winograd(x, w, b, out=out))
     problems = hazard_report(t, 3)
     assert not problems, f"cbr.winograd (128 x 128 products) at {shape}:\n" + "\n".join(problems)
+    assert compare(out, mod.reference(x, w, b), TOLERANCE["cbr"]).ok
+    # and F(4x4)'s output rows as 16-byte stores: an output 8 wide, 6 high (the second row of tiles half outside)
+    shape = (1, 4, 6, 8, 6, 3, 3)
+    x, w, b = mod.make_inputs(shape, seed)
+    assert mod.winograd.launches(x, w, b)[3].kernel is wg.output_transform_4x4_rows_kernel
+    out = np.full((1, 6, 6, 8), np.nan, np.float32)
+    t = _run_traced(lambda: mod.winograd(x, w, b, out=out))
+    problems = hazard_report(t, 3)
+    assert not problems, f"cbr.winograd (16-byte output rows) at {shape}:\n" + "\n".join(problems)
     assert compare(out, mod.reference(x, w, b), TOLERANCE["cbr"]).ok
