@@ -465,7 +465,7 @@ def test_winograd_large_products_tile_has_no_hazards(seed, monkeypatch):
     assert not problems, f"cbr.winograd (128 x 128 products) at {shape}:\n" + "\n".join(problems)
     assert compare(out, mod.reference(x, w, b), TOLERANCE["cbr"]).ok
     # and F(4x4)'s output rows as 16-byte stores: an output 8 wide, 6 high (the second row of tiles half outside)
-    shape = (1, 4, 6, 8, 6, 3, 3)
+    shape = (1, 20, 6, 8, 6, 3, 3)  # 20 channels: 3 k tiles of the products, as above
     x, w, b = mod.make_inputs(shape, seed)
     assert mod.winograd.launches(x, w, b)[3].kernel is wg.output_transform_4x4_rows_kernel
     out = np.full((1, 6, 6, 8), np.nan, np.float32)
