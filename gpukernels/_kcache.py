@@ -123,7 +123,48 @@ def attach(kernel) -> None:
     try:
         kernel._cache = _cache_class()(py_func)
     except OSError:
-        pass
+        return
+    kernel._cache._options = _options(kernel)
+
+
+def identity(value, _depth: int = 0):
+    """What a kernel's closure value contributes to its entry's key, the same in every process: a jitted function
+    or an intrinsic by its module, name, bytecode and (recursively) its own closure, anything else by its pickle.
+
+    Numba keys an entry by a pickle of the closure, and pickles a dispatcher or an intrinsic with a UUID drawn in
+    each process: a kernel that calls a device function a factory made for it (most of the lessons' tiled kernels)
+    never matched another process's entry, and every process compiled it again."""
+    if _depth > 16:  # (no lesson nests so deep) a key of its own: compiled here, never loaded from another
+        return ("unkeyed", uuid.uuid4().hex)
+    func = getattr(value, "py_func", None) or getattr(value, "_defn", None)
+    if func is None and callable(value) and hasattr(value, "__code__"):
+        func = value
+    if func is not None and hasattr(func, "__code__"):
+        return ("function", func.__module__, func.__qualname__, _code(func.__code__), _options(value),
+                tuple(identity(_cell(c), _depth + 1) for c in func.__closure__ or ()))
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, tuple(identity(v, _depth + 1) for v in value))
+    from numba.cuda.serialize import dumps
+
+    return ("pickle", hashlib.sha256(dumps(value)).hexdigest())
+
+
+def _code(code) -> tuple:
+    """A code object's bytecode and constants, nested code objects included (whose repr names an address)."""
+    consts = tuple(_code(c) if hasattr(c, "co_code") else repr(c) for c in code.co_consts)
+    return (hashlib.sha256(code.co_code).hexdigest(), consts, code.co_names)
+
+
+def _options(dispatcher) -> str:
+    """A dispatcher's decorator options (launch bounds, fastmath, device, inline...), which change its code."""
+    return repr(sorted((k, repr(v)) for k, v in (getattr(dispatcher, "targetoptions", None) or {}).items()))
+
+
+def _cell(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # a cell not yet filled
+        return None
 
 
 def _cache_class():
@@ -197,6 +238,15 @@ def _cache_class():
             self._cache_file = Files(self._cache_path, self._impl.filename_base)
             self._held = None  # (lock descriptor, start) while this process compiles an entry
             self._kname = f"{py_func.__module__}.{py_func.__qualname__}"
+
+        _options = ""  # the kernel's decorator options (attach): launch bounds change the code
+
+        def _index_key(self, sig, codegen):
+            # Numba's key with its pickle of the closure (a UUID per process for a device function) replaced by
+            # `identity`, which every process computes alike
+            import numba_cuda
+
+            return (sig, codegen.magic_tuple(), numba_cuda.__version__, identity(self._py_func), self._options)
 
         def load_overload(self, sig, target_context):
             # Numba calls this, compiles on None, then calls save_overload, all under its compiler lock: so one
@@ -277,4 +327,4 @@ def _log(event: str, start, name: str, sig) -> None:
         pass
 
 
-__all__ = ["ENV", "LOG_ENV", "WAIT_S", "attach", "folder", "lookups", "shared", "source_key"]
+__all__ = ["ENV", "LOG_ENV", "WAIT_S", "attach", "folder", "identity", "lookups", "shared", "source_key"]
