@@ -3,10 +3,11 @@ CBR on the suite's hardest shapes, each checked on a NaN-poisoned output against
 library peer in the same run (`gpukernels.bench.bench_shape`: CUDA-graph replays, inputs rotated past L2).
 
     GPUKERNELS_DEVICE=gpu python benchmarks/suite_sweep.py [matmul] [cbr] [--json out.json]
-        [--shapes M,N,K ...] [--squares | --fixup]
+        [--shapes M,N,K ...] [--squares | --fixup | --async]
 
 (``--squares``: every tile of the matmul dispatcher's estimate, whole and in 2 to 128 slices of K, on the shapes;
-``--fixup``: each tile that splits, in 2 to 8 slices met by atomics and through a workspace.)
+``--fixup``: each tile that splits, in 2 to 8 slices met by atomics and through a workspace; ``--async``: the tiles
+copied by cp.async, whole and split through a workspace, beside the register path's, on rows 16-byte aligned.)
 
 The dispatchers' constants (``matmul.k21_optimized.TILES``, ``cbr.CBR_*``) are fitted to what this prints.
 """
@@ -61,6 +62,27 @@ def matmul_candidates(shape):
 
         for kernel, label in ((wide_vec_kernel, "256x128"), (vec_kernel, "128x128"), (small_vec_kernel, "64x64")):
             out.append((label, lambda a, b, c, kernel=kernel: _common.tiled_launch(kernel, c, (a, b, c))))
+    if "--async" in sys.argv and m > 64 and n > 64 and k % 4 == 0 and n % 4 == 0:
+        # the dispatcher's tiles copied by cp.async (async_copy's ring, 3 stages) instead of through registers, and
+        # 128 x 128 capped at 128 registers so that two blocks share an SM (173 without the cap, 186 for the
+        # register path; the register path under the same cap spills): whole, and split through a workspace
+        from gpukernels.matmul._interior import fixup_twin
+        from gpukernels.matmul.k21_optimized import SMALL_WARPS, TILES
+
+        ring = [("128x128 async", dict(bm=128, bn=128, bk=8, group=8)),
+                ("128x128 async lb2", dict(bm=128, bn=128, bk=8, group=8, launch_bounds=(256, 2))),
+                ("64x64/128 async", dict(bm=64, bn=64, **SMALL_WARPS))]
+        for label, kw in ring:
+            whole = _async_kernel(**kw)
+            out.append((f"{label} x1", lambda a, b, c, kernel=whole: _common.tiled_launch(kernel, c, (a, b, c))))
+            fix = fixup_twin(_async_kernel(split_k=True, **{**kw, "group": 1}))
+            for s in (2, 3, 4, 6):
+                if k // s >= 64:
+                    out.append((f"{label} fix x{s}", lambda a, b, c, kernel=fix, s=s:
+                                _common.fixup_launch(kernel, c, (a, b, c), s)))
+        for t in TILES:  # the register path, for the same run
+            out.append((f"{t.name} x1", lambda a, b, c, kernel=t.kernels[0]: _common.tiled_launch(kernel, c, (a, b, c))))
+        return out
     if "--fixup" in sys.argv and m > 64 and n > 64:
         # split-K without the zero pass: the last slice of a tile to arrive sums the slices' partials from a
         # workspace (make_interior_kernel(fixup=True)) -- against the same tile and slices adding into C by atomics
@@ -128,6 +150,15 @@ def matmul_candidates(shape):
 
 
 _EXTRA = {}
+
+
+def _async_kernel(bm, bn, **kw):
+    from gpukernels.matmul._interior import make_interior_kernel
+
+    key = (bm, bn, tuple(sorted(kw.items())))
+    if key not in _EXTRA:
+        _EXTRA[key] = make_interior_kernel(bm, bn, vec=True, stages=3, **kw)
+    return _EXTRA[key]
 
 
 def _extra_kernel(bm, bn, bk, vec, rows=8, group=1, split=True, clamp=True):
