@@ -5,7 +5,8 @@ K, 16-byte and 4-byte loads) once per shape, checked against float64, for comput
     compute-sanitizer --tool memcheck --report-api-errors no python3 benchmarks/matmul_tiles_sanitize.py [TILE ...]
 
 (``TILE``: only the tiles of these names, e.g. ``64x64/128``; ``--fixup``: instead, each tile's split through a
-workspace, ``make_interior_kernel(fixup=True)``, the experiment in benchmarks/NOTES.md.)
+workspace, the kernel ``optimized`` runs for it: ``make_interior_kernel(fixup=True)``, by the cp.async ring on aligned
+rows where the tile has one.)
 
 The shapes take every edge: partial tiles along M and N (ragged by 1 to 63), K not a multiple of the k tile, a
 slice count that leaves the last slice short or empty, one element. C starts as NaN (a split zeroes it first).
@@ -25,7 +26,6 @@ import numpy as np  # noqa: E402
 from gpukernels import matmul  # noqa: E402  (before numba.cuda: it picks the simulator or the GPU)
 from gpukernels.check import TOLERANCE  # noqa: E402
 from gpukernels.matmul._common import fixup_launch, tiled_launch  # noqa: E402
-from gpukernels.matmul._interior import fixup_twin  # noqa: E402
 from gpukernels.matmul.k21_optimized import TILES  # noqa: E402
 
 from _sanitize import on_device, run_and_compare  # noqa: E402
@@ -43,8 +43,9 @@ def main() -> int:
         a, b = matmul.make_inputs((m, n, k), seed=1)
         ref = matmul.reference(a, b)
         aligned = n % 4 == 0 and k % 4 == 0
-        if fixup:
-            variants = [("workspace", tuple(map(fixup_twin, tile.split_kernels)), slices)] if tile.split_kernels else []
+        if fixup:  # what optimized runs (`Tile.workspace_kernel`: the cp.async ring where the tile has one)
+            variants = ([("workspace", (tile.workspace_kernel(True), tile.workspace_kernel(False)), slices)]
+                        if tile.split_kernels else [])
         else:
             variants = [("whole", tile.kernels, 1)]
             if tile.split_kernels:

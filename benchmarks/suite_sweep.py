@@ -81,7 +81,8 @@ def matmul_candidates(shape):
                     out.append((f"{label} fix x{s}", lambda a, b, c, kernel=fix, s=s:
                                 _common.fixup_launch(kernel, c, (a, b, c), s)))
         for t in TILES:  # the register path, for the same run
-            out.append((f"{t.name} x1", lambda a, b, c, kernel=t.kernels[0]: _common.tiled_launch(kernel, c, (a, b, c))))
+            out.append((f"{t.name} x1", lambda a, b, c, kernel=t.kernels[0]:
+                        _common.tiled_launch(kernel, c, (a, b, c))))
         return out
     if "--fixup" in sys.argv and m > 64 and n > 64:
         # split-K without the zero pass: the last slice of a tile to arrive sums the slices' partials from a

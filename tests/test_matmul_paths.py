@@ -432,21 +432,25 @@ def test_optimized_runs_the_workspace_split_when_it_chooses_it(monkeypatch, alig
     a, b = matmul.make_inputs(shape, seed)
     names = [launch.kernel.py_func.__name__ for launch in matmul.optimized.launches(a, b)]
     assert len(names) == 1 and names[0].endswith("_fixup_kernel"), names
+    assert ("_async3_" in names[0]) == aligned, names  # aligned rows: the tile's cp.async ring
     for _ in range(2):
         run_checked("matmul", "optimized", shape, seed)
 
 
-@pytest.mark.parametrize("aligned", [True, False], ids=["16-byte", "4-byte"])
-def test_split_through_a_workspace_is_correct_and_leaves_its_counts_zero(aligned, seed):
+@pytest.mark.parametrize("path", ["16-byte", "4-byte", "ring"])
+def test_split_through_a_workspace_is_correct_and_leaves_its_counts_zero(path, seed):
     """Slices of K meeting in a workspace (the last to arrive sums them in slice order) instead of by atomics into
-    C. Ragged along M, N and K, 3 slices, NaN-poisoned output; run twice
+    C, each k tile through registers (16-byte or 4-byte loads) or by the cp.async ring. Ragged along M, N and K, 3
+    slices, NaN-poisoned output; run twice
     on the same workspace, so a count left non-zero by the first run would show as a wrong second one."""
     from gpukernels.matmul._common import fixup_launch
     from gpukernels.matmul._interior import fixup_twin
 
+    k21 = matmul.k21_optimized
+    aligned = path != "4-byte"
     m, n, k = (70, 72, 100) if aligned else (65, 67, 99)
-    kernel = fixup_twin(matmul.k21_optimized.quad_split_vec_kernel if aligned
-                        else matmul.k21_optimized.quad_split_kernel)
+    kernel = {"16-byte": fixup_twin(k21.quad_split_vec_kernel), "4-byte": fixup_twin(k21.quad_split_kernel),
+              "ring": k21.quad_ring_fixup_kernel}[path]
     a, b = matmul.make_inputs((m, n, k), seed)
     ref = matmul.reference(a, b)
     dev = [cuda.to_device(x) for x in (a, b, np.full((m, n), np.nan, np.float32))]

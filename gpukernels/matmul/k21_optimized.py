@@ -32,7 +32,8 @@ why:
    * small products (512^3: 64 tiles of 64 x 64, half an SM's worth of work in all): too little work to fill
      the SMs with warps, so the 64 x 64 tile of 128 threads (4 x 8 outputs each: twice the warps of the 64-thread
      one for the same tile), in a few slices of K -- a lone block of it takes 0.75 us per k tile where the
-     64-thread one takes 1.2.
+     64-thread one takes 1.2. Split through a workspace, on aligned rows, its k tiles come by ``async_copy``'s
+     cp.async ring: each slice is a short k loop, and the ring keeps two tiles in flight from its start.
    * too few tiles to fill the SMs (M = N = 256, K = 65536: 16 tiles of 64 x 64): slices of K (split-K), met by
      atomics when they are many (the workspace's last block would sum 64 tiles), through the workspace when few
      (512^3: 4 slices of 64 tiles, 16.1 us against 18.2 with atomics, H100).
@@ -65,7 +66,7 @@ from .k16_skinny import (SKINNY_MAX_M, SKINNY_MAX_N, cols_splits, get_skinny_col
 from .k17_split_k import SPLIT_MAX, SPLIT_MIN_K, split_k_kernels
 from .k18_narrow import cols_small_vec_kernel, narrow_kernel, narrow_splits, rows_vec_kernel
 from .k19_stream_k import stream_k_blocks, stream_k_launches
-from .k20_async_copy import ASYNC_STAGES, async_copy_kernel, async_vec_kernel
+from .k20_async_copy import ASYNC_STAGES, async_copy_kernel, async_vec_kernel, has_async_copy
 
 SMALL_K = 128  # K at most this deep takes the 64 x 64 tile (measured at K = 64 and 128)
 NARROW_SIDE = 64  # C with at most this many rows (half as many columns) and a long other side takes a narrow tile
@@ -87,6 +88,14 @@ class Tile:
     scalar_rate: float | None = None  # the rate of the scalar kernel (rows not 16-byte aligned), if not ``rate``
     alone_us: float | None = None  # a lone block's 16-deep k tile, if not its FLOPs at ``rate`` (or LAT_US)
     block_us: float = 2.0  # a block's prologue (first tile) and epilogue (stores)
+    ring_workspace: object = None  # the aligned split through a workspace by a cp.async ring, if it has one
+
+    def workspace_kernel(self, aligned: bool):
+        """The kernel whose slices of K meet in a workspace: the split kernel's twin (`fixup_twin`), or for
+        aligned rows the tile's cp.async ring where it has one and the GPU has cp.async."""
+        if aligned and self.ring_workspace is not None and has_async_copy():
+            return self.ring_workspace
+        return fixup_twin(self.split_kernels[0 if aligned else 1])
 
     @property
     def warps(self) -> int:
@@ -142,6 +151,12 @@ quad_vec_kernel = make_interior_kernel(64, 64, vec=True, **SMALL_WARPS)
 quad_kernel = make_interior_kernel(64, 64, **SMALL_WARPS)
 quad_split_vec_kernel = make_interior_kernel(64, 64, vec=True, split_k=True, **SMALL_WARPS)
 quad_split_kernel = make_interior_kernel(64, 64, split_k=True, **SMALL_WARPS)
+# Its split through a workspace with each k tile copied global -> shared by async_copy's cp.async ring (3 stages)
+# instead of through registers: a few slices of a small product are short k loops whose first loads nothing hides,
+# and the ring keeps two tiles in flight. Measured against the register path at the slices the estimate picks
+# (H100): 700 x 900 x 500 in 3 slices 29.6 us against 33.3, 512^3 in 4 15.1 against 15.9, 900 x 700 x 1100 in 3
+# 56.8 against 55.3 (benchmarks/NOTES.md). 126 registers, 25 KB of shared memory: still 4 blocks per SM.
+quad_ring_fixup_kernel = make_interior_kernel(64, 64, vec=True, fixup=True, stages=ASYNC_STAGES, **SMALL_WARPS)
 
 #: Largest tile first. 128 x 128: vector_loads at 4096^3 ran at 0.97 of thread_16x8. 64 x 64 (16 deep): 64 threads
 #: of ~180 registers and 17 KB of shared memory, 6 resident per SM reach 0.9 of the big tile's rate per SM (fit).
@@ -155,7 +170,8 @@ TILES = (
     Tile("64x64", ("optimized", "optimized"), (small_deep_vec_kernel, small_deep_kernel),
          split_k_kernels(True)[1:] + split_k_kernels(False)[1:], 0.9, 6, alone_us=2 * LAT_US, block_us=1.0),
     Tile("64x64/128", ("optimized", "optimized"), (quad_vec_kernel, quad_kernel),
-         (quad_split_vec_kernel, quad_split_kernel), 0.9, 4, alone_us=0.75, block_us=0.5),
+         (quad_split_vec_kernel, quad_split_kernel), 0.9, 4, alone_us=0.75, block_us=0.5,
+         ring_workspace=quad_ring_fixup_kernel),
 )
 #: stream_k's tile and schedule, its tiles copied by async_copy's ring (rows 16-byte aligned only: its 16-byte
 #: copies need them). Its rate is stream_k's: the ring measured 1-3% faster on the large squares and about even
@@ -291,15 +307,16 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
 
 def _kernel_for(choice: Choice):
     tile = next(t for t in TILES + (SMALL_K_TILE,) if t.name == choice.config["tile"])
+    if choice.config.get("workspace"):
+        return tile.workspace_kernel(choice.config["vec"])
     pair = tile.split_kernels if choice.config["splits"] > 1 else tile.kernels
-    kernel = pair[0] if choice.config["vec"] else pair[1]
-    return fixup_twin(kernel) if choice.config.get("workspace") else kernel
+    return pair[0] if choice.config["vec"] else pair[1]
 
 
 @version("matmul", check, kernels=[wide_vec_kernel, get_skinny_kernel(1, True), get_skinny_shared_kernel(16, True),
                                    get_skinny_cols_kernel(1, True), rows_vec_kernel, cols_small_vec_kernel,
                                    small_deep_vec_kernel, quad_vec_kernel, quad_split_vec_kernel,
-                                   fixup_twin(quad_split_vec_kernel)]
+                                   fixup_twin(quad_split_vec_kernel), quad_ring_fixup_kernel]
          + list(split_k_kernels(True)) + [fixup_twin(k) for k in split_k_kernels(True)] + [async_vec_kernel])
 def optimized(a, b, c):
     """The dispatcher: per shape, the step and configuration that choose() estimates fastest (skinny, tiles, split-K, ...)."""
