@@ -5,7 +5,7 @@ is compiled once for every process that shares DIR and loaded from DIR afterward
 and the notebooks, demo and benchmark children they start all compile the same few hundred kernels, each of which
 takes NVVM a second or more. Unset (the default), nothing is cached and nothing here runs.
 
-Numba's own cache (``@cuda.jit(cache=True)``) would not be correct here, for two reasons, and this one is:
+Numba's own cache (``@cuda.jit(cache=True)``) would not serve here, for three reasons, and this one does:
 
 * Numba keys an entry by the kernel's own bytecode, its closure and its file's time stamp -- not by the device
   functions it calls from other files, nor by the module constants it reads. Here every entry lives in a folder
@@ -16,6 +16,10 @@ Numba's own cache (``@cuda.jit(cache=True)``) would not be correct here, for two
   other's index, and a later load then gets the other kernel. Here each entry is a file of its own, named by a
   hash of its whole key (signature, target, bytecode, closure), which it also stores and checks on load; it is
   written under a temporary name and renamed into place.
+* Numba's key holds a pickle of the closure, and a pickled device function or intrinsic carries a UUID drawn in
+  each process: a kernel that calls a factory's device function (most tiled kernels) never matched an entry
+  another process wrote. Here a closure is keyed by what it holds (`identity`: code, constants, options, and
+  the device functions' own closures).
 
 Processes that miss the same entry at once do not all compile it: the first takes a lock beside the entry (an
 ``flock``, which the system drops if the process dies) and the others wait for it and load what it stored -- the
