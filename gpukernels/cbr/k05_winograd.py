@@ -337,6 +337,14 @@ def input_transform_4x4_kernel(x, v, padding, th, tw):
         v[6 * a + 3, c, t], v[6 * a + 4, c, t], v[6 * a + 5, c, t] = e3, e4, e5
 
 
+@cuda.jit(device=True, forceinline=True)
+def left_at(m, k, t, e):
+    # e (4, 6) = A^T M for channel k's tile t: the first half of the output transform, which both of its kernels share
+    for s in range(6):
+        e[0, s], e[1, s], e[2, s], e[3, s] = at6(m[s, k, t], m[6 + s, k, t], m[12 + s, k, t], m[18 + s, k, t],
+                                                 m[24 + s, k, t], m[30 + s, k, t])
+
+
 @cuda.jit
 def output_transform_4x4_kernel(m, b, y, th, tw):
     # m (36, K, P) -> y (N, K, Ho, Wo): Y = A^T M A, plus the bias, then the ReLU, for each (channel, tile of 4 x 4);
@@ -348,10 +356,8 @@ def output_transform_4x4_kernel(m, b, y, th, tw):
         return
     k, t = i // p_, i % p_
     n, r0, s0 = tile_origin(t, th, tw, 4)
-    e = cuda.local.array((4, 6), float32)  # A^T M
-    for s in range(6):
-        e[0, s], e[1, s], e[2, s], e[3, s] = at6(m[s, k, t], m[6 + s, k, t], m[12 + s, k, t], m[18 + s, k, t],
-                                                 m[24 + s, k, t], m[30 + s, k, t])
+    e = cuda.local.array((4, 6), float32)
+    left_at(m, k, t, e)
     bias = b[k]
     for r in range(4):
         if r0 + r < ho:
@@ -373,10 +379,8 @@ def output_transform_4x4_rows_kernel(m, b, y, th, tw, ho):
         return
     k, t = i // p_, i % p_
     n, r0, s0 = tile_origin(t, th, tw, 4)
-    e = cuda.local.array((4, 6), float32)  # A^T M
-    for s in range(6):
-        e[0, s], e[1, s], e[2, s], e[3, s] = at6(m[s, k, t], m[6 + s, k, t], m[12 + s, k, t], m[18 + s, k, t],
-                                                 m[24 + s, k, t], m[30 + s, k, t])
+    e = cuda.local.array((4, 6), float32)
+    left_at(m, k, t, e)
     bias, zero = b[k], float32(0.0)
     row = (n * k_ + k) * ho + r0
     for r in range(4):
