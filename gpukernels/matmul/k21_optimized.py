@@ -127,7 +127,9 @@ WORKSPACE_LAST_US = 3.0  # per million of them in the last round of blocks
 WORKSPACE_SUM_US = 35.0  # per million values the last block of a tile sums alone (slices x the tile's size)
 # ... and only while the partials (M x N x slices floats) fit in a third of L2 (50 MB on an H100 or H200): past
 # that they are written to and read back from HBM while atomics add into a C that stays in L2 (1536^3 in 4 slices
-# of 64 x 64: 38 MB of partials, 232.8 us against 215.5 by atomics; the wins measured had at most 8.4 MB)
+# of 64 x 64: 38 MB of partials, 232.8 us against 215.5 by atomics; the wins measured had at most 8.4 MB). The
+# cp.async ring's split (`Tile.ring_workspace`) measured faster past it -- 1536^3 in 4 slices of the 128-thread tile,
+# 203.4 us -- which this estimate, fitted to the register path, does not yet know (benchmarks/NOTES.md)
 WORKSPACE_MAX_BYTES = 16 * 2**20
 # The slice counts tried: three slices of 768^3 beat two and four by 6% (144 tiles x 3 fill 132 SMs x 4 blocks more
 # evenly); none past 64, whose adds into one element of C queue at one L2 slice the estimate does not see (128 x 128
