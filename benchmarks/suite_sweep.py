@@ -3,11 +3,12 @@ CBR on the suite's hardest shapes, each checked on a NaN-poisoned output against
 library peer in the same run (`gpukernels.bench.bench_shape`: CUDA-graph replays, inputs rotated past L2).
 
     GPUKERNELS_DEVICE=gpu python benchmarks/suite_sweep.py [matmul] [cbr] [--json out.json]
-        [--shapes M,N,K ...] [--squares | --fixup | --async]
+        [--shapes M,N,K ...] [--squares | --fixup | --async | --spread]
 
 (``--squares``: every tile of the matmul dispatcher's estimate, whole and in 2 to 128 slices of K, on the shapes;
 ``--fixup``: each tile that splits, in 2 to 8 slices met by atomics and through a workspace; ``--async``: the tiles
-copied by cp.async, whole and split through a workspace, beside the register path's, on rows 16-byte aligned.)
+copied by cp.async, whole and split through a workspace, beside the register path's, on rows 16-byte aligned;
+``--spread``: the 128 x 128 tile under stream-K spread over every SM, against the dispatcher's pick without it.)
 
 The dispatchers' constants (``matmul.k21_optimized.TILES``, ``cbr.CBR_*``) are fitted to what this prints.
 """
@@ -62,6 +63,29 @@ def matmul_candidates(shape):
 
         for kernel, label in ((wide_vec_kernel, "256x128"), (vec_kernel, "128x128"), (small_vec_kernel, "64x64")):
             out.append((label, lambda a, b, c, kernel=kernel: _common.tiled_launch(kernel, c, (a, b, c))))
+    if "--spread" in sys.argv and m > 64 and n > 64:
+        # the 128 x 128 tile under stream-K's schedule spread over every SM (one block per SM, and two), against
+        # what the dispatcher picks without it and the tile whole: the rows the spread candidate's estimate is fitted to
+        from gpukernels.matmul import k21_optimized as opt
+        from gpukernels.matmul.k19_stream_k import stream_k_launches
+
+        aligned = k % 4 == 0 and n % 4 == 0
+        kernel = opt.SPREAD_TILE.kernels[0 if aligned else 1]
+
+        def without(a, b, c):
+            saved, opt.SPREAD_WAVES = opt.SPREAD_WAVES, 0
+            try:
+                return opt.optimized.plan(a, b, c)
+            finally:
+                opt.SPREAD_WAVES = saved
+
+        out.append(("without spread", without))
+        for per in (1, 2):
+            out.append((f"128x128 spread {per}/SM", lambda a, b, c, per=per: stream_k_launches(
+                kernel, a, b, c, sms=per * _common.sm_count(), spread=True)))
+        whole = opt.TILES[1].kernels[0 if aligned else 1]
+        out.append(("128x128 x1", lambda a, b, c: _common.tiled_launch(whole, c, (a, b, c))))
+        return out
     if "--async" in sys.argv and m > 64 and n > 64 and k % 4 == 0 and n % 4 == 0:
         # the dispatcher's tiles copied by cp.async (async_copy's ring, 3 stages) instead of through registers, and
         # 128 x 128 capped at 128 registers so that two blocks share an SM (173 without the cap, 186 for the

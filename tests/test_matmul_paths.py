@@ -228,6 +228,58 @@ def test_stream_k_shares_tiles_correctly(shape, sms, seed, monkeypatch):
     assert compare(outs[0], matmul.reference(a, b), TOLERANCE["matmul"]).ok
 
 
+def test_stream_k_spread_shares_a_wave_over_every_slot():
+    assert k19_stream_k.stream_k_blocks(1024, 1024, sms=132, spread=True) == (0, 132)
+    assert k19_stream_k.stream_k_blocks(1237, 1531, sms=132, tile=(128, 128), spread=True) == (0, 132)  # 120 tiles
+    assert k19_stream_k.stream_k_blocks(1237, 1531, sms=132, tile=(128, 128)) == (0, 120)
+    assert k19_stream_k.stream_k_blocks(2048, 2048, sms=100, tile=(128, 128), spread=True) == (100, 100)  # 2.56
+
+
+def _spread_case(shape, sms, aligned):
+    """The 128 x 128 tile under stream-K's schedule over more blocks than tiles, as ``optimized`` runs it."""
+    from gpukernels.matmul import k21_optimized
+
+    a, b = matmul.make_inputs(shape, 0)
+    a[0, 0], b[-1, -1], a[-1, shape[2] // 2] = 41.0, -37.5, 1e3  # outliers in the first, middle and last k tiles
+    kernel = k21_optimized.SPREAD_TILE.kernels[0 if aligned else 1]
+    da, db = cuda.to_device(a), cuda.to_device(b)
+    assert aligned16(da, db) == aligned
+    c = cuda.to_device(np.full(shape[:2], np.nan, np.float32))
+    return a, b, c, k19_stream_k.stream_k_launches(kernel, da, db, c, sms=sms, spread=True)
+
+
+def _parts(shape, sk, iters):
+    """The most blocks that share one tile under the spread schedule (sk blocks, iters k tiles per tile)."""
+    tiles = -(-shape[0] // 128) * -(-shape[1] // 128)
+    starts = [j * tiles * iters // sk for j in range(sk + 1)]
+    return max(sum(1 for j in range(sk) if starts[j] < (t + 1) * iters and starts[j + 1] > t * iters)
+               for t in range(tiles))
+
+
+@pytest.mark.parametrize("shape,sms,aligned,parts", [
+    ((130, 100, 64), 7, True, 4),  # 2 tiles (one on the edge) x 4 k tiles over 7 blocks: 4 blocks, then 3 share a tile
+    ((131, 257, 37), 13, False, 3),  # 6 tiles x 3 k tiles over 13 blocks, 4-byte loads (K odd), a ragged last k tile
+    ((200, 152, 40), 5, True, 2),  # 4 tiles x 3 k tiles over 5 blocks: 2.4 k tiles each, tiles cut between two
+    ((128, 128, 16), 3, True, 1),  # one tile, one k tile: one block, the other two get nothing and are not launched
+    pytest.param((300, 260, 64), 5, True, 2, marks=pytest.mark.slow),  # 9 tiles over 5: 4 whole, 5 shared
+])
+def test_stream_k_spread_sums_tiles_cut_between_three_blocks(shape, sms, aligned, parts):
+    a, b, c, [launch] = _spread_case(shape, sms, aligned)
+    tiles = -(-shape[0] // 128) * -(-shape[1] // 128)
+    sk = launch.args[3].shape[0]
+    assert launch.grid[0] <= max(sms, tiles) and sk <= sms
+    if launch.grid[0] == sk:  # all of it shared: as many blocks on one tile as the case says
+        assert _parts(shape, sk, -(-shape[2] // 16)) == parts
+    outs = []
+    for _ in range(2):  # twice on one workspace, into NaN: the counts are zero again, the bits the same
+        c.copy_to_device(np.full(shape[:2], np.nan, np.float32))
+        launch()
+        assert not launch.args[4].copy_to_host().any()
+        outs.append(c.copy_to_host())
+    assert np.array_equal(outs[0], outs[1])
+    assert compare(outs[0], matmul.reference(a, b), TOLERANCE["matmul"]).ok
+
+
 @same_kernels_as("matmul.stream_k")
 def test_stream_k_without_aligned_rows_runs_thread_16x8s_scalar_kernel(seed, one_sm):
     shape = (520, 262, 23)  # N, K not multiples of 4

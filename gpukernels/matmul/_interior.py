@@ -330,13 +330,15 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
         # Here the first gridDim.x - P blocks take one whole tile each ("data-parallel" waves), and the last P
         # blocks share out the remaining tiles' k tiles evenly: P + T % P tiles, between one and two tiles of work
         # per block, so every block ends at the same time. A block's share is a run of (tile, k tile) units, so it
-        # may start inside one tile (its tail: k from some k0 to K) and end inside another (its head: k from 0):
-        # each tile is shared by at most two neighbouring blocks. Both write their partial sums to the
-        # workspace `ws` (the 128 accumulators of each thread: 128 KB per tile, written and read once), fence,
-        # and count themselves in `cnt`; the second to arrive adds the other's partial to its own registers and
-        # stores the tile. No block ever waits for another (the order of arrival does not matter, and
-        # a + b == b + a exactly, so the result is the same whichever comes second), and the last one resets
-        # the counter, so `cnt` is all zeros between launches.
+        # may start inside one tile (its tail: k from some k0 to K) and end inside another (its head: k from 0).
+        # With fewer tiles than blocks (``stream_k_blocks(spread=True)``: a product under one wave spread over
+        # every SM) a share is less than a tile, and a tile may be cut between three or more neighbouring blocks.
+        # Each of them writes its partial sums to the workspace `ws` (ws[block, 0]: the tile it starts inside;
+        # ws[block, 1]: the tile it ends inside; each thread's accumulators, a warp writing 128 consecutive
+        # bytes), fences, and counts itself in cnt[tile]; the last to arrive sums the tile's partials from the
+        # workspace in block order -- its own included, so the result is the same to the bit whichever arrives
+        # last -- and stores the tile. No block ever waits for another, and the last one resets the count, so
+        # `cnt` is all zeros between launches.
         flag = cuda.shared.array(1, int32)
         a_tile = cuda.shared.array((nbuf, bk, row_len), float32, alignment=16)
         b_tile = cuda.shared.array((nbuf, bk, bn), float32, alignment=16)
@@ -390,25 +392,31 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
                 main_loop(a, b, a_tile, b_tile, acc, a_frag, b_frag, a_next, b_next, t, tx4, ty4, row0, col0, False,
                           it0 * bk, min(it1 * bk, kdim))
             last = True
-            if it0 > 0 or it1 < iters:  # a shared tile: boundary `jb` between blocks jb - 1 (head) and jb (tail)
-                jb = j + (1 if it0 == 0 else 0)
-                mine = 1 if it0 > 0 else 0
+            if it0 > 0 or it1 < iters:  # a shared tile: blocks `first` .. `final` have a part of it
+                x0 = (tile - dp) * iters  # the tile's first unit, counted from the first shared one
+                first = ((x0 + 1) * sk - 1) // units  # the block whose share holds unit x (the largest j with
+                final = ((x0 + iters) * sk - 1) // units  # j * units // sk <= x), for the tile's first and last
                 for i in range(rows):
                     for jj in range(8):
-                        ws[jb, mine, i * 8 + jj, t] = acc[i, jj]  # a warp writes 128 consecutive bytes
+                        ws[j, 0 if it0 > 0 else 1, i * 8 + jj, t] = acc[i, jj]
                 cuda.threadfence()  # the partial is visible to the whole GPU before the count says it is there
                 cuda.syncthreads()
                 if t == 0:
-                    flag[0] = cuda.atomic.add(cnt, jb, 1)
+                    flag[0] = cuda.atomic.add(cnt, tile - dp, 1)
                 cuda.syncthreads()
-                last = flag[0] == 1
+                last = flag[0] == final - first
                 if last:
                     cuda.threadfence()
                     for i in range(rows):
                         for jj in range(8):
-                            acc[i, jj] += ws[jb, 1 - mine, i * 8 + jj, t]
+                            acc[i, jj] = 0.0
+                    for q in range(first, final + 1):
+                        end = 0 if q * units // sk > x0 else 1  # block q starts inside the tile, or before it
+                        for i in range(rows):
+                            for jj in range(8):
+                                acc[i, jj] += ws[q, end, i * 8 + jj, t]
                     if t == 0:
-                        cnt[jb] = 0
+                        cnt[tile - dp] = 0
             if last:
                 store_c(c, acc, row0, col0, ty4, tx4)
             u += it1 - it0

@@ -27,24 +27,30 @@ stream_k_vec_kernel = make_interior_kernel(256, 128, bk=8, group=8, rows=16, vec
 # and each stream-K kernel (four copies of the k loop) costs a minute of NVVM on a laptop core.
 
 
-def stream_k_blocks(m: int, n: int, sms: int | None = None, per_sm: int = 1) -> tuple[int, int]:
-    """(whole-tile blocks, sharing blocks) for an M x N product: all but the last one or two waves' tiles go one
-    per block; the rest are shared by one block per resident slot (``sms * per_sm``), each getting between one
-    and two tiles' work (never less than one: then no tile is cut between more than two blocks)."""
+def stream_k_blocks(m: int, n: int, sms: int | None = None, per_sm: int = 1, tile: tuple = (256, 128),
+                    spread: bool = False) -> tuple[int, int]:
+    """(whole-tile blocks, sharing blocks) for an M x N product of ``tile``-sized tiles: all but the last one or
+    two waves' tiles go one per block; the rest are shared by one block per resident slot (``sms * per_sm``), each
+    getting between one and two tiles' work. One wave or less: a block per tile -- or, with ``spread`` (what
+    ``optimized`` asks for when a product does not fill the SMs), the tiles' work shared by a block per slot, each
+    getting less than a tile's."""
     slots = (sms or _common.sm_count()) * per_sm
-    tiles = ceil_div(m, 256) * ceil_div(n, 128)
+    tiles = ceil_div(m, tile[0]) * ceil_div(n, tile[1])
     if tiles <= slots:
-        return 0, tiles  # one wave or less: every block one tile, nothing to share
+        return 0, (slots if spread else tiles)
     return (tiles // slots - 1) * slots, slots
 
 
-def stream_k_launches(kernel, a, b, c, sms: int | None = None) -> list[Launch]:
+def stream_k_launches(kernel, a, b, c, sms: int | None = None, spread: bool = False) -> list[Launch]:
     m, n = c.shape
-    dp, sk = stream_k_blocks(m, n, sms)
-    # The workspace: two partial tiles per boundary between sharing blocks (each thread's 128 accumulators), and
-    # one arrival count per boundary, zero before the first launch; the kernel leaves it zero. A plan made for
-    # host arrays (a process that only compiles or reports) gets host arrays of the same shapes.
-    ws, cnt = workspace(c, (sk, 2, kernel.rows * 8, kernel.threads), sk)
+    dp, sk = stream_k_blocks(m, n, sms, tile=kernel.tile, spread=spread)
+    shared = ceil_div(m, kernel.tile[0]) * ceil_div(n, kernel.tile[1]) - dp
+    sk = min(sk, shared * ceil_div(a.shape[1], kernel.bk))  # every sharing block gets at least one k tile
+    # The workspace: two partial tiles per sharing block (each thread's accumulators: the tile it starts inside
+    # and the one it ends inside), and one arrival count per shared tile, zero before the first launch; the
+    # kernel leaves it zero. A plan made for host arrays (a process that only compiles or reports) gets host
+    # arrays of the same shapes.
+    ws, cnt = workspace(c, (sk, 2, kernel.rows * 8, kernel.threads), shared)
     return [Launch(kernel, (dp + sk,), (kernel.threads,), (a, b, c, ws, cnt))]
 
 

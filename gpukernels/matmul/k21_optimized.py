@@ -180,6 +180,16 @@ TILES = (
 #: elsewhere (benchmarks/NOTES.md), too little and too mixed to fit a rate of its own.
 STREAM_K_TILE = Tile("256x128", ("async_copy", "async_copy"), (async_vec_kernel, async_vec_kernel), None,
                      STREAM_K_RATE, 1)
+#: The 128 x 128 tile under stream-K's schedule, spread over every SM when its tiles do not fill them (less than a
+#: tile's work per block, a tile cut between two or three blocks, `stream_k_blocks(spread=True)`), or sharing the last
+#: waves' tiles as ``stream_k`` does. Split-K evens out a part-empty wave only in whole slices: 120 tiles for 132 SMs
+#: take 11 slices to balance, and each slice costs a prologue, an epilogue and a partial tile; here a tile costs at
+#: most three partials however the work falls. For rows that are not 16-byte aligned too (4-byte loads).
+spread_vec_kernel = make_interior_kernel(128, 128, bk=16, group=8, vec=True, stream_k=True)
+spread_kernel = make_interior_kernel(128, 128, bk=16, group=8, stream_k=True)
+SPREAD_TILE = Tile("128x128", ("stream_k", "stream_k"), (spread_vec_kernel, spread_kernel), None, 0.97, 1,
+                   block_us=3.0)
+SPREAD_WAVES = 2  # a candidate while its tiles fill fewer than this many waves of the SMs (split-K's reach)
 #: Small K's tile: 64 x 64, 8 deep (K = 64 is only 4 tiles of 16), measured at K = 64 and 128 (rule 3).
 SMALL_K_TILE = Tile("64x64x8", ("vector_loads", "wave_fit"), (small_vec_kernel, small_tile_kernel), None, 0.61, 4)
 
@@ -212,14 +222,22 @@ def estimate_us(m: int, n: int, k: int, tile: Tile, splits: int, sms: int, align
     return t
 
 
-def stream_k_estimate_us(m: int, n: int, k: int, sms: int) -> float:
-    """stream_k's busiest SM: the tiles' work divided evenly over the SMs (no partial last wave), at its rate."""
-    tile = STREAM_K_TILE
-    bm, bn = tile.kernels[0].tile
-    dp, _ = stream_k_blocks(m, n, sms)
-    waves = ceil_div(m, bm) * ceil_div(n, bn) / sms
-    tile_us = max(2 * bm * bn * tile.kernels[0].bk / (tile.rate * SM_GFLOPS * 1e3), LAT_US)
-    return waves * ceil_div(k, tile.kernels[0].bk) * tile_us + dp // sms * tile.block_us + STREAM_K_US
+def stream_k_estimate_us(m: int, n: int, k: int, sms: int, tile: Tile = STREAM_K_TILE, aligned: bool = True) -> float:
+    """stream_k's busiest SM: the tiles' work divided evenly over the SMs (no partial last wave), at the tile's
+    rate; then each sharing block's up to three prologues and epilogues, and the sum of a shared tile's partials
+    (``SPREAD_TILE``'s blocks, spread over the SMs, may each have a part of up to three tiles' work)."""
+    kernel = tile.kernels[0]
+    bm, bn = kernel.tile
+    rate = tile.rate if aligned or tile.scalar_rate is None else tile.scalar_rate
+    tiles = ceil_div(m, bm) * ceil_div(n, bn)
+    dp, sk = stream_k_blocks(m, n, sms, tile=kernel.tile, spread=tile is SPREAD_TILE)
+    tile_us = max(2 * bm * bn * kernel.bk / (rate * SM_GFLOPS * 1e3), LAT_US * kernel.bk / 8)
+    if tile is STREAM_K_TILE:
+        return tiles / sms * ceil_div(k, kernel.bk) * tile_us + dp // sms * tile.block_us + STREAM_K_US
+    # a shared tile's blocks: one per share it spans, plus one where the shares do not line up with it
+    parts = ceil_div(tiles - dp, sk) if tiles - dp >= sk else ceil_div(sk, tiles - dp) + 1
+    return (tiles / sms * ceil_div(k, kernel.bk) * tile_us + (dp // sms + 2) * tile.block_us
+            + parts * bm * bn * (WORKSPACE_SUM_US + WORKSPACE_LAST_US) / 1e6)
 
 
 def split_options(k: int, tiles: int = 0, capacity: int = 1) -> list[int]:
@@ -275,17 +293,21 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
                 cands.append((tile, splits, workspace, estimate_us(m, n, k, tile, splits, sms, aligned, workspace)))
     if aligned and ceil_div(m, 256) * ceil_div(n, 128) > sms:  # more 256 x 128 tiles than SMs: stream-K can balance
         cands.append((STREAM_K_TILE, 1, False, stream_k_estimate_us(m, n, k, sms)))
+    spread = ceil_div(m, 128) * ceil_div(n, 128)
+    if spread % sms and spread < SPREAD_WAVES * sms:  # a part-empty wave of 128 x 128 tiles: stream-K evens it out
+        cands.append((SPREAD_TILE, 1, False, stream_k_estimate_us(m, n, k, sms, SPREAD_TILE, aligned)))
     # ties: the larger tile, the fewer slices, atomics (listed first)
     tile, splits, workspace, est = min(cands, key=lambda c: c[3])
     bm, bn = tile.kernels[0].tile
     blocks = ceil_div(m, bm) * ceil_div(n, bn)
-    if tile is STREAM_K_TILE:
-        dp, sk = stream_k_blocks(m, n, sms)
-        step = "async_copy"
+    if tile is STREAM_K_TILE or tile is SPREAD_TILE:
+        dp, sk = stream_k_blocks(m, n, sms, tile=(bm, bn), spread=tile is SPREAD_TILE)
+        step = "async_copy" if tile is STREAM_K_TILE else "stream_k"
         why = (f"{_count(blocks, 'tile')} of {tile.label} = {blocks / sms:.2f} waves of {sms} SMs: "
                + (f"the first {dp} one per block, then " if dp else "")
-               + f"the last {blocks - dp} shared out evenly by {sk} blocks, so no wave is part-empty; each tile copied "
-               f"global -> shared by cp.async through {ASYNC_STAGES} shared buffers")
+               + f"the last {blocks - dp} shared out evenly by {sk} blocks, so no wave is part-empty"
+               + (f"; each tile copied global -> shared by cp.async through {ASYNC_STAGES} shared buffers"
+                  if tile is STREAM_K_TILE else ""))
     elif splits > 1:
         step = "split_k"
         why = (f"{_count(blocks, 'tile')} of {tile.label} for {sms} SMs: {splits} slices of K (each "
@@ -303,11 +325,15 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
         config["workspace"] = True
     if tile is STREAM_K_TILE:
         config.update(stream_k=True, stages=ASYNC_STAGES)
-    return Choice(step, config, why, est, [(t.name + (" stream-K" if t is STREAM_K_TILE else "")
+    if tile is SPREAD_TILE:
+        config.update(stream_k=True)
+    return Choice(step, config, why, est, [(t.name + (" stream-K" if t in (STREAM_K_TILE, SPREAD_TILE) else "")
                                             + (" workspace" if w else ""), s, round(e, 2)) for t, s, w, e in cands])
 
 
 def _kernel_for(choice: Choice):
+    if choice.step == "stream_k":
+        return SPREAD_TILE.kernels[0 if choice.config["vec"] else 1]
     tile = next(t for t in TILES + (SMALL_K_TILE,) if t.name == choice.config["tile"])
     if choice.config.get("workspace"):
         return tile.workspace_kernel(choice.config["vec"])
@@ -319,7 +345,8 @@ def _kernel_for(choice: Choice):
                                    get_skinny_cols_kernel(1, True), rows_vec_kernel, cols_small_vec_kernel,
                                    small_deep_vec_kernel, quad_vec_kernel, quad_split_vec_kernel,
                                    fixup_twin(quad_split_vec_kernel), quad_ring_fixup_kernel]
-         + list(split_k_kernels(True)) + [fixup_twin(k) for k in split_k_kernels(True)] + [async_vec_kernel])
+         + list(split_k_kernels(True)) + [fixup_twin(k) for k in split_k_kernels(True)] + [async_vec_kernel,
+                                                                                          spread_vec_kernel])
 def optimized(a, b, c):
     """The dispatcher: per shape, the step and configuration that choose() estimates fastest (skinny, tiles, split-K, ...)."""
     m, n = c.shape
@@ -330,6 +357,8 @@ def optimized(a, b, c):
         return tiled_launch(narrow_kernel(m, n, choice.config["vec"]), c, (a, b, c), choice.config["splits"])
     if choice.step == "async_copy":
         return stream_k_launches(async_copy_kernel(), a, b, c)
+    if choice.step == "stream_k":
+        return stream_k_launches(_kernel_for(choice), a, b, c, spread=True)
     if choice.config.get("workspace"):
         return fixup_launch(_kernel_for(choice), c, (a, b, c), choice.config["splits"])
     return tiled_launch(_kernel_for(choice), c, (a, b, c), choice.config["splits"])
