@@ -73,7 +73,7 @@ def matmul_candidates(shape):
         kernel = opt.SPREAD_TILE.kernels[0 if aligned else 1]
 
         def without(a, b, c):
-            saved, opt.SPREAD_WAVES = opt.SPREAD_WAVES, 0
+            saved, opt.SPREAD_WAVES = opt.SPREAD_WAVES, (0, 0)
             try:
                 return opt.optimized.plan(a, b, c)
             finally:

@@ -23,6 +23,7 @@ from .test_lessons import run_checked
     ((4096, 4096, 64), "vector_loads"),  # small K: the 64 x 64 tile
     ((256, 256, 65536), "split_k"), ((4096, 4096, 4096), "async_copy"), ((6144, 6144, 6144), "async_copy"),
     ((2048, 11008, 4096), "async_copy"),  # 688 tiles of 256 x 128 = 5.21 waves
+    ((1280, 1792, 1024), "stream_k"), ((1301, 1107, 1999), "stream_k"),  # 140 and 99 tiles of 128 x 128, spread
 ])
 def test_matmul_choose_follows_its_rules(shape, step):
     choice = matmul.optimized.choose(*shape)

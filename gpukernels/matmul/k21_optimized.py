@@ -189,7 +189,13 @@ spread_vec_kernel = make_interior_kernel(128, 128, bk=16, group=8, vec=True, str
 spread_kernel = make_interior_kernel(128, 128, bk=16, group=8, stream_k=True)
 SPREAD_TILE = Tile("128x128", ("stream_k", "stream_k"), (spread_vec_kernel, spread_kernel), None, 0.97, 1,
                    block_us=3.0)
-SPREAD_WAVES = 2  # a candidate while its tiles fill fewer than this many waves of the SMs (split-K's reach)
+# A candidate while its tiles fill at least half a wave of the SMs (so a tile is cut between at most three blocks:
+# the fit below had up to 10, and it never won under 99 tiles) and fewer than two (split-K's reach)
+SPREAD_WAVES = (0.5, 2)
+# What spreading costs beyond the whole tile's time in the share of the SMs: fitted to 14 shapes of 16 to 144 tiles
+# (H100, 2026-12-06: measured spread = 1.03 x the whole tile's measured time x that share + 17.9 us; 20 here so that
+# 768^3, measured 10% slower spread, is not a tie in the estimate; benchmarks/NOTES.md)
+SPREAD_US = 20.0
 #: Small K's tile: 64 x 64, 8 deep (K = 64 is only 4 tiles of 16), measured at K = 64 and 128 (rule 3).
 SMALL_K_TILE = Tile("64x64x8", ("vector_loads", "wave_fit"), (small_vec_kernel, small_tile_kernel), None, 0.61, 4)
 
@@ -222,22 +228,25 @@ def estimate_us(m: int, n: int, k: int, tile: Tile, splits: int, sms: int, align
     return t
 
 
-def stream_k_estimate_us(m: int, n: int, k: int, sms: int, tile: Tile = STREAM_K_TILE, aligned: bool = True) -> float:
-    """stream_k's busiest SM: the tiles' work divided evenly over the SMs (no partial last wave), at the tile's
-    rate; then each sharing block's up to three prologues and epilogues, and the sum of a shared tile's partials
-    (``SPREAD_TILE``'s blocks, spread over the SMs, may each have a part of up to three tiles' work)."""
-    kernel = tile.kernels[0]
-    bm, bn = kernel.tile
-    rate = tile.rate if aligned or tile.scalar_rate is None else tile.scalar_rate
+def stream_k_estimate_us(m: int, n: int, k: int, sms: int) -> float:
+    """stream_k's busiest SM: the tiles' work divided evenly over the SMs (no partial last wave), at its rate."""
+    tile = STREAM_K_TILE
+    bm, bn = tile.kernels[0].tile
+    dp, _ = stream_k_blocks(m, n, sms)
+    waves = ceil_div(m, bm) * ceil_div(n, bn) / sms
+    tile_us = max(2 * bm * bn * tile.kernels[0].bk / (tile.rate * SM_GFLOPS * 1e3), LAT_US)
+    return waves * ceil_div(k, tile.kernels[0].bk) * tile_us + dp // sms * tile.block_us + STREAM_K_US
+
+
+def spread_estimate_us(m: int, n: int, k: int, sms: int, aligned: bool = True) -> float:
+    """``SPREAD_TILE``: the 128 x 128 tile's own estimate run whole, in the share of its rounds that the SMs would
+    fill evenly, plus what cutting tiles costs (each block's second prologue and epilogue, its partials, the last
+    block's sum of a tile's partials): ``SPREAD_US``."""
+    tile = SPREAD_TILE
+    bm, bn = tile.kernels[0].tile
     tiles = ceil_div(m, bm) * ceil_div(n, bn)
-    dp, sk = stream_k_blocks(m, n, sms, tile=kernel.tile, spread=tile is SPREAD_TILE)
-    tile_us = max(2 * bm * bn * kernel.bk / (rate * SM_GFLOPS * 1e3), LAT_US * kernel.bk / 8)
-    if tile is STREAM_K_TILE:
-        return tiles / sms * ceil_div(k, kernel.bk) * tile_us + dp // sms * tile.block_us + STREAM_K_US
-    # a shared tile's blocks: one per share it spans, plus one where the shares do not line up with it
-    parts = ceil_div(tiles - dp, sk) if tiles - dp >= sk else ceil_div(sk, tiles - dp) + 1
-    return (tiles / sms * ceil_div(k, kernel.bk) * tile_us + (dp // sms + 2) * tile.block_us
-            + parts * bm * bn * (WORKSPACE_SUM_US + WORKSPACE_LAST_US) / 1e6)
+    slots = sms * tile.per_sm
+    return estimate_us(m, n, k, tile, 1, sms, aligned) * tiles / (slots * ceil_div(tiles, slots)) + SPREAD_US
 
 
 def split_options(k: int, tiles: int = 0, capacity: int = 1) -> list[int]:
@@ -294,8 +303,8 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
     if aligned and ceil_div(m, 256) * ceil_div(n, 128) > sms:  # more 256 x 128 tiles than SMs: stream-K can balance
         cands.append((STREAM_K_TILE, 1, False, stream_k_estimate_us(m, n, k, sms)))
     spread = ceil_div(m, 128) * ceil_div(n, 128)
-    if spread % sms and spread < SPREAD_WAVES * sms:  # a part-empty wave of 128 x 128 tiles: stream-K evens it out
-        cands.append((SPREAD_TILE, 1, False, stream_k_estimate_us(m, n, k, sms, SPREAD_TILE, aligned)))
+    if spread % sms and SPREAD_WAVES[0] * sms <= spread < SPREAD_WAVES[1] * sms:  # a part-empty wave: even it out
+        cands.append((SPREAD_TILE, 1, False, spread_estimate_us(m, n, k, sms, aligned)))
     # ties: the larger tile, the fewer slices, atomics (listed first)
     tile, splits, workspace, est = min(cands, key=lambda c: c[3])
     bm, bn = tile.kernels[0].tile
