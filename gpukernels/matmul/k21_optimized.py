@@ -28,7 +28,11 @@ why:
      ``async_copy``'s cp.async ring: the estimate divides all the tiles' work evenly over the SMs (fractional
      waves) instead of rounding up to whole ones.
    * wave quantisation (1536^3: 72 tiles of 256 x 128 -- half of 132 SMs idle; 144 of 128 x 128 -- two waves,
-     the second 9% full): smaller tiles balance the waves.
+     the second 9% full): smaller tiles balance the waves, or, where the 128 x 128 tiles fill between half a wave
+     and two (``SPREAD_WAVES``), stream-K's schedule spreads their k tiles evenly over one block per SM
+     (``SPREAD_TILE``: a tile may be cut between up to three blocks; 1536^3 197.5 us against 216.6 for 4 slices of
+     64 x 64, H100). Its estimate is the tile's own, in the share of its rounds the SMs would fill, plus
+     ``SPREAD_US`` for the cut tiles.
    * small products (512^3: 64 tiles of 64 x 64, half an SM's worth of work in all): too little work to fill
      the SMs with warps, so the 64 x 64 tile of 128 threads (4 x 8 outputs each: twice the warps of the 64-thread
      one for the same tile), in a few slices of K -- a lone block of it takes 0.75 us per k tile where the
@@ -38,9 +42,9 @@ why:
      atomics when they are many (the workspace's last block would sum 64 tiles), through the workspace when few
      (512^3: 4 slices of 64 tiles, 16.1 us against 18.2 with atomics, H100).
 
-Rows that are not 16-byte aligned run each tile's scalar kernel (4-byte loads), no ring and no stream-K; the
-256 x 128 tile's scalar kernel has a rate of its own (``scalar_rate``: at 4095 x 4097 x 4093 it lost to 128 x 128's
-by 4-6% in three runs). Copying such rows into padded ones was tried and measured slower (benchmarks/NOTES.md).
+Rows that are not 16-byte aligned run each tile's scalar kernel (4-byte loads), no ring, and stream-K only
+spread; the 256 x 128 tile's scalar kernel has a rate of its own (``scalar_rate``: at 4095 x 4097 x 4093 it lost
+to 128 x 128's by 4-6% in three runs). Copying such rows into padded ones was tried and measured slower (benchmarks/NOTES.md).
 
 The rates (``TILES``) come from the committed H200 run (benchmarks/results/h200.json, 2026-12-01), the small tiles'
 and the split's costs from sweeps of every (tile, slices) candidate on 14 shapes (benchmarks/NOTES.md), and the
