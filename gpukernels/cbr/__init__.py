@@ -86,8 +86,8 @@ from ._common import _check, _empty, out_shape  # noqa: F401
 
 
 
-def reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, padding: int = 1) -> np.ndarray:
-    """relu(conv2d(x, w, padding) + b) accumulated in float64, returned as float32."""
+def _conv_bias(x, w, b, padding: int) -> np.ndarray:
+    """conv2d(x, w, padding) + b, accumulated in float64, before the ReLU."""
     x = np.asarray(x, np.float64)
     w = np.asarray(w, np.float64)
     n, c, h, wd = x.shape
@@ -100,8 +100,19 @@ def reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, padding: int = 1) -> 
         for ss in range(s):
             patch = xp[:, :, rr:rr + ho, ss:ss + wo]  # (N, C, Ho, Wo)
             y += np.einsum("nchw,kc->nkhw", patch, w[:, :, rr, ss])
-    y += np.asarray(b, np.float64)[None, :, None, None]
-    return np.maximum(y, 0.0).astype(np.float32)
+    return y + np.asarray(b, np.float64)[None, :, None, None]
+
+
+def reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, padding: int = 1) -> np.ndarray:
+    """relu(conv2d(x, w, padding) + b) accumulated in float64, returned as float32."""
+    return np.maximum(_conv_bias(x, w, b, padding), 0.0).astype(np.float32)
+
+
+def error_scale(x: np.ndarray, w: np.ndarray, b: np.ndarray, padding: int = 1) -> np.ndarray:
+    """The magnitude each output's float32 rounding error is proportional to: conv2d(|x|, |w|) + |b|. An output
+    whose terms nearly cancel (one tap and the bias, at 1 x 1 with padding) is off by a few ulps of its terms,
+    which is many of its own."""
+    return _conv_bias(np.abs(x), np.abs(w), np.abs(b), padding)
 
 
 def input_shapes(shape):
