@@ -199,7 +199,7 @@ SPREAD_WAVES = (0.5, 2)
 # What spreading costs beyond the whole tile's time in the share of the SMs: fitted to 14 shapes of 16 to 144 tiles
 # (H100, 2026-12-06: measured spread = 1.03 x the whole tile's measured time x that share + 17.9 us; 20 here so that
 # 768^3, measured 10% slower spread, is not a tie in the estimate; benchmarks/NOTES.md)
-SPREAD_US = 20.0
+SPREAD_US = 9.0
 #: Small K's tile: 64 x 64, 8 deep (K = 64 is only 4 tiles of 16), measured at K = 64 and 128 (rule 3).
 SMALL_K_TILE = Tile("64x64x8", ("vector_loads", "wave_fit"), (small_vec_kernel, small_tile_kernel), None, 0.61, 4)
 
