@@ -15,7 +15,7 @@ from .._intrinsics import async_commit, async_wait, copy_async, copy_async16, lo
 
 def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_bounds=None, rows: int = 8,
                          vec: bool = False, split_k: bool = False, clamp: bool = True, stream_k: bool = False,
-                         stages: int = 0, fixup: bool = False):
+                         stages: int = 0, fixup: bool = False, spread: bool = False):
     """The ``unrolled`` kernel, generalised: a bm x bn block tile (multiples of 64), ``rows`` x 8 outputs per
     thread (8 or 16 rows, as rows/4 x 2 sub-blocks of 4 x 4), bk-deep k tiles (8 or 16), an unguarded path for
     interior tiles, an optional grouped block order (``group`` tile rows per group) and optional 16-byte global
@@ -27,7 +27,8 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
     ``stages`` shared buffers instead of through registers (``stages``, see `async_loop`; its 16-byte copies of B
     need aligned rows, which the launcher checks as for ``vec``), and whether the slices of K meet in a workspace
     instead of by atomics into C (``fixup``, see `split_fixup_kernel`: no zero pass, and the same bits whichever
-    slice finishes last; ``optimized`` weighs it against the atomics). All of them size shared
+    slice finishes last; ``optimized`` weighs it against the atomics), and whether a stream-K tile may be cut
+    between more than two blocks (``spread``, see `stream_k_kernel`). All of them size shared
     tiles, register arrays or the thread layout, or pick code, so they are compile-time constants: one kernel is
     compiled per combination."""
     tn, tm = bn // 8, bm // rows  # threads along the columns and along the rows of the tile
@@ -330,15 +331,19 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
         # Here the first gridDim.x - P blocks take one whole tile each ("data-parallel" waves), and the last P
         # blocks share out the remaining tiles' k tiles evenly: P + T % P tiles, between one and two tiles of work
         # per block, so every block ends at the same time. A block's share is a run of (tile, k tile) units, so it
-        # may start inside one tile (its tail: k from some k0 to K) and end inside another (its head: k from 0).
-        # With fewer tiles than blocks (``stream_k_blocks(spread=True)``: a product under one wave spread over
-        # every SM) a share is less than a tile, and a tile may be cut between three or more neighbouring blocks.
-        # Each of them writes its partial sums to the workspace `ws` (ws[block, 0]: the tile it starts inside;
-        # ws[block, 1]: the tile it ends inside; each thread's accumulators, a warp writing 128 consecutive
-        # bytes), fences, and counts itself in cnt[tile]; the last to arrive sums the tile's partials from the
-        # workspace in block order -- its own included, so the result is the same to the bit whichever arrives
-        # last -- and stores the tile. No block ever waits for another, and the last one resets the count, so
-        # `cnt` is all zeros between launches.
+        # may start inside one tile (its tail: k from some k0 to K) and end inside another (its head: k from 0):
+        # each tile is shared by at most two neighbouring blocks. Both write their partial sums to the
+        # workspace `ws` (the 128 accumulators of each thread: 128 KB per tile, written and read once), fence,
+        # and count themselves in `cnt`; the second to arrive adds the other's partial to its own registers and
+        # stores the tile. No block ever waits for another, and the last one resets the counter, so `cnt` is all
+        # zeros between launches.
+        # ``spread`` (`stream_k_blocks(spread=True)`: fewer tiles than blocks, a product under one wave spread over
+        # every SM): a share may be less than a tile, and a tile cut between three or more neighbouring blocks.
+        # Each writes its partial to ws[block, 0] (the tile it starts inside) or ws[block, 1] (the tile it ends
+        # inside) and counts itself in cnt[tile]; the last to arrive sums the tile's partials from the workspace
+        # in block order -- its own included, so the bits do not depend on the order of arrival. (A kernel of its
+        # own: the general sum, compiled into the 256 x 128 kernels, measured 2-7% slower on their large
+        # products, benchmarks/NOTES.md.)
         flag = cuda.shared.array(1, int32)
         a_tile = cuda.shared.array((nbuf, bk, row_len), float32, alignment=16)
         b_tile = cuda.shared.array((nbuf, bk, bn), float32, alignment=16)
@@ -392,7 +397,27 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
                 main_loop(a, b, a_tile, b_tile, acc, a_frag, b_frag, a_next, b_next, t, tx4, ty4, row0, col0, False,
                           it0 * bk, min(it1 * bk, kdim))
             last = True
-            if it0 > 0 or it1 < iters:  # a shared tile: blocks `first` .. `final` have a part of it
+            if (it0 > 0 or it1 < iters) and not spread:
+                # a tile shared by two blocks: boundary `jb` between blocks jb - 1 (head) and jb (tail)
+                jb = j + (1 if it0 == 0 else 0)
+                mine = 1 if it0 > 0 else 0
+                for i in range(rows):
+                    for jj in range(8):
+                        ws[jb, mine, i * 8 + jj, t] = acc[i, jj]  # a warp writes 128 consecutive bytes
+                cuda.threadfence()  # the partial is visible to the whole GPU before the count says it is there
+                cuda.syncthreads()
+                if t == 0:
+                    flag[0] = cuda.atomic.add(cnt, jb, 1)
+                cuda.syncthreads()
+                last = flag[0] == 1
+                if last:  # a + b == b + a exactly: the same bits whichever comes second
+                    cuda.threadfence()
+                    for i in range(rows):
+                        for jj in range(8):
+                            acc[i, jj] += ws[jb, 1 - mine, i * 8 + jj, t]
+                    if t == 0:
+                        cnt[jb] = 0
+            elif it0 > 0 or it1 < iters:  # spread: blocks `first` .. `final` have a part of the tile
                 x0 = (tile - dp) * iters  # the tile's first unit, counted from the first shared one
                 first = ((x0 + 1) * sk - 1) // units  # the block whose share holds unit x (the largest j with
                 final = ((x0 + iters) * sk - 1) // units  # j * units // sk <= x), for the tile's first and last
@@ -484,7 +509,7 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
     name = (f"tile{bm}x{bn}x{bk}" + (f"_rows{rows}" if rows != 8 else "") + (f"_group{group}" if group > 1 else "")
             + ("_vec" if vec else "") + (f"_async{stages}" if stages else "") + ("_splitk" if split_k else "")
             + ("_fixup" if fixup else "")
-            + ("_streamk" if stream_k else "")
+            + ("_streamk" if stream_k else "") + ("_spread" if spread else "")
             + ("" if clamp else "_guarded"))
     interior_kernel.__name__ = interior_kernel.__qualname__ = name + "_kernel"
     kernel = cuda.jit(**({"launch_bounds": launch_bounds} if launch_bounds else {}))(interior_kernel)
@@ -496,7 +521,7 @@ def make_interior_kernel(bm: int, bn: int, bk: int = 8, group: int = 1, launch_b
     kernel.rows = rows
     kernel.stages = stages
     kernel.params = dict(bm=bm, bn=bn, bk=bk, group=group, launch_bounds=launch_bounds, rows=rows, vec=vec,
-                         split_k=split_k, clamp=clamp, stream_k=stream_k, stages=stages, fixup=fixup)
+                         split_k=split_k, clamp=clamp, stream_k=stream_k, stages=stages, fixup=fixup, spread=spread)
     return kernel
 
 

@@ -43,6 +43,7 @@ def stream_k_blocks(m: int, n: int, sms: int | None = None, per_sm: int = 1, til
 
 def stream_k_launches(kernel, a, b, c, sms: int | None = None, spread: bool = False) -> list[Launch]:
     m, n = c.shape
+    assert kernel.params["spread"] or not spread, "a tile cut between more than two blocks needs spread=True"
     dp, sk = stream_k_blocks(m, n, sms, tile=kernel.tile, spread=spread)
     shared = ceil_div(m, kernel.tile[0]) * ceil_div(n, kernel.tile[1]) - dp
     sk = min(sk, shared * ceil_div(a.shape[1], kernel.bk))  # every sharing block gets at least one k tile

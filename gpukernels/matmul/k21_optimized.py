@@ -189,8 +189,8 @@ STREAM_K_TILE = Tile("256x128", ("async_copy", "async_copy"), (async_vec_kernel,
 #: waves' tiles as ``stream_k`` does. Split-K evens out a part-empty wave only in whole slices: 120 tiles for 132 SMs
 #: take 11 slices to balance, and each slice costs a prologue, an epilogue and a partial tile; here a tile costs at
 #: most three partials however the work falls. For rows that are not 16-byte aligned too (4-byte loads).
-spread_vec_kernel = make_interior_kernel(128, 128, bk=16, group=8, vec=True, stream_k=True)
-spread_kernel = make_interior_kernel(128, 128, bk=16, group=8, stream_k=True)
+spread_vec_kernel = make_interior_kernel(128, 128, bk=16, group=8, vec=True, stream_k=True, spread=True)
+spread_kernel = make_interior_kernel(128, 128, bk=16, group=8, stream_k=True, spread=True)
 SPREAD_TILE = Tile("128x128", ("stream_k", "stream_k"), (spread_vec_kernel, spread_kernel), None, 0.97, 1,
                    block_us=3.0)
 # A candidate while its tiles fill at least half a wave of the SMs (so a tile is cut between at most three blocks:
