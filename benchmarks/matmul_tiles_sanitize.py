@@ -75,7 +75,7 @@ def spread() -> int:
         aligned = n % 4 == 0 and k % 4 == 0
         kernel = SPREAD_TILE.kernels[0 if aligned else 1]
         args = on_device(a, b, np.full((m, n), np.nan, np.float32))
-        launches = stream_k_launches(kernel, *args, sms=sms, spread=True)
+        launches = stream_k_launches(kernel, *args, sms=sms)
         check = run_and_compare(launches, args[2], matmul.reference(a, b), TOLERANCE["matmul"])
         bad += not check.ok
         print(f"matmul 128x128 stream-K over {launches[0].args[3].shape[0]} of {launches[0].grid[0]} blocks "

@@ -82,7 +82,7 @@ def matmul_candidates(shape):
         out.append(("without spread", without))
         for per in (1, 2):
             out.append((f"128x128 spread {per}/SM", lambda a, b, c, per=per: stream_k_launches(
-                kernel, a, b, c, sms=per * _common.sm_count(), spread=True)))
+                kernel, a, b, c, sms=per * _common.sm_count())))
         whole = opt.TILES[1].kernels[0 if aligned else 1]
         out.append(("128x128 x1", lambda a, b, c: _common.tiled_launch(whole, c, (a, b, c))))
         return out

@@ -249,7 +249,7 @@ def _spread_case(shape, sms, aligned):
     da, db = cuda.to_device(a), cuda.to_device(b)
     assert aligned16(da, db) == aligned
     c = cuda.to_device(np.full(shape[:2], np.nan, np.float32))
-    return a, b, c, k19_stream_k.stream_k_launches(kernel, da, db, c, sms=sms, spread=True)
+    return a, b, c, k19_stream_k.stream_k_launches(kernel, da, db, c, sms=sms)
 
 
 def _parts(shape, sk, iters):

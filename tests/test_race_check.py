@@ -222,17 +222,17 @@ def _matmul_interior(kernel, seed):
     return launches, dc, LESSONS["matmul"].reference(a, b), TOLERANCE["matmul"]
 
 
-def _stream_k_case(kernel, shape, sms=2, spread=False):
+def _stream_k_case(kernel, shape, sms=2):
     """stream_k with two SMs: 3 tiles (the last on the bottom edge) shared by 2 blocks, so the middle tile is cut
-    between them and summed through the workspace (K = 24: 3 k tiles per tile, 4 and 5 per block); with
-    ``spread``, fewer tiles than blocks, each tile cut between three or four of them."""
+    between them and summed through the workspace (K = 24: 3 k tiles per tile, 4 and 5 per block); a spread
+    kernel with fewer tiles than blocks: each tile cut between three or four of them."""
 
     def build(seed):
         from gpukernels.matmul.k19_stream_k import stream_k_launches
 
         a, b = LESSONS["matmul"].make_inputs(shape, seed)
         dc = cuda.to_device(np.full(shape[:2], np.nan, np.float32))
-        launches = stream_k_launches(kernel, cuda.to_device(a), cuda.to_device(b), dc, sms=sms, spread=spread)
+        launches = stream_k_launches(kernel, cuda.to_device(a), cuda.to_device(b), dc, sms=sms)
         return launches, dc, LESSONS["matmul"].reference(a, b), TOLERANCE["matmul"]
 
     return build
@@ -286,8 +286,8 @@ def _kernel_cases():
     # optimized's 128 x 128 tile spread over more blocks than tiles: 2 tiles x 4 k tiles over 7 blocks (16-byte
     # loads), 6 tiles x 3 k tiles over 13 (4-byte loads, a ragged last k tile)
     spread = LESSONS["matmul"].k21_optimized.SPREAD_TILE.kernels
-    yield pytest.param(_stream_k_case(spread[0], (130, 100, 64), 7, True), id="matmul-stream_k-spread-vec")
-    yield pytest.param(_stream_k_case(spread[1], (131, 257, 37), 13, True), id="matmul-stream_k-spread")
+    yield pytest.param(_stream_k_case(spread[0], (130, 100, 64), 7), id="matmul-stream_k-spread-vec")
+    yield pytest.param(_stream_k_case(spread[1], (131, 257, 37), 13), id="matmul-stream_k-spread")
     # skinny's few-columns kernels (no shared memory: the atomics of K in slices), 16-byte and scalar loads
     yield pytest.param(_cols_case((45, 1, 1032), 3), id="matmul-skinny-cols1-vec-split")
     yield pytest.param(_cols_case((37, 3, 45), 2), id="matmul-skinny-cols3-split")

@@ -41,10 +41,11 @@ def stream_k_blocks(m: int, n: int, sms: int | None = None, per_sm: int = 1, til
     return (tiles // slots - 1) * slots, slots
 
 
-def stream_k_launches(kernel, a, b, c, sms: int | None = None, spread: bool = False) -> list[Launch]:
+def stream_k_launches(kernel, a, b, c, sms: int | None = None) -> list[Launch]:
+    """The kernel's launch: a kernel made with ``spread=True`` (whose sum takes a tile cut between any number of
+    blocks) is spread over every slot when its tiles are fewer."""
     m, n = c.shape
-    assert kernel.params["spread"] or not spread, "a tile cut between more than two blocks needs spread=True"
-    dp, sk = stream_k_blocks(m, n, sms, tile=kernel.tile, spread=spread)
+    dp, sk = stream_k_blocks(m, n, sms, tile=kernel.tile, spread=kernel.params["spread"])
     shared = ceil_div(m, kernel.tile[0]) * ceil_div(n, kernel.tile[1]) - dp
     sk = min(sk, shared * ceil_div(a.shape[1], kernel.bk))  # every sharing block gets at least one k tile
     # The workspace: two partial tiles per sharing block (each thread's accumulators: the tile it starts inside

@@ -373,7 +373,7 @@ def optimized(a, b, c):
     if choice.step == "async_copy":
         return stream_k_launches(async_copy_kernel(), a, b, c)
     if choice.step == "stream_k":
-        return stream_k_launches(_kernel_for(choice), a, b, c, spread=True)
+        return stream_k_launches(_kernel_for(choice), a, b, c)
     if choice.config.get("workspace"):
         return fixup_launch(_kernel_for(choice), c, (a, b, c), choice.config["splits"])
     return tiled_launch(_kernel_for(choice), c, (a, b, c), choice.config["splits"])
