@@ -2,13 +2,15 @@
 CBR on the suite's hardest shapes, each checked on a NaN-poisoned output against a float64 reference first, the
 library peer in the same run (`gpukernels.bench.bench_shape`: CUDA-graph replays, inputs rotated past L2).
 
-    GPUKERNELS_DEVICE=gpu python benchmarks/suite_sweep.py [matmul] [cbr] [--json out.json]
+    GPUKERNELS_DEVICE=gpu python benchmarks/suite_sweep.py [matmul] [cbr] [attention] [--json out.json]
         [--shapes M,N,K ...] [--squares | --fixup | --async | --spread]
 
 (``--squares``: every tile of the matmul dispatcher's estimate, whole and in 2 to 128 slices of K, on the shapes;
 ``--fixup``: each tile that splits, in 2 to 8 slices met by atomics and through a workspace; ``--async``: the tiles
 copied by cp.async, whole and split through a workspace, beside the register path's, on rows 16-byte aligned;
-``--spread``: the 128 x 128 tile under stream-K spread over every SM, against the dispatcher's pick without it.)
+``--spread``: the 128 x 128 tile under stream-K spread over every SM, against the dispatcher's pick without it;
+``attention``: float32 ``tf32x3`` with its operands split in registers instead of by a pass, at --shapes B,H,Sq,Sk,D,
+causal and not.)
 
 The dispatchers' constants (``matmul.k21_optimized.TILES``, ``cbr.CBR_*``) are fitted to what this prints.
 """
@@ -19,7 +21,7 @@ import json
 import os
 import sys
 
-from gpukernels import bench, cbr, matmul
+from gpukernels import attention, bench, cbr, matmul
 from gpukernels._launch import Version, ceil_div
 from gpukernels.matmul import _common
 from gpukernels.matmul.k16_skinny import skinny_launches, skinny_splits
@@ -175,6 +177,7 @@ def matmul_candidates(shape):
 
 
 _EXTRA = {}
+OUT = None  # --json's file
 
 
 def _async_kernel(bm, bn, **kw):
@@ -235,16 +238,30 @@ def softmax_candidates(shape):
     return out
 
 
-def sweep(lesson, shapes, candidates, timer, torch, rows):
+def attention_candidates(shape):
+    """float32 ``tf32x3`` with the operands named stored as they are and split in registers as each fragment is
+    read (``on_read``), against the split pass (K/V tiles of 32 keys)."""
+    from gpukernels.attention.k06_tf32x3 import tf32x3_launches
+
+    out = [("optimized", attention.optimized.plan)]
+    for on_read in ("", "q", "k", "v", "kv", "qkv") if shape[-1] > 64 else ("", "kv", "qkv"):
+        out.append((f"tf32x3 on_read={on_read or '-'}", lambda q, k, v, o, causal=False, scale=None, r=on_read:
+                    tf32x3_launches(q, k, v, o, causal, scale, on_read=r)))
+    return out
+
+
+def sweep(lesson, shapes, candidates, timer, torch, rows, params=None):
     mod = bench.LESSONS[lesson]
     saved = mod.VERSIONS
     check = next(iter(saved.values())).check
     try:
         for shape in shapes:
             mod.VERSIONS = {name: Version(name, lesson, plan, check) for name, plan in candidates(shape)}
-            for r in bench.bench_shape(lesson, shape, timer, torch, None, print, budget_ms=150.0):
+            for r in bench.bench_shape(lesson, shape, timer, torch, None, print, budget_ms=150.0, params=params):
                 rows.append({"lesson": lesson, "shape": list(shape), "name": r.name, "kind": r.kind,
-                             "ms": r.median_ms, "ok": r.ok})
+                             "ms": r.median_ms, "ok": r.ok, **(params or {})})
+            if OUT:  # after every shape: a run cut short keeps what it measured
+                json.dump(rows, open(OUT, "w"), indent=1)
     finally:
         mod.VERSIONS = saved
 
@@ -260,12 +277,16 @@ def main(argv):
 
     bench._configure_torch(torch)
     timer = bench.Timer(torch)
-    out = argv[argv.index("--json") + 1] if "--json" in argv else None
-    lessons = [a for a in argv if a in ("matmul", "cbr", "softmax")] or ["softmax", "cbr", "matmul"]
+    global OUT
+    out = OUT = argv[argv.index("--json") + 1] if "--json" in argv else None
+    lessons = [a for a in argv if a in ("matmul", "cbr", "softmax", "attention")] or ["softmax", "cbr", "matmul"]
     rows = []
     for lesson in lessons:
         if lesson == "softmax":
             sweep("softmax", [(2**20, 16), (65536, 128), (262144, 32)], softmax_candidates, timer, torch, rows)
+        elif lesson == "attention":  # float32, --shapes B,H,Sq,Sk,D; each causal and not
+            for causal in (False, True):
+                sweep("attention", MATMUL_SHAPES, attention_candidates, timer, torch, rows, {"causal": causal})
         elif lesson == "matmul":
             sweep("matmul", MATMUL_SHAPES, matmul_candidates, timer, torch, rows)
         else:
@@ -274,8 +295,8 @@ def main(argv):
         if out:
             json.dump(rows, open(out, "w"), indent=1)
     # per shape: the peer and the best candidate
-    for key in dict.fromkeys((r["lesson"], tuple(r["shape"])) for r in rows):
-        rs = [r for r in rows if (r["lesson"], tuple(r["shape"])) == key]
+    for key in dict.fromkeys((r["lesson"], tuple(r["shape"]), r.get("causal", False)) for r in rows):
+        rs = [r for r in rows if (r["lesson"], tuple(r["shape"]), r.get("causal", False)) == key]
         peer = next((r["ms"] for r in rs if r["kind"] == "peer"), float("nan"))
         best = min((r for r in rs if r["kind"] != "peer" and r["ok"]), key=lambda r: r["ms"], default=None)
         opt = next((r["ms"] for r in rs if r["name"] == "optimized"), float("nan"))

@@ -63,7 +63,7 @@ from ._intrinsics import _simulated, async_commit, async_wait  # noqa: F401  (re
 __all__ = ["a_frag_coords", "b_frag_coords", "c_frag_coords", "a_tf32_coords", "b_tf32_coords", "ldmatrix_coords",
            "pack_half2", "mma_f16", "pack_bf16x2", "mma_bf16", "to_tf32", "mma_tf32", "ldmatrix_x1",
            "ldmatrix_x2", "ldmatrix_x4", "ldmatrix_x1_trans", "ldmatrix_x2_trans", "ldmatrix_x4_trans",
-           "copy_async16_f16", "async_commit", "async_wait", "split_tf32", "TF32_MAX"]
+           "copy_async16_f16", "async_commit", "async_wait", "split_tf32", "split_tf32_clamped", "TF32_MAX"]
 
 # ----------------------------------------------------------------------------------------------------------
 # The fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16 / mma.m16n8k8", and "ldmatrix").
@@ -997,4 +997,14 @@ def split_tf32(x):
     big = to_tf32(x)
     if abs(big) > TF32_MAX and abs(x) <= _FLOAT32_MAX:  # rounding overflowed a finite x (both false for NaN)
         big = TF32_MAX if x > 0 else -TF32_MAX
+    return big, to_tf32(x - big)
+
+
+@_cuda.jit(device=True, forceinline=True)
+def split_tf32_clamped(x):
+    """`split_tf32` without a branch, for loops that split many values and must unroll (a branch per value stops
+    NVVM unrolling them, and a local array indexed by a loop's counter then lives in local memory): x is clamped to
+    +-TF32_MAX before it is rounded. The same (big, small) for every finite x; an infinite x gives (+-TF32_MAX, +-inf)
+    and a NaN a NaN small, so a product of either is still infinite or NaN."""
+    big = to_tf32(min(max(x, -TF32_MAX), TF32_MAX))
     return big, to_tf32(x - big)

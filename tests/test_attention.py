@@ -812,6 +812,28 @@ def test_tf32x3_launch_plan():
     assert list(at.VERSIONS).index("tf32x3") == list(at.VERSIONS).index("split_keys") - 1
 
 
+@pytest.mark.parametrize("on_read", ["q", "kv", "qkv"])
+@pytest.mark.parametrize("shape", [(1, 2, 40, 70, 16), (1, 1, 33, 47, 80), (2, 1, 20, 33, 13)],
+                         ids=lambda s: "x".join(map(str, s)) if isinstance(s, tuple) else s)
+def test_tf32x3_split_on_read_gives_the_same_bits(on_read, shape, seed):
+    # Q, K or V stored as they are and split as each fragment is read (`split_tf32_clamped`): the same products
+    # of the same parts as the split pass's, so the same bits; K, in rows of a multiple of 16 floats, is read where
+    # it is (no pass)
+    from gpukernels.attention import k06_tf32x3
+
+    q, k, v = at.make_inputs(shape, seed)
+    v[0, 0, 3] *= np.float32(1e30)  # a value far from the rest, near float32's largest after the split
+    base = at.tf32x3(q, k, v, causal=True)
+    out = np.full(q.shape, np.nan, np.float32)
+    launches = k06_tf32x3.tf32x3_launches(q, k, v, out, True, 1 / np.sqrt(shape[-1]), on_read=on_read)
+    assert len(launches) == (2 if "k" in on_read and shape[-1] % 16 == 0 else 3)
+    for la in launches:
+        la()
+    assert np.array_equal(out, base)
+    assert launches[-1].shared_bytes == k06_tf32x3.shared_bytes(shape[-1], launches[-1].kernel.threads // 32,
+                                                                32, on_read)
+
+
 def test_tf32x3_fits_the_gpus_shared_memory(monkeypatch, seed):
     # Hopper's 227 KB per block holds 8 warps' Q tile at D = 128; an A100's 163 KB holds 4, a GPU with 99 KB 2 warps
     # with tiles of 16 keys -- the plan, the dispatcher's reason and the result follow

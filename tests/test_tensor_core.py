@@ -805,6 +805,35 @@ def test_split_tf32_keeps_22_bits_and_never_overflows_a_finite_value():
     assert np.isposinf(big[10]) and np.isneginf(big[11]) and np.isnan(small[10:13]).all()  # inf, NaN: as documented
 
 
+@cuda.jit
+def _split_clamped_kernel(x, big, small):
+    i = cuda.grid(1)
+    if i < x.size:
+        big[i], small[i] = _mma.split_tf32_clamped(x[i])
+
+
+def test_split_tf32_clamped_is_split_tf32_on_every_finite_value():
+    # the branch-free split (tile loops that split as they read, attention's tf32x3): the same bits for every finite
+    # x, near float32's largest included; inf stays infinite in both parts' sum, NaN stays NaN
+    top = np.finfo(np.float32).max
+    rng = np.random.default_rng(1)
+    x = np.concatenate([np.array([1.0, -0.1, 3.0e-39, 1.0e-45, 0.0, -0.0, top, -top, np.float32(0.99997) * top,
+                                  _mma.TF32_MAX, -np.nextafter(_mma.TF32_MAX, np.float32(np.inf))], np.float32),
+                        (rng.standard_normal(200) * 10.0 ** rng.integers(-40, 38, 200)).astype(np.float32)])
+    outs = []
+    for kernel in (_split_kernel, _split_clamped_kernel):
+        big, small = (np.full(x.shape, np.nan, np.float32) for _ in range(2))
+        kernel[4, 64](x, big, small)
+        outs.append((big, small))
+    assert np.array_equal(outs[0][0].view(np.uint32), outs[1][0].view(np.uint32))
+    assert np.array_equal(outs[0][1].view(np.uint32), outs[1][1].view(np.uint32))
+    special = np.array([np.inf, -np.inf, np.nan], np.float32)
+    big, small = (np.full(3, 0.0, np.float32) for _ in range(2))
+    _split_clamped_kernel[1, 32](special, big, small)
+    total = big.astype(np.float64) + small.astype(np.float64)
+    assert total[0] == np.inf and total[1] == -np.inf and np.isnan(small[2])
+
+
 @pytest.mark.parametrize("hopper", [True, False])
 def test_tf32x3_is_finite_where_a_value_near_float32s_largest_meets_small_ones(monkeypatch, hopper):
     # TF32 rounding takes 3.4e38 to inf: a split that let it would give inf (or NaN) where SGEMM's C is ~3.4e28

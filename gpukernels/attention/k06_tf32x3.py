@@ -56,7 +56,7 @@ from numba import cuda, float32
 
 from .._intrinsics import address, copy_async16
 from .._launch import Launch, ceil_div, is_device_array, shared_per_block, version
-from .._mma import async_commit, async_wait, ldmatrix_x4, mma_tf32, split_tf32
+from .._mma import async_commit, async_wait, ldmatrix_x4, mma_tf32, split_tf32, split_tf32_clamped
 from ._common import MAX_D, check, heads
 from .k05_pipelined import LOG2E, block_tile, softmax_step, warps_for
 
@@ -84,10 +84,13 @@ def split_rows_kernel(x, x2):
     rows, dp = x2.shape[1], x2.shape[2]
     if i < rows * dp:
         r, c = i // dp, i % dp
-        v = x[r, c] if c < x.shape[1] else float32(0.0)
-        big, small = split_tf32(float32(v))
-        x2[0, r, c] = big
-        x2[1, r, c] = small
+        v = float32(x[r, c]) if c < x.shape[1] else float32(0.0)
+        if x2.shape[0] == 1:  # one part: the values as they are, padded (the tile loop splits them)
+            x2[0, r, c] = v
+        else:
+            big, small = split_tf32(v)
+            x2[0, r, c] = big
+            x2[1, r, c] = small
 
 
 @cuda.jit
@@ -108,34 +111,39 @@ def split_values_kernel(v, vt):
     for i in range(ty, 32, 8):
         d = d0 + i
         if d < vt.shape[2] and pos < vt.shape[3]:
-            big, small = split_tf32(tile[src, i])
-            vt[0, bh, d, pos] = big
-            vt[1, bh, d, pos] = small
+            if vt.shape[0] == 1:
+                vt[0, bh, d, pos] = tile[src, i]
+            else:
+                big, small = split_tf32(tile[src, i])
+                vt[0, bh, d, pos] = big
+                vt[1, bh, d, pos] = small
 
 
-def split_launches(k3, v3, dp: int, like) -> tuple:
+def split_launches(k3, v3, dp: int, like, parts: tuple = (2, 2)) -> tuple:
     """(k2, vt, launches): K and V split, on the device when ``like`` is a device array, and the launches that fill
     them. (Q is split by the tile loop itself, as it copies Q's tile in.)"""
     (bhs, sk, d) = k3.shape
     skp = ceil_div(sk, 8) * 8  # whole groups of 8 keys (VALUE_ORDER), 16-byte rows
     alloc = cuda.device_array if is_device_array(like) else np.empty
-    k2 = alloc((2, bhs * sk, dp), np.float32)
-    vt = alloc((2, bhs, dp, skp), np.float32)
-    launches = [Launch(split_rows_kernel, (ceil_div(k2.shape[1] * dp, SPLIT_THREADS),), (SPLIT_THREADS,),
-                       (k3.reshape(bhs * sk, d), k2)),
-                Launch(split_values_kernel, (bhs * ceil_div(skp, 32), ceil_div(dp, 32)), (32, 8), (v3, vt))]
-    return k2, vt, launches
+    vt = alloc((parts[1], bhs, dp, skp), np.float32)
+    launches = [Launch(split_values_kernel, (bhs * ceil_div(skp, 32), ceil_div(dp, 32)), (32, 8), (v3, vt))]
+    if parts[0] == 1 and d == dp and address(k3) % 16 == 0:  # K as it is: rows of whole 16-byte pieces, no padding
+        return k3.reshape(1, bhs * sk, d), vt, launches
+    k2 = alloc((parts[0], bhs * sk, dp), np.float32)
+    return k2, vt, [Launch(split_rows_kernel, (ceil_div(k2.shape[1] * dp, SPLIT_THREADS),), (SPLIT_THREADS,),
+                           (k3.reshape(bhs * sk, d), k2))] + launches
 
 
 # ----------------------------------------------------------------------------------------------------------
 # The tile loop
 # ----------------------------------------------------------------------------------------------------------
 
-def shared_bytes(d: int, warps: int, keys: int = KEYS) -> int:
-    """Shared memory of a block: its Q tile (16 rows per warp), a K tile and a V^T tile, each big and small, rows
-    padded by 4 floats."""
+def shared_bytes(d: int, warps: int, keys: int = KEYS, on_read: str = "") -> int:
+    """Shared memory of a block: its Q tile (16 rows per warp), a K tile and a V^T tile, each big and small (one
+    part, as it is, for those named in ``on_read``), rows padded by 4 floats."""
     dp = padded_width(d)
-    return 4 * 2 * (16 * warps * (dp + 4) + keys * (dp + 4) + dp * (keys + 4))
+    q, k, v = ((1 if x in on_read else 2) for x in "qkv")
+    return 4 * (q * 16 * warps * (dp + 4) + k * keys * (dp + 4) + v * dp * (keys + 4))
 
 
 def tf32x3_config(d: int) -> tuple[int, int]:
@@ -149,26 +157,29 @@ def tf32x3_config(d: int) -> tuple[int, int]:
     return 2, 16
 
 
-def tf32x3_kernel_for(d: int, warps: int | None = None, keys: int | None = None):
+def tf32x3_kernel_for(d: int, warps: int | None = None, keys: int | None = None, on_read: str = ""):
     """The kernel for head dimension ``d`` (any, 1 to MAX_D: it runs on rows padded to `padded_width`) with ``warps``
     warps of 16 query rows per block and K/V tiles of ``keys`` keys (a multiple of 16: pairs of 8-key n-tiles);
     by default `tf32x3_config`'s."""
     if warps is None:
         warps, default_keys = tf32x3_config(d)
         keys = keys or default_keys
-    return _kernel(padded_width(d), warps, keys or KEYS)
+    return _kernel(padded_width(d), warps, keys or KEYS, on_read)
 
 
 @functools.cache
-def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a compile-time constant, as the module's)
+def _kernel(dp: int, warps: int, KEYS: int, on_read: str = ""):  # noqa: N803  (the tile's keys: a constant)
     rows, threads = 16 * warps, 32 * warps
     nk = dp // 8  # 8-deep k steps of Q K^T, and 8-wide n-tiles of O
     ns = KEYS // 8  # 8-key n-tiles of S, and 8-deep k steps of P V
     pitch, vpitch = dp + 4, KEYS + 4  # floats per row of the Q and K tiles, and of the V^T tile
     q_tile, k_tile, v_tile = rows * pitch, KEYS * pitch, dp * vpitch
-    QB, KB, VB = 0, 2 * q_tile, 2 * q_tile + 2 * k_tile  # each tile's big part; its small part follows it
-    floats = 2 * (q_tile + k_tile + v_tile)
-    assert 4 * floats == shared_bytes(dp, warps, KEYS)
+    FQ, FK, FV = ("q" in on_read), ("k" in on_read), ("v" in on_read)  # stored as they are, split in registers as read
+    QB = 0  # each tile's big part; its small part follows it
+    KB = QB + (1 if FQ else 2) * q_tile
+    VB = KB + (1 if FK else 2) * k_tile
+    floats = VB + (1 if FV else 2) * v_tile
+    assert 4 * floats == shared_bytes(dp, warps, KEYS, on_read)
     if 4 * floats > SHARED_MAX:
         raise ValueError(f"tf32x3 with {warps} warps, K/V tiles of {KEYS} keys and rows {dp} wide needs "
                          f"{4 * floats} bytes of shared memory; a block may have {SHARED_MAX}")
@@ -211,9 +222,12 @@ def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a 
             r, c = e // dp, e % dp
             if r < rows:
                 x = q[bh, q0 + r, c] if q0 + r < sq and c < dim else float32(0.0)
-                big, small = split_tf32(x)
-                smem[QB + r * pitch + c] = big
-                smem[QB + q_tile + r * pitch + c] = small
+                if FQ:
+                    smem[QB + r * pitch + c] = x
+                else:
+                    big, small = split_tf32(x)
+                    smem[QB + r * pitch + c] = big
+                    smem[QB + q_tile + r * pitch + c] = small
 
     @cuda.jit(device=True, forceinline=True)
     def split_in_place(smem, tid):
@@ -229,8 +243,22 @@ def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a 
                 smem[o + q_tile] = small
 
     copy_q = tile_copy(rows, dp, pitch, q_tile, parts=1)
-    copy_k = tile_copy(KEYS, dp, pitch, k_tile)
-    copy_v = tile_copy(dp, KEYS, vpitch, v_tile)
+    copy_k = tile_copy(KEYS, dp, pitch, k_tile, parts=1 if FK else 2)
+    copy_v = tile_copy(dp, KEYS, vpitch, v_tile, parts=1 if FV else 2)
+
+    @cuda.jit(device=True, forceinline=True)
+    def fragments(smem, o, part, split):
+        # an ldmatrix_x4's 4 registers in both parts: read from the big and small tiles, or read once and split
+        if split:
+            x0, x1, x2, x3 = ldmatrix_x4(smem, o)
+            b0, s0 = split_tf32_clamped(x0)
+            b1, s1 = split_tf32_clamped(x1)
+            b2, s2 = split_tf32_clamped(x2)
+            b3, s3 = split_tf32_clamped(x3)
+            return b0, b1, b2, b3, s0, s1, s2, s3
+        b0, b1, b2, b3 = ldmatrix_x4(smem, o)
+        s0, s1, s2, s3 = ldmatrix_x4(smem, o + part)
+        return b0, b1, b2, b3, s0, s1, s2, s3
 
     @cuda.jit(device=True, forceinline=True)
     def mma3_add(x, n, ab0, ab1, ab2, ab3, as0, as1, as2, as3, bb0, bb1, bs0, bs1):
@@ -271,7 +299,7 @@ def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a 
             split_q(q, bh, q0, sq, dim, smem, tid)
         copy_k(k2, k2.shape[1] * dp, kbase, dp, sk, dp, smem, KB, tid)
         async_commit()
-        if raw:
+        if raw and not FQ:
             async_wait(1)
             cuda.syncthreads()  # Q's tile is in
             split_in_place(smem, tid)  # seen by every warp after the loop's first barrier
@@ -298,12 +326,10 @@ def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a 
                     for e in range(4):
                         s[n, e] = float32(0.0)
                 for kd in range(nk):
-                    qb0, qb1, qb2, qb3 = ldmatrix_x4(smem, QB + a_off + 8 * kd)
-                    qs0, qs1, qs2, qs3 = ldmatrix_x4(smem, QB + q_tile + a_off + 8 * kd)
+                    qb0, qb1, qb2, qb3, qs0, qs1, qs2, qs3 = fragments(smem, QB + a_off + 8 * kd, q_tile, FQ)
                     for p in range(ns // 2):
                         o = KB + b_off + 16 * p * pitch + 8 * kd
-                        kb0, kb1, kb2, kb3 = ldmatrix_x4(smem, o)
-                        ks0, ks1, ks2, ks3 = ldmatrix_x4(smem, o + k_tile)
+                        kb0, kb1, kb2, kb3, ks0, ks1, ks2, ks3 = fragments(smem, o, k_tile, FK)
                         mma3_add(s, 2 * p, qb0, qb1, qb2, qb3, qs0, qs1, qs2, qs3, kb0, kb1, ks0, ks1)
                         mma3_add(s, 2 * p + 1, qb0, qb1, qb2, qb3, qs0, qs1, qs2, qs3, kb2, kb3, ks2, ks3)
             async_wait(0)
@@ -322,8 +348,7 @@ def _kernel(dp: int, warps: int, KEYS: int):  # noqa: N803  (the tile's keys: a 
                     pb3, ps3 = split_tf32(s[kk, 3])
                     for p in range(nk // 2):
                         o = VB + v_off + 16 * p * vpitch + 8 * kk
-                        vb0, vb1, vb2, vb3 = ldmatrix_x4(smem, o)
-                        vs0, vs1, vs2, vs3 = ldmatrix_x4(smem, o + v_tile)
+                        vb0, vb1, vb2, vb3, vs0, vs1, vs2, vs3 = fragments(smem, o, v_tile, FV)
                         mma3_add(acc, 2 * p, pb0, pb1, pb2, pb3, ps0, ps1, ps2, ps3, vb0, vb1, vs0, vs1)
                         mma3_add(acc, 2 * p + 1, pb0, pb1, pb2, pb3, ps0, ps1, ps2, ps3, vb2, vb3, vs2, vs3)
 
@@ -352,11 +377,12 @@ TF32X3_KERNELS = [split_rows_kernel, split_values_kernel] + [tf32x3_kernel_for(d
 
 
 def tf32x3_launches(q, k, v, out, causal: bool, scale: float, warps: int | None = None,
-                    keys: int | None = None) -> list[Launch]:
+                    keys: int | None = None, on_read: str = "") -> list[Launch]:
     q3, k3, v3, o3 = heads(q), heads(k), heads(v), heads(out)
     bhs, sq, dim = q3.shape
-    kernel = tf32x3_kernel_for(dim, warps, keys)
-    k2, vt, splits = split_launches(k3, v3, kernel.tile[2], out)
+    kernel = tf32x3_kernel_for(dim, warps, keys, on_read)
+    parts = tuple(1 if x in on_read else 2 for x in "kv")
+    k2, vt, splits = split_launches(k3, v3, kernel.tile[2], out, parts)
     raw = dim % 4 == 0 and address(q3) % 16 == 0  # rows of whole 16-byte pieces: Q's tile by cp.async
     # one block per (query tile, head), the query tiles of a head consecutive (they share K and V in L2)
     return splits + [Launch(kernel, (bhs * ceil_div(sq, kernel.tile[0]),), (kernel.threads,),
