@@ -6,7 +6,8 @@
 The shapes are small but take every path: a single key and query, Sq != Sk both ways, several K/V tiles with a
 partial last one, D = 16 / 80 / 128 and 30 (rows that are not whole 16-byte pieces), causal and not. The float16
 steps get float16 inputs. Then the variants of ``pipelined`` that benchmarks/attention_peer.py times (VARIANTS: 32
-query rows per warp, shorter K/V tiles, Q's tile in dynamic shared memory), unless versions are named. Outputs
+query rows per warp, shorter K/V tiles, Q's tile in dynamic shared memory), unless versions are named, and those of
+``tf32x3`` that split operands as they read them (TF32X3_ON_READ), unless versions other than tf32x3 are named. Outputs
 start as NaN. Exit status 1 on a wrong result.
 """
 
@@ -22,6 +23,7 @@ import numpy as np  # noqa: E402
 
 from gpukernels import attention as at  # noqa: E402
 from gpukernels.attention.k05_pipelined import pipelined_launches  # noqa: E402
+from gpukernels.attention.k06_tf32x3 import tf32x3_launches  # noqa: E402
 from gpukernels.check import compare  # noqa: E402
 
 #: (B, H, Sq, Sk, D)
@@ -32,6 +34,8 @@ VARIANTS = [{"warps": 4, "rows_per_warp": 32}, {"warps": 4, "rows_per_warp": 16}
             {"warps": 4, "rows_per_warp": 32, "q_shared": False},
             {"warps": 4, "rows_per_warp": 32, "keys": 32, "q_shared": True},
             {"warps": 2, "rows_per_warp": 32, "keys": 16}]
+#: tf32x3_launches' on_read: the operands stored as they are and split as read (also run when "tf32x3" is named)
+TF32X3_ON_READ = ["q", "kv", "qkv"]
 
 
 def main() -> int:
@@ -51,6 +55,15 @@ def main() -> int:
                 check = compare(out, at.reference(*args, causal=causal), 1e-2 if half else 1e-4)
                 bad += not check.ok
                 print(f"{name:12s} {'x'.join(map(str, shape)):16s} causal={causal!s:5s} {check}", flush=True)
+            if not sys.argv[1:] or "tf32x3" in sys.argv[1:]:
+                for on_read in TF32X3_ON_READ:
+                    out = np.full(shape[:3] + shape[4:], np.nan, np.float32)
+                    for launch in tf32x3_launches(q, k, v, out, causal, 1 / math.sqrt(shape[-1]), on_read=on_read):
+                        launch()
+                    check = compare(out, at.reference(q, k, v, causal=causal), 1e-4)
+                    bad += not check.ok
+                    label = f"tf32x3@{on_read}"
+                    print(f"{label:12s} {'x'.join(map(str, shape)):16s} causal={causal!s:5s} {check}", flush=True)
             if sys.argv[1:] or shape[-1] % 16:
                 continue
             args = [x.astype(np.float16) for x in (q, k, v)]
