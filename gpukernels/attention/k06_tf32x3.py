@@ -44,6 +44,21 @@ A block is 4 warps of 16 query rows (8 past D = 96, as step 5), K/V tiles of KEY
 block's Q tile, one K tile and one V^T tile, each as big and small parts, rows padded by 4 floats so that the 8 rows
 of an ldmatrix matrix land in different banks: 70 KB at D = 64, 201 KB at D = 128 -- on an H200, which lets a block
 have 227 KB. A GPU that lets it have less gets fewer warps per block, then shorter tiles (`tf32x3_config`).
+
+**What holds the loop back, and two options to measure against it.** Under Nsight Compute (H100, 2 x 16 x 4096^2 x
+128) the tensor pipe is busy 46% of the time and the schedulers issue in 42% of their cycles; the largest stall is
+on fixed-latency results (2.2 cycles per instruction issued), which is where a 3-mma chain waits on its previous mma
+and the float32 adds on the last (benchmarks/NOTES.md). Two options of `tf32x3_launches` keep the same products in
+the same order, so the same bits:
+
+* ``on_read``: Q, K or V stored as they are (one part, no split pass; K read in place where its rows are whole
+  multiples of 16 floats) and split in registers as each fragment is read (`gpukernels._mma.split_tf32_clamped`,
+  branch-free so the loops still unroll): half those tiles' ldmatrix traffic and shared memory. Measured 4-6% (Q)
+  to 45-56% (Q, K and V) slower at D = 128, 50-62% with K and V at D = 64: shared memory is not what the loop waits
+  on, and every split adds instructions to a loop that already waits on its instructions.
+* ``chains``: 2 or 4 n-tiles' chains issued in turn (``mma3_add2``, ``mma3_add4``) instead of one after another,
+  so that an mma's successor need not wait for it. Compiled for sm_90: 176 registers at D = 128, no spills;
+  not yet timed on a GPU.
 """
 
 from __future__ import annotations
@@ -157,18 +172,19 @@ def tf32x3_config(d: int) -> tuple[int, int]:
     return 2, 16
 
 
-def tf32x3_kernel_for(d: int, warps: int | None = None, keys: int | None = None, on_read: str = ""):
+def tf32x3_kernel_for(d: int, warps: int | None = None, keys: int | None = None, on_read: str = "",
+                      chains: int = 1):
     """The kernel for head dimension ``d`` (any, 1 to MAX_D: it runs on rows padded to `padded_width`) with ``warps``
     warps of 16 query rows per block and K/V tiles of ``keys`` keys (a multiple of 16: pairs of 8-key n-tiles);
     by default `tf32x3_config`'s."""
     if warps is None:
         warps, default_keys = tf32x3_config(d)
         keys = keys or default_keys
-    return _kernel(padded_width(d), warps, keys or KEYS, on_read)
+    return _kernel(padded_width(d), warps, keys or KEYS, on_read, chains)
 
 
 @functools.cache
-def _kernel(dp: int, warps: int, KEYS: int, on_read: str = ""):  # noqa: N803  (the tile's keys: a constant)
+def _kernel(dp: int, warps: int, KEYS: int, on_read: str = "", CHAINS: int = 1):  # noqa: N803  (constants)
     rows, threads = 16 * warps, 32 * warps
     nk = dp // 8  # 8-deep k steps of Q K^T, and 8-wide n-tiles of O
     ns = KEYS // 8  # 8-key n-tiles of S, and 8-deep k steps of P V
@@ -273,6 +289,63 @@ def _kernel(dp: int, warps: int, KEYS: int, on_read: str = ""):  # noqa: N803  (
         x[n, 2] += d2
         x[n, 3] += d3
 
+    @cuda.jit(device=True, forceinline=True)
+    def mma3_add2(x, n, ab0, ab1, ab2, ab3, as0, as1, as2, as3, bb0, bb1, bs0, bs1, cb0, cb1, cs0, cs1):
+        # mma3_add for n-tiles n (B = bb, bs) and n + 1 (B = cb, cs), their two chains issued in turn: while one
+        # mma runs, the next has no wait on it
+        zero = float32(0.0)
+        d0, d1, d2, d3 = mma_tf32(as0, as1, as2, as3, bb0, bb1, zero, zero, zero, zero)
+        e0, e1, e2, e3 = mma_tf32(as0, as1, as2, as3, cb0, cb1, zero, zero, zero, zero)
+        d0, d1, d2, d3 = mma_tf32(ab0, ab1, ab2, ab3, bs0, bs1, d0, d1, d2, d3)
+        e0, e1, e2, e3 = mma_tf32(ab0, ab1, ab2, ab3, cs0, cs1, e0, e1, e2, e3)
+        d0, d1, d2, d3 = mma_tf32(ab0, ab1, ab2, ab3, bb0, bb1, d0, d1, d2, d3)
+        e0, e1, e2, e3 = mma_tf32(ab0, ab1, ab2, ab3, cb0, cb1, e0, e1, e2, e3)
+        x[n, 0] += d0
+        x[n, 1] += d1
+        x[n, 2] += d2
+        x[n, 3] += d3
+        x[n + 1, 0] += e0
+        x[n + 1, 1] += e1
+        x[n + 1, 2] += e2
+        x[n + 1, 3] += e3
+
+    @cuda.jit(device=True, forceinline=True)
+    def mma3_add4(x, n, ab0, ab1, ab2, ab3, as0, as1, as2, as3, bb0, bb1, bs0, bs1, cb0, cb1, cs0, cs1,
+                  db0, db1, ds0, ds1, eb0, eb1, es0, es1):
+        # four chains (n-tiles n .. n + 3) in turn
+        zero = float32(0.0)
+        d0, d1, d2, d3 = mma_tf32(as0, as1, as2, as3, bb0, bb1, zero, zero, zero, zero)
+        e0, e1, e2, e3 = mma_tf32(as0, as1, as2, as3, cb0, cb1, zero, zero, zero, zero)
+        f0, f1, f2, f3 = mma_tf32(as0, as1, as2, as3, db0, db1, zero, zero, zero, zero)
+        g0, g1, g2, g3 = mma_tf32(as0, as1, as2, as3, eb0, eb1, zero, zero, zero, zero)
+        d0, d1, d2, d3 = mma_tf32(ab0, ab1, ab2, ab3, bs0, bs1, d0, d1, d2, d3)
+        e0, e1, e2, e3 = mma_tf32(ab0, ab1, ab2, ab3, cs0, cs1, e0, e1, e2, e3)
+        f0, f1, f2, f3 = mma_tf32(ab0, ab1, ab2, ab3, ds0, ds1, f0, f1, f2, f3)
+        g0, g1, g2, g3 = mma_tf32(ab0, ab1, ab2, ab3, es0, es1, g0, g1, g2, g3)
+        d0, d1, d2, d3 = mma_tf32(ab0, ab1, ab2, ab3, bb0, bb1, d0, d1, d2, d3)
+        e0, e1, e2, e3 = mma_tf32(ab0, ab1, ab2, ab3, cb0, cb1, e0, e1, e2, e3)
+        f0, f1, f2, f3 = mma_tf32(ab0, ab1, ab2, ab3, db0, db1, f0, f1, f2, f3)
+        g0, g1, g2, g3 = mma_tf32(ab0, ab1, ab2, ab3, eb0, eb1, g0, g1, g2, g3)
+        x[n, 0] += d0
+        x[n, 1] += d1
+        x[n, 2] += d2
+        x[n, 3] += d3
+        x[n + 1, 0] += e0
+        x[n + 1, 1] += e1
+        x[n + 1, 2] += e2
+        x[n + 1, 3] += e3
+        x[n + 2, 0] += f0
+        x[n + 2, 1] += f1
+        x[n + 2, 2] += f2
+        x[n + 2, 3] += f3
+        x[n + 3, 0] += g0
+        x[n + 3, 1] += g1
+        x[n + 3, 2] += g2
+        x[n + 3, 3] += g3
+
+    QK4 = CHAINS == 4 and (ns // 2) % 2 == 0  # four chains need two pairs of n-tiles
+    PV4 = CHAINS == 4 and (nk // 2) % 2 == 0
+
     @cuda.jit(fastmath=True)
     def tf32x3_kernel(q, k2, vt, out, scale2, causal, raw):
         # q (BH, Sq, D) float32, split here (raw: its rows are whole 16-byte pieces, copied by cp.async); k2 (2,
@@ -327,11 +400,23 @@ def _kernel(dp: int, warps: int, KEYS: int, on_read: str = ""):  # noqa: N803  (
                         s[n, e] = float32(0.0)
                 for kd in range(nk):
                     qb0, qb1, qb2, qb3, qs0, qs1, qs2, qs3 = fragments(smem, QB + a_off + 8 * kd, q_tile, FQ)
-                    for p in range(ns // 2):
-                        o = KB + b_off + 16 * p * pitch + 8 * kd
-                        kb0, kb1, kb2, kb3, ks0, ks1, ks2, ks3 = fragments(smem, o, k_tile, FK)
-                        mma3_add(s, 2 * p, qb0, qb1, qb2, qb3, qs0, qs1, qs2, qs3, kb0, kb1, ks0, ks1)
-                        mma3_add(s, 2 * p + 1, qb0, qb1, qb2, qb3, qs0, qs1, qs2, qs3, kb2, kb3, ks2, ks3)
+                    if QK4:
+                        for p in range(0, ns // 2, 2):
+                            o = KB + b_off + 16 * p * pitch + 8 * kd
+                            kb0, kb1, kb2, kb3, ks0, ks1, ks2, ks3 = fragments(smem, o, k_tile, FK)
+                            kc0, kc1, kc2, kc3, kt0, kt1, kt2, kt3 = fragments(smem, o + 16 * pitch, k_tile, FK)
+                            mma3_add4(s, 2 * p, qb0, qb1, qb2, qb3, qs0, qs1, qs2, qs3, kb0, kb1, ks0, ks1,
+                                      kb2, kb3, ks2, ks3, kc0, kc1, kt0, kt1, kc2, kc3, kt2, kt3)
+                    else:
+                        for p in range(ns // 2):
+                            o = KB + b_off + 16 * p * pitch + 8 * kd
+                            kb0, kb1, kb2, kb3, ks0, ks1, ks2, ks3 = fragments(smem, o, k_tile, FK)
+                            if CHAINS == 1:
+                                mma3_add(s, 2 * p, qb0, qb1, qb2, qb3, qs0, qs1, qs2, qs3, kb0, kb1, ks0, ks1)
+                                mma3_add(s, 2 * p + 1, qb0, qb1, qb2, qb3, qs0, qs1, qs2, qs3, kb2, kb3, ks2, ks3)
+                            else:
+                                mma3_add2(s, 2 * p, qb0, qb1, qb2, qb3, qs0, qs1, qs2, qs3, kb0, kb1, ks0, ks1,
+                                          kb2, kb3, ks2, ks3)
             async_wait(0)
             cuda.syncthreads()  # V(it) is in; every warp is done with K(it)
             if it + 1 < tiles:
@@ -346,11 +431,24 @@ def _kernel(dp: int, warps: int, KEYS: int, on_read: str = ""):  # noqa: N803  (
                     pb1, ps1 = split_tf32(s[kk, 2])
                     pb2, ps2 = split_tf32(s[kk, 1])
                     pb3, ps3 = split_tf32(s[kk, 3])
-                    for p in range(nk // 2):
-                        o = VB + v_off + 16 * p * vpitch + 8 * kk
-                        vb0, vb1, vb2, vb3, vs0, vs1, vs2, vs3 = fragments(smem, o, v_tile, FV)
-                        mma3_add(acc, 2 * p, pb0, pb1, pb2, pb3, ps0, ps1, ps2, ps3, vb0, vb1, vs0, vs1)
-                        mma3_add(acc, 2 * p + 1, pb0, pb1, pb2, pb3, ps0, ps1, ps2, ps3, vb2, vb3, vs2, vs3)
+                    if PV4:
+                        for p in range(0, nk // 2, 2):
+                            o = VB + v_off + 16 * p * vpitch + 8 * kk
+                            vb0, vb1, vb2, vb3, vs0, vs1, vs2, vs3 = fragments(smem, o, v_tile, FV)
+                            vc0, vc1, vc2, vc3, vt0, vt1, vt2, vt3 = fragments(smem, o + 16 * vpitch, v_tile, FV)
+                            mma3_add4(acc, 2 * p, pb0, pb1, pb2, pb3, ps0, ps1, ps2, ps3, vb0, vb1, vs0, vs1,
+                                      vb2, vb3, vs2, vs3, vc0, vc1, vt0, vt1, vc2, vc3, vt2, vt3)
+                    else:
+                        for p in range(nk // 2):
+                            o = VB + v_off + 16 * p * vpitch + 8 * kk
+                            vb0, vb1, vb2, vb3, vs0, vs1, vs2, vs3 = fragments(smem, o, v_tile, FV)
+                            if CHAINS == 1:
+                                mma3_add(acc, 2 * p, pb0, pb1, pb2, pb3, ps0, ps1, ps2, ps3, vb0, vb1, vs0, vs1)
+                                mma3_add(acc, 2 * p + 1, pb0, pb1, pb2, pb3, ps0, ps1, ps2, ps3, vb2, vb3, vs2,
+                                         vs3)
+                            else:
+                                mma3_add2(acc, 2 * p, pb0, pb1, pb2, pb3, ps0, ps1, ps2, ps3, vb0, vb1, vs0, vs1,
+                                          vb2, vb3, vs2, vs3)
 
         # each row's sum over its 4 lanes, then O / l: element e of n-tile n is (row + 8 (e >> 1), 8 n + 2t + (e & 1))
         for off in (1, 2):
@@ -377,10 +475,10 @@ TF32X3_KERNELS = [split_rows_kernel, split_values_kernel] + [tf32x3_kernel_for(d
 
 
 def tf32x3_launches(q, k, v, out, causal: bool, scale: float, warps: int | None = None,
-                    keys: int | None = None, on_read: str = "") -> list[Launch]:
+                    keys: int | None = None, on_read: str = "", chains: int = 1) -> list[Launch]:
     q3, k3, v3, o3 = heads(q), heads(k), heads(v), heads(out)
     bhs, sq, dim = q3.shape
-    kernel = tf32x3_kernel_for(dim, warps, keys, on_read)
+    kernel = tf32x3_kernel_for(dim, warps, keys, on_read, chains)
     parts = tuple(1 if x in on_read else 2 for x in "kv")
     k2, vt, splits = split_launches(k3, v3, kernel.tile[2], out, parts)
     raw = dim % 4 == 0 and address(q3) % 16 == 0  # rows of whole 16-byte pieces: Q's tile by cp.async
