@@ -9,8 +9,8 @@ library peer in the same run (`gpukernels.bench.bench_shape`: CUDA-graph replays
 ``--fixup``: each tile that splits, in 2 to 8 slices met by atomics and through a workspace; ``--async``: the tiles
 copied by cp.async, whole and split through a workspace, beside the register path's, on rows 16-byte aligned;
 ``--spread``: the 128 x 128 tile under stream-K spread over every SM, against the dispatcher's pick without it;
-``attention``: float32 ``tf32x3`` with its operands split in registers instead of by a pass, at --shapes B,H,Sq,Sk,D,
-causal and not.)
+``attention``: float32 ``tf32x3`` with its operands split in registers instead of by a pass, or with ``--chains`` its
+mma chains interleaved, at --shapes B,H,Sq,Sk,D, causal and not.)
 
 The dispatchers' constants (``matmul.k21_optimized.TILES``, ``cbr.CBR_*``) are fitted to what this prints.
 """
