@@ -244,11 +244,9 @@ def attention_candidates(shape):
     from gpukernels.attention.k06_tf32x3 import tf32x3_launches
 
     out = [("optimized", attention.optimized.plan)]
-    if "--chains" in sys.argv:  # the 3-mma chains of n-tiles issued one after another (1) or 2 or 4 in turn
-        for chains in (2, 4):
-            out.append((f"tf32x3 chains={chains}", lambda q, k, v, o, causal=False, scale=None, c=chains:
-                        tf32x3_launches(q, k, v, o, causal, scale, chains=c)))
-        return out
+    if "--chains" in sys.argv:  # the 3-mma chains of n-tiles issued one after another (optimized) or 4 in turn
+        return out + [("tf32x3 chains=4", lambda q, k, v, o, causal=False, scale=None:
+                       tf32x3_launches(q, k, v, o, causal, scale, chains=4))]
     for on_read in ("", "q", "k", "v", "kv", "qkv") if shape[-1] > 64 else ("", "kv", "qkv"):
         out.append((f"tf32x3 on_read={on_read or '-'}", lambda q, k, v, o, causal=False, scale=None, r=on_read:
                     tf32x3_launches(q, k, v, o, causal, scale, on_read=r)))

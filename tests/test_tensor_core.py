@@ -779,11 +779,17 @@ def test_tf32x3_without_wgmma_splits_in_its_mma_sync_kernel(monkeypatch, seed):
     assert relative_error(out, ref) <= 2 * relative_error(a @ b, ref) + 3 * 2.0**-22
 
 
-@cuda.jit
-def _split_kernel(x, big, small):
-    i = cuda.grid(1)
-    if i < x.size:
-        big[i], small[i] = _mma.split_tf32(x[i])
+def _splitter(split):
+    @cuda.jit
+    def kernel(x, big, small):
+        i = cuda.grid(1)
+        if i < x.size:
+            big[i], small[i] = split(x[i])
+
+    return kernel
+
+
+_split_kernel, _split_clamped_kernel = _splitter(_mma.split_tf32), _splitter(_mma.split_tf32_clamped)
 
 
 def test_split_tf32_keeps_22_bits_and_never_overflows_a_finite_value():
@@ -803,13 +809,6 @@ def test_split_tf32_keeps_22_bits_and_never_overflows_a_finite_value():
     assert np.all(np.abs(recon - xf) <= 2.0**-21 * np.abs(xf) + 2.0**-137), np.abs(recon - xf) / np.abs(xf)
     assert abs(big[5]) == _mma.TF32_MAX and big[6] == -_mma.TF32_MAX  # float32's largest: not rounded to inf
     assert np.isposinf(big[10]) and np.isneginf(big[11]) and np.isnan(small[10:13]).all()  # inf, NaN: as documented
-
-
-@cuda.jit
-def _split_clamped_kernel(x, big, small):
-    i = cuda.grid(1)
-    if i < x.size:
-        big[i], small[i] = _mma.split_tf32_clamped(x[i])
 
 
 def test_split_tf32_clamped_is_split_tf32_on_every_finite_value():

@@ -56,9 +56,9 @@ the same order, so the same bits:
   branch-free so the loops still unroll): half those tiles' ldmatrix traffic and shared memory. Measured 4-6% (Q)
   to 45-56% (Q, K and V) slower at D = 128, 50-62% with K and V at D = 64: shared memory is not what the loop waits
   on, and every split adds instructions to a loop that already waits on its instructions.
-* ``chains``: 2 or 4 n-tiles' chains issued in turn (``mma3_add2``, ``mma3_add4``) instead of one after another,
-  so that an mma's successor need not wait for it. Compiled for sm_90: 176 registers at D = 128, no spills;
-  not yet timed on a GPU.
+* ``chains=4``: four n-tiles' chains issued in turn (``mma3_add4``) instead of one after another, so that an
+  mma's successor need not wait for it. Compiled for sm_90: 176 registers at D = 128, no spills; not yet timed on
+  a GPU.
 """
 
 from __future__ import annotations
@@ -277,6 +277,13 @@ def _kernel(dp: int, warps: int, KEYS: int, on_read: str = "", CHAINS: int = 1):
         return b0, b1, b2, b3, s0, s1, s2, s3
 
     @cuda.jit(device=True, forceinline=True)
+    def add_to(x, n, d0, d1, d2, d3):
+        x[n, 0] += d0
+        x[n, 1] += d1
+        x[n, 2] += d2
+        x[n, 3] += d3
+
+    @cuda.jit(device=True, forceinline=True)
     def mma3_add(x, n, ab0, ab1, ab2, ab3, as0, as1, as2, as3, bb0, bb1, bs0, bs1):
         # x[n] += a_small b_big + a_big b_small + a_big b_big: the three summed from zero by the tensor core (small
         # products first), then added by float32 adds
@@ -284,35 +291,13 @@ def _kernel(dp: int, warps: int, KEYS: int, on_read: str = "", CHAINS: int = 1):
         d0, d1, d2, d3 = mma_tf32(as0, as1, as2, as3, bb0, bb1, zero, zero, zero, zero)
         d0, d1, d2, d3 = mma_tf32(ab0, ab1, ab2, ab3, bs0, bs1, d0, d1, d2, d3)
         d0, d1, d2, d3 = mma_tf32(ab0, ab1, ab2, ab3, bb0, bb1, d0, d1, d2, d3)
-        x[n, 0] += d0
-        x[n, 1] += d1
-        x[n, 2] += d2
-        x[n, 3] += d3
-
-    @cuda.jit(device=True, forceinline=True)
-    def mma3_add2(x, n, ab0, ab1, ab2, ab3, as0, as1, as2, as3, bb0, bb1, bs0, bs1, cb0, cb1, cs0, cs1):
-        # mma3_add for n-tiles n (B = bb, bs) and n + 1 (B = cb, cs), their two chains issued in turn: while one
-        # mma runs, the next has no wait on it
-        zero = float32(0.0)
-        d0, d1, d2, d3 = mma_tf32(as0, as1, as2, as3, bb0, bb1, zero, zero, zero, zero)
-        e0, e1, e2, e3 = mma_tf32(as0, as1, as2, as3, cb0, cb1, zero, zero, zero, zero)
-        d0, d1, d2, d3 = mma_tf32(ab0, ab1, ab2, ab3, bs0, bs1, d0, d1, d2, d3)
-        e0, e1, e2, e3 = mma_tf32(ab0, ab1, ab2, ab3, cs0, cs1, e0, e1, e2, e3)
-        d0, d1, d2, d3 = mma_tf32(ab0, ab1, ab2, ab3, bb0, bb1, d0, d1, d2, d3)
-        e0, e1, e2, e3 = mma_tf32(ab0, ab1, ab2, ab3, cb0, cb1, e0, e1, e2, e3)
-        x[n, 0] += d0
-        x[n, 1] += d1
-        x[n, 2] += d2
-        x[n, 3] += d3
-        x[n + 1, 0] += e0
-        x[n + 1, 1] += e1
-        x[n + 1, 2] += e2
-        x[n + 1, 3] += e3
+        add_to(x, n, d0, d1, d2, d3)
 
     @cuda.jit(device=True, forceinline=True)
     def mma3_add4(x, n, ab0, ab1, ab2, ab3, as0, as1, as2, as3, bb0, bb1, bs0, bs1, cb0, cb1, cs0, cs1,
                   db0, db1, ds0, ds1, eb0, eb1, es0, es1):
-        # four chains (n-tiles n .. n + 3) in turn
+        # mma3_add for n-tiles n .. n + 3 (B = b, c, d, e), their four chains issued in turn: each mma's successor
+        # in the stream does not wait for it
         zero = float32(0.0)
         d0, d1, d2, d3 = mma_tf32(as0, as1, as2, as3, bb0, bb1, zero, zero, zero, zero)
         e0, e1, e2, e3 = mma_tf32(as0, as1, as2, as3, cb0, cb1, zero, zero, zero, zero)
@@ -326,24 +311,29 @@ def _kernel(dp: int, warps: int, KEYS: int, on_read: str = "", CHAINS: int = 1):
         e0, e1, e2, e3 = mma_tf32(ab0, ab1, ab2, ab3, cb0, cb1, e0, e1, e2, e3)
         f0, f1, f2, f3 = mma_tf32(ab0, ab1, ab2, ab3, db0, db1, f0, f1, f2, f3)
         g0, g1, g2, g3 = mma_tf32(ab0, ab1, ab2, ab3, eb0, eb1, g0, g1, g2, g3)
-        x[n, 0] += d0
-        x[n, 1] += d1
-        x[n, 2] += d2
-        x[n, 3] += d3
-        x[n + 1, 0] += e0
-        x[n + 1, 1] += e1
-        x[n + 1, 2] += e2
-        x[n + 1, 3] += e3
-        x[n + 2, 0] += f0
-        x[n + 2, 1] += f1
-        x[n + 2, 2] += f2
-        x[n + 2, 3] += f3
-        x[n + 3, 0] += g0
-        x[n + 3, 1] += g1
-        x[n + 3, 2] += g2
-        x[n + 3, 3] += g3
+        add_to(x, n, d0, d1, d2, d3)
+        add_to(x, n + 1, e0, e1, e2, e3)
+        add_to(x, n + 2, f0, f1, f2, f3)
+        add_to(x, n + 3, g0, g1, g2, g3)
 
-    QK4 = CHAINS == 4 and (ns // 2) % 2 == 0  # four chains need two pairs of n-tiles
+    @cuda.jit(device=True, forceinline=True)
+    def products(x, ab0, ab1, ab2, ab3, as0, as1, as2, as3, smem, base, step, pairs, part, split, four):
+        # x[n] += A B_n for the 2 pairs n-tiles whose B fragments are at base + p step (both parts), two chains
+        # at a time one after another, or (four) four chains in turn
+        if four:
+            for p in range(0, pairs, 2):
+                o = base + p * step
+                bb0, bb1, bb2, bb3, bs0, bs1, bs2, bs3 = fragments(smem, o, part, split)
+                cb0, cb1, cb2, cb3, cs0, cs1, cs2, cs3 = fragments(smem, o + step, part, split)
+                mma3_add4(x, 2 * p, ab0, ab1, ab2, ab3, as0, as1, as2, as3, bb0, bb1, bs0, bs1, bb2, bb3, bs2, bs3,
+                          cb0, cb1, cs0, cs1, cb2, cb3, cs2, cs3)
+        else:
+            for p in range(pairs):
+                bb0, bb1, bb2, bb3, bs0, bs1, bs2, bs3 = fragments(smem, base + p * step, part, split)
+                mma3_add(x, 2 * p, ab0, ab1, ab2, ab3, as0, as1, as2, as3, bb0, bb1, bs0, bs1)
+                mma3_add(x, 2 * p + 1, ab0, ab1, ab2, ab3, as0, as1, as2, as3, bb2, bb3, bs2, bs3)
+
+    QK4 = CHAINS == 4 and (ns // 2) % 2 == 0  # four chains need two pairs of n-tiles (else two at a time)
     PV4 = CHAINS == 4 and (nk // 2) % 2 == 0
 
     @cuda.jit(fastmath=True)
@@ -400,23 +390,8 @@ def _kernel(dp: int, warps: int, KEYS: int, on_read: str = "", CHAINS: int = 1):
                         s[n, e] = float32(0.0)
                 for kd in range(nk):
                     qb0, qb1, qb2, qb3, qs0, qs1, qs2, qs3 = fragments(smem, QB + a_off + 8 * kd, q_tile, FQ)
-                    if QK4:
-                        for p in range(0, ns // 2, 2):
-                            o = KB + b_off + 16 * p * pitch + 8 * kd
-                            kb0, kb1, kb2, kb3, ks0, ks1, ks2, ks3 = fragments(smem, o, k_tile, FK)
-                            kc0, kc1, kc2, kc3, kt0, kt1, kt2, kt3 = fragments(smem, o + 16 * pitch, k_tile, FK)
-                            mma3_add4(s, 2 * p, qb0, qb1, qb2, qb3, qs0, qs1, qs2, qs3, kb0, kb1, ks0, ks1,
-                                      kb2, kb3, ks2, ks3, kc0, kc1, kt0, kt1, kc2, kc3, kt2, kt3)
-                    else:
-                        for p in range(ns // 2):
-                            o = KB + b_off + 16 * p * pitch + 8 * kd
-                            kb0, kb1, kb2, kb3, ks0, ks1, ks2, ks3 = fragments(smem, o, k_tile, FK)
-                            if CHAINS == 1:
-                                mma3_add(s, 2 * p, qb0, qb1, qb2, qb3, qs0, qs1, qs2, qs3, kb0, kb1, ks0, ks1)
-                                mma3_add(s, 2 * p + 1, qb0, qb1, qb2, qb3, qs0, qs1, qs2, qs3, kb2, kb3, ks2, ks3)
-                            else:
-                                mma3_add2(s, 2 * p, qb0, qb1, qb2, qb3, qs0, qs1, qs2, qs3, kb0, kb1, ks0, ks1,
-                                          kb2, kb3, ks2, ks3)
+                    products(s, qb0, qb1, qb2, qb3, qs0, qs1, qs2, qs3, smem, KB + b_off + 8 * kd, 16 * pitch,
+                             ns // 2, k_tile, FK, QK4)
             async_wait(0)
             cuda.syncthreads()  # V(it) is in; every warp is done with K(it)
             if it + 1 < tiles:
@@ -431,24 +406,8 @@ def _kernel(dp: int, warps: int, KEYS: int, on_read: str = "", CHAINS: int = 1):
                     pb1, ps1 = split_tf32(s[kk, 2])
                     pb2, ps2 = split_tf32(s[kk, 1])
                     pb3, ps3 = split_tf32(s[kk, 3])
-                    if PV4:
-                        for p in range(0, nk // 2, 2):
-                            o = VB + v_off + 16 * p * vpitch + 8 * kk
-                            vb0, vb1, vb2, vb3, vs0, vs1, vs2, vs3 = fragments(smem, o, v_tile, FV)
-                            vc0, vc1, vc2, vc3, vt0, vt1, vt2, vt3 = fragments(smem, o + 16 * vpitch, v_tile, FV)
-                            mma3_add4(acc, 2 * p, pb0, pb1, pb2, pb3, ps0, ps1, ps2, ps3, vb0, vb1, vs0, vs1,
-                                      vb2, vb3, vs2, vs3, vc0, vc1, vt0, vt1, vc2, vc3, vt2, vt3)
-                    else:
-                        for p in range(nk // 2):
-                            o = VB + v_off + 16 * p * vpitch + 8 * kk
-                            vb0, vb1, vb2, vb3, vs0, vs1, vs2, vs3 = fragments(smem, o, v_tile, FV)
-                            if CHAINS == 1:
-                                mma3_add(acc, 2 * p, pb0, pb1, pb2, pb3, ps0, ps1, ps2, ps3, vb0, vb1, vs0, vs1)
-                                mma3_add(acc, 2 * p + 1, pb0, pb1, pb2, pb3, ps0, ps1, ps2, ps3, vb2, vb3, vs2,
-                                         vs3)
-                            else:
-                                mma3_add2(acc, 2 * p, pb0, pb1, pb2, pb3, ps0, ps1, ps2, ps3, vb0, vb1, vs0, vs1,
-                                          vb2, vb3, vs2, vs3)
+                    products(acc, pb0, pb1, pb2, pb3, ps0, ps1, ps2, ps3, smem, VB + v_off + 8 * kk, 16 * vpitch,
+                             nk // 2, v_tile, FV, PV4)
 
         # each row's sum over its 4 lanes, then O / l: element e of n-tile n is (row + 8 (e >> 1), 8 n + 2t + (e & 1))
         for off in (1, 2):
@@ -476,6 +435,9 @@ TF32X3_KERNELS = [split_rows_kernel, split_values_kernel] + [tf32x3_kernel_for(d
 
 def tf32x3_launches(q, k, v, out, causal: bool, scale: float, warps: int | None = None,
                     keys: int | None = None, on_read: str = "", chains: int = 1) -> list[Launch]:
+    """The split launches and the tile loop's; ``warps``, ``keys``: the block's (default `tf32x3_config`'s);
+    ``on_read``: the operands among "qkv" stored as they are and split as read; ``chains``: 4 to issue four
+    n-tiles' mma chains in turn (the module's docstring has what each measured)."""
     q3, k3, v3, o3 = heads(q), heads(k), heads(v), heads(out)
     bhs, sq, dim = q3.shape
     kernel = tf32x3_kernel_for(dim, warps, keys, on_read, chains)
