@@ -70,7 +70,9 @@ def resolve(lesson: Any, step: Any, arg: str = "step"):
             return mod, mod.VERSIONS[names[number - 1]], number
     elif text in mod.VERSIONS:
         return mod, mod.VERSIONS[text], names.index(text) + 1
-    raise StepError(f"{arg}: expected a {lesson} step, 1-{len(names)} or one of {', '.join(names)}; got {step!r}")
+    article = "an" if lesson[0] in "aeiou" else "a"
+    raise StepError(f"{arg}: expected {article} {lesson} step, 1-{len(names)} or one of {', '.join(names)}; "
+                    f"got {step!r}")
 
 
 # ----------------------------------------------------------------------------------------------------------
