@@ -837,7 +837,7 @@ def test_tf32x3_split_on_read_gives_the_same_bits(on_read, shape, seed):
     from gpukernels.attention import k06_tf32x3
 
     q, k, v = at.make_inputs(shape, seed)
-    v[0, 0, 3] *= np.float32(1e30)  # a value far from the rest, near float32's largest after the split
+    v[0, 0, 3] *= np.float32(1e30)  # a row of V 1e30 times the rest: its small parts far below the others' big ones
     base = at.tf32x3(q, k, v, causal=True)
     out = np.full(q.shape, np.nan, np.float32)
     launches = k06_tf32x3.tf32x3_launches(q, k, v, out, True, 1 / np.sqrt(shape[-1]), on_read=on_read)

@@ -318,8 +318,8 @@ def _kernel(dp: int, warps: int, KEYS: int, on_read: str = "", CHAINS: int = 1):
 
     @cuda.jit(device=True, forceinline=True)
     def products(x, ab0, ab1, ab2, ab3, as0, as1, as2, as3, smem, base, step, pairs, part, split, four):
-        # x[n] += A B_n for the 2 pairs n-tiles whose B fragments are at base + p step (both parts), two chains
-        # at a time one after another, or (four) four chains in turn
+        # x[n] += A B_n for n-tiles n = 0 .. 2 pairs - 1, the B fragments of pair p at base + p step: each pair's two
+        # chains one after the other, or (four) two pairs' four chains in turn
         if four:
             for p in range(0, pairs, 2):
                 o = base + p * step
