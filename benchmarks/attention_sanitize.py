@@ -7,8 +7,8 @@ The shapes are small but take every path: a single key and query, Sq != Sk both 
 partial last one, D = 16 / 80 / 128 and 30 (rows that are not whole 16-byte pieces), causal and not. The float16
 steps get float16 inputs. Then the variants of ``pipelined`` that benchmarks/attention_peer.py times (VARIANTS: 32
 query rows per warp, shorter K/V tiles, Q's tile in dynamic shared memory), unless versions are named, and those of
-``tf32x3`` that split operands as they read them (TF32X3_ON_READ), unless versions other than tf32x3 are named. Outputs
-start as NaN. Exit status 1 on a wrong result.
+``tf32x3`` that split operands as they read them or interleave their mma chains (TF32X3_OPTIONS), unless versions other
+than tf32x3 are named. Outputs start as NaN. Exit status 1 on a wrong result.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ VARIANTS = [{"warps": 4, "rows_per_warp": 32}, {"warps": 4, "rows_per_warp": 16}
             {"warps": 4, "rows_per_warp": 32, "q_shared": False},
             {"warps": 4, "rows_per_warp": 32, "keys": 32, "q_shared": True},
             {"warps": 2, "rows_per_warp": 32, "keys": 16}]
-#: tf32x3_launches' on_read: the operands stored as they are and split as read (also run when "tf32x3" is named)
-TF32X3_ON_READ = ["q", "kv", "qkv"]
+#: keyword arguments of tf32x3_launches (also run when "tf32x3" is named): the operands stored as they are and split
+#: as read, and each n-tile's mma chain issued after the last (the default: four in turn)
+TF32X3_OPTIONS = [{"on_read": "q"}, {"on_read": "kv"}, {"on_read": "qkv"}, {"chains": 1}]
 
 
 def main() -> int:
@@ -56,14 +57,14 @@ def main() -> int:
                 bad += not check.ok
                 print(f"{name:12s} {'x'.join(map(str, shape)):16s} causal={causal!s:5s} {check}", flush=True)
             if not sys.argv[1:] or "tf32x3" in sys.argv[1:]:
-                for on_read in TF32X3_ON_READ:
+                for kw in TF32X3_OPTIONS:
                     out = np.full(shape[:3] + shape[4:], np.nan, np.float32)
-                    for launch in tf32x3_launches(q, k, v, out, causal, 1 / math.sqrt(shape[-1]), on_read=on_read):
+                    for launch in tf32x3_launches(q, k, v, out, causal, 1 / math.sqrt(shape[-1]), **kw):
                         launch()
                     check = compare(out, at.reference(q, k, v, causal=causal), 1e-4)
                     bad += not check.ok
-                    label = f"tf32x3@{on_read}"
-                    print(f"{label:12s} {'x'.join(map(str, shape)):16s} causal={causal!s:5s} {check}", flush=True)
+                    label = "tf32x3@" + ",".join(f"{key}={val}" for key, val in kw.items())
+                    print(f"{label:18s} {'x'.join(map(str, shape)):16s} causal={causal!s:5s} {check}", flush=True)
             if sys.argv[1:] or shape[-1] % 16:
                 continue
             args = [x.astype(np.float16) for x in (q, k, v)]

@@ -815,14 +815,14 @@ def test_tf32x3_launch_plan():
 @pytest.mark.parametrize("shape", [(1, 2, 40, 70, 16), (1, 1, 33, 47, 80), (1, 1, 17, 40, 128)],
                          ids=lambda s: "x".join(map(str, s)))
 def test_tf32x3_interleaved_chains_give_the_same_bits(shape, seed):
-    # 4 n-tiles' 3-mma chains issued in turn instead of one after another: the same operations on the same values
-    # in each chain, so the same bits; at D = 16 O has one pair of n-tiles, and P V's chains run one after another
+    # 4 n-tiles' 3-mma chains issued in turn (the default) or one after another: the same operations on the same
+    # values in each chain, so the same bits; at D = 16 O has one pair of n-tiles, and P V's chains run two at a time
     from gpukernels.attention import k06_tf32x3
 
     q, k, v = at.make_inputs(shape, seed)
     base = at.tf32x3(q, k, v, causal=True)
     out = np.full(q.shape, np.nan, np.float32)
-    for la in k06_tf32x3.tf32x3_launches(q, k, v, out, True, 1 / np.sqrt(shape[-1]), chains=4):
+    for la in k06_tf32x3.tf32x3_launches(q, k, v, out, True, 1 / np.sqrt(shape[-1]), chains=1):
         la()
     assert np.array_equal(out, base)
 

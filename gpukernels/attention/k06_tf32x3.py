@@ -45,20 +45,21 @@ block's Q tile, one K tile and one V^T tile, each as big and small parts, rows p
 of an ldmatrix matrix land in different banks: 70 KB at D = 64, 201 KB at D = 128 -- on an H200, which lets a block
 have 227 KB. A GPU that lets it have less gets fewer warps per block, then shorter tiles (`tf32x3_config`).
 
-**What holds the loop back, and two options to measure against it.** Under Nsight Compute (H100, 2 x 16 x 4096^2 x
-128) the tensor pipe is busy 46% of the time and the schedulers issue in 42% of their cycles; the largest stall is
-on fixed-latency results (2.2 cycles per instruction issued), which is where a 3-mma chain waits on its previous mma
-and the float32 adds on the last (benchmarks/NOTES.md). Two options of `tf32x3_launches` keep the same products in
-the same order, so the same bits:
+**What holds the loop back, and what was done about it.** Under Nsight Compute (H100, 2 x 16 x 4096^2 x 128) the
+tensor pipe was busy 46% of the time and the schedulers issued in 42% of their cycles; the largest stall was on
+fixed-latency results (2.2 cycles per instruction issued), which is where a 3-mma chain waits on its previous mma and
+the float32 adds on the last (benchmarks/NOTES.md). Two options of `tf32x3_launches` keep the same products in the
+same order, so the same bits:
 
+* ``chains`` (4, the default): four n-tiles' chains issued in turn (``mma3_add4``), so that an mma's successor in
+  the stream does not wait for it -- where a row of n-tiles comes in pairs of pairs (else two at a time).
+  ``chains=1`` issues each n-tile's chain after the last. Measured on an H100 against chains=1: 2.5% faster at 8 x
+  16 x 4096^2 x 128 (2.9% causal), 0.3-0.8% at 4 x 32 x 8192^2 x 64; 176 registers at D = 128, no spills.
 * ``on_read``: Q, K or V stored as they are (one part, no split pass; K read in place where its rows are whole
   multiples of 16 floats) and split in registers as each fragment is read (`gpukernels._mma.split_tf32_clamped`,
   branch-free so the loops still unroll): half those tiles' ldmatrix traffic and shared memory. Measured 4-6% (Q)
   to 45-56% (Q, K and V) slower at D = 128, 50-62% with K and V at D = 64: shared memory is not what the loop waits
   on, and every split adds instructions to a loop that already waits on its instructions.
-* ``chains=4``: four n-tiles' chains issued in turn (``mma3_add4``) instead of one after another, so that an
-  mma's successor need not wait for it. Compiled for sm_90: 176 registers at D = 128, no spills; not yet timed on
-  a GPU.
 """
 
 from __future__ import annotations
@@ -173,7 +174,7 @@ def tf32x3_config(d: int) -> tuple[int, int]:
 
 
 def tf32x3_kernel_for(d: int, warps: int | None = None, keys: int | None = None, on_read: str = "",
-                      chains: int = 1):
+                      chains: int = 4):
     """The kernel for head dimension ``d`` (any, 1 to MAX_D: it runs on rows padded to `padded_width`) with ``warps``
     warps of 16 query rows per block and K/V tiles of ``keys`` keys (a multiple of 16: pairs of 8-key n-tiles);
     by default `tf32x3_config`'s."""
@@ -184,7 +185,7 @@ def tf32x3_kernel_for(d: int, warps: int | None = None, keys: int | None = None,
 
 
 @functools.cache
-def _kernel(dp: int, warps: int, KEYS: int, on_read: str = "", CHAINS: int = 1):  # noqa: N803  (constants)
+def _kernel(dp: int, warps: int, KEYS: int, on_read: str = "", CHAINS: int = 4):  # noqa: N803  (constants)
     rows, threads = 16 * warps, 32 * warps
     nk = dp // 8  # 8-deep k steps of Q K^T, and 8-wide n-tiles of O
     ns = KEYS // 8  # 8-key n-tiles of S, and 8-deep k steps of P V
@@ -434,10 +435,11 @@ TF32X3_KERNELS = [split_rows_kernel, split_values_kernel] + [tf32x3_kernel_for(d
 
 
 def tf32x3_launches(q, k, v, out, causal: bool, scale: float, warps: int | None = None,
-                    keys: int | None = None, on_read: str = "", chains: int = 1) -> list[Launch]:
+                    keys: int | None = None, on_read: str = "", chains: int = 4) -> list[Launch]:
     """The split launches and the tile loop's; ``warps``, ``keys``: the block's (default `tf32x3_config`'s);
     ``on_read``: the operands among "qkv" stored as they are and split as read; ``chains``: 4 to issue four
-    n-tiles' mma chains in turn (the module's docstring has what each measured)."""
+    n-tiles' mma chains in turn, 1 to issue each n-tile's after the last (the module's docstring has what each
+    measured)."""
     q3, k3, v3, o3 = heads(q), heads(k), heads(v), heads(out)
     bhs, sq, dim = q3.shape
     kernel = tf32x3_kernel_for(dim, warps, keys, on_read, chains)
