@@ -3,12 +3,14 @@ CBR on the suite's hardest shapes, each checked on a NaN-poisoned output against
 library peer in the same run (`gpukernels.bench.bench_shape`: CUDA-graph replays, inputs rotated past L2).
 
     GPUKERNELS_DEVICE=gpu python benchmarks/suite_sweep.py [matmul] [cbr] [attention] [--json out.json]
-        [--shapes M,N,K ...] [--squares | --fixup | --async | --spread]
+        [--shapes M,N,K ...] [--squares | --fixup | --async | --spread | --scalar]
 
 (``--squares``: every tile of the matmul dispatcher's estimate, whole and in 2 to 128 slices of K, on the shapes;
 ``--fixup``: each tile that splits, in 2 to 8 slices met by atomics and through a workspace; ``--async``: the tiles
 copied by cp.async, whole and split through a workspace, beside the register path's, on rows 16-byte aligned;
 ``--spread``: the 128 x 128 tile under stream-K spread over every SM, against the dispatcher's pick without it;
+``--scalar``: each tile whole, split, and spread, with 16-byte or 4-byte loads as the shape's rows allow
+-- run on pairs of shapes of the same work, aligned and not;
 ``attention``: float32 ``tf32x3`` with its operands split in registers instead of by a pass, or with ``--chains`` its
 mma chains interleaved, at --shapes B,H,Sq,Sk,D, causal and not.)
 
@@ -65,6 +67,28 @@ def matmul_candidates(shape):
 
         for kernel, label in ((wide_vec_kernel, "256x128"), (vec_kernel, "128x128"), (small_vec_kernel, "64x64")):
             out.append((label, lambda a, b, c, kernel=kernel: _common.tiled_launch(kernel, c, (a, b, c))))
+    if "--scalar" in sys.argv and m > 64 and n > 64:
+        # what 4-byte loads cost each of the dispatcher's tiles: run on pairs of shapes of the same work, one with
+        # rows 16-byte aligned and one without, each tile whole, in 2 slices by atomics and in 2 and 3 through a
+        # workspace (the kernel `Tile.workspace_kernel` takes: for aligned rows the cp.async ring where the tile has
+        # one), and the spread schedule, with 16-byte or 4-byte loads as the shape allows (the rows
+        # ``Tile.scalar_cost`` is fitted to)
+        from gpukernels.matmul import k21_optimized as opt
+        from gpukernels.matmul.k19_stream_k import stream_k_launches
+
+        side = 0 if k % 4 == 0 and n % 4 == 0 else 1
+        for t in opt.TILES:
+            out.append((f"{t.name} x1", lambda a, b, c, kernel=t.kernels[side]:
+                        _common.tiled_launch(kernel, c, (a, b, c))))
+            if t.split_kernels is not None:
+                out.append((f"{t.name} x2", lambda a, b, c, kernel=t.split_kernels[side]:
+                            _common.tiled_launch(kernel, c, (a, b, c), 2)))
+                for s in (2, 3):
+                    out.append((f"{t.name} fix x{s}", lambda a, b, c, kernel=t.workspace_kernel(side == 0), s=s:
+                                _common.fixup_launch(kernel, c, (a, b, c), s)))
+        out.append(("128x128 spread", lambda a, b, c, kernel=opt.SPREAD_TILE.kernels[side]:
+                    stream_k_launches(kernel, a, b, c)))
+        return out
     if "--spread" in sys.argv and m > 64 and n > 64:
         # the 128 x 128 tile under stream-K's schedule spread over every SM (one block per SM, and two), against
         # what the dispatcher picks without it and the tile whole: the rows the spread candidate's estimate is fitted to
@@ -75,11 +99,12 @@ def matmul_candidates(shape):
         kernel = opt.SPREAD_TILE.kernels[0 if aligned else 1]
 
         def without(a, b, c):
-            saved, opt.SPREAD_WAVES = opt.SPREAD_WAVES, (0, 0)
+            saved = opt.SPREAD_WAVES, opt.SPREAD_WAVES_SCALAR
+            opt.SPREAD_WAVES = opt.SPREAD_WAVES_SCALAR = (0, 0)
             try:
                 return opt.optimized.plan(a, b, c)
             finally:
-                opt.SPREAD_WAVES = saved
+                opt.SPREAD_WAVES, opt.SPREAD_WAVES_SCALAR = saved
 
         out.append(("without spread", without))
         for per in (1, 2):
@@ -244,9 +269,9 @@ def attention_candidates(shape):
     from gpukernels.attention.k06_tf32x3 import tf32x3_launches
 
     out = [("optimized", attention.optimized.plan)]
-    if "--chains" in sys.argv:  # the 3-mma chains of n-tiles issued one after another (optimized) or 4 in turn
-        return out + [("tf32x3 chains=4", lambda q, k, v, o, causal=False, scale=None:
-                       tf32x3_launches(q, k, v, o, causal, scale, chains=4))]
+    if "--chains" in sys.argv:  # the 3-mma chains of n-tiles issued 4 in turn (optimized) or one after another
+        return out + [("tf32x3 chains=1", lambda q, k, v, o, causal=False, scale=None:
+                       tf32x3_launches(q, k, v, o, causal, scale, chains=1))]
     for on_read in ("", "q", "k", "v", "kv", "qkv") if shape[-1] > 64 else ("", "kv", "qkv"):
         out.append((f"tf32x3 on_read={on_read or '-'}", lambda q, k, v, o, causal=False, scale=None, r=on_read:
                     tf32x3_launches(q, k, v, o, causal, scale, on_read=r)))

@@ -406,6 +406,29 @@ def test_dispatcher_regimes_follow_readable_thresholds():
         assert c.why and c.step in matmul.VERSIONS, c
 
 
+def test_rows_not_16_byte_aligned_weigh_each_tiles_own_cost(monkeypatch):
+    # 4-byte loads cost each tile differently (Tile.scalar_cost, fitted to pairs of shapes of the same work, H100):
+    # the same work picks differently by alignment, as measured
+    from gpukernels.matmul import k21_optimized as opt
+
+    choose = matmul.optimized.choose
+    for tile in opt.TILES + (opt.SPREAD_TILE,):
+        assert all(1.0 <= c < 1.3 for c in tile.scalar_cost), tile.name
+    # 99 tiles of 128 x 128 for 132 SMs: aligned, the 128-thread 64 x 64 tile (78.8 us against 82.1 spread); with
+    # 4-byte loads it pays 1.12 and spread 1.06 (91.2 against 85.9)
+    assert choose(1112, 1332, 776, aligned=True, sms=132).config["tile"] == "64x64/128"
+    assert choose(1111, 1333, 777, aligned=False, sms=132).step == "stream_k"
+    # 2.06 waves of 128 x 128 tiles: aligned rows have stream-K's 256 x 128 ring for the part-empty third round;
+    # without it the spread schedule evens it out (499 us against 541-544 for the next candidates)
+    assert choose(2100, 2100, 2000, aligned=True, sms=132).step == "async_copy"
+    assert choose(2047, 2049, 2047, aligned=False, sms=132).step == "stream_k"
+    # 343 tiles = 2.6 waves: past the range the spread schedule is weighed in (the estimate would take it)
+    assert opt.SPREAD_WAVES[1] < opt.SPREAD_WAVES_SCALAR[1] < 2.6
+    assert choose(895, 6271, 2001, aligned=False, sms=132).step != "stream_k"
+    monkeypatch.setattr(opt, "SPREAD_WAVES_SCALAR", (0.5, 3))
+    assert choose(895, 6271, 2001, aligned=False, sms=132).step == "stream_k"
+
+
 def test_small_products_take_the_128_thread_tile():
     # Too few tiles to give each SM's four schedulers a warp from 64-thread blocks: the 64 x 64 tile of 128
     # threads, in a few slices of K (H100 sweeps, benchmarks/NOTES.md). Once the SMs are full, larger tiles win

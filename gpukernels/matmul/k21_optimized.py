@@ -43,8 +43,12 @@ why:
      (512^3: 4 slices of 64 tiles, 16.1 us against 18.2 with atomics, H100).
 
 Rows that are not 16-byte aligned run each tile's scalar kernel (4-byte loads), no ring, and stream-K only
-spread; the 256 x 128 tile's scalar kernel has a rate of its own (``scalar_rate``: at 4095 x 4097 x 4093 it lost
-to 128 x 128's by 4-6% in three runs). Copying such rows into padded ones was tried and measured slower (benchmarks/NOTES.md).
+spread. What 4-byte loads cost differs by tile, and by whole tile or slice (``Tile.scalar_cost``, a k tile's time
+over the 16-byte kernel's): fitted to pairs of shapes of the same work, one aligned and one not (1000^3 against 999 x
+1001 x 1003, ...): 1.07 for the 128 x 128 tile whole and 1.14 split, 1.20 and 1.06 for the 64-thread 64 x 64, 1.12
+and 1.07 for the 128-thread one, 1.06 spread; the 256 x 128 tile's 1.16 keeps its measured place behind 128 x 128's
+(at 4095 x 4097 x 4093 it lost by 4-6% in three runs). Copying such rows into padded ones was tried and measured
+slower (benchmarks/NOTES.md).
 
 The rates (``TILES``) come from the committed H200 run (benchmarks/results/h200.json, 2026-12-01), the small tiles'
 and the split's costs from sweeps of every (tile, slices) candidate on 14 shapes (benchmarks/NOTES.md), and the
@@ -89,7 +93,8 @@ class Tile:
     split_kernels: tuple | None  # (aligned, scalar) with split_k=True, or None
     rate: float
     per_sm: int
-    scalar_rate: float | None = None  # the rate of the scalar kernel (rows not 16-byte aligned), if not ``rate``
+    scalar_cost: tuple = (1.0, 1.0)  # a k tile's time with 4-byte loads (rows not 16-byte aligned) over 16-byte's:
+    # (whole, split)
     alone_us: float | None = None  # a lone block's 16-deep k tile, if not its FLOPs at ``rate`` (or LAT_US)
     block_us: float = 2.0  # a block's prologue (first tile) and epilogue (stores)
     ring_workspace: object = None  # the aligned split through a workspace by a cp.async ring, if it has one
@@ -170,13 +175,14 @@ quad_ring_fixup_kernel = make_interior_kernel(64, 64, vec=True, fixup=True, stag
 TILES = (
     # 256 x 128 with 4-byte loads: 0.92 -- at 4095 x 4097 x 4093 its scalar kernel took 3.77 / 3.72 / 3.78 ms where
     # 128 x 128's took 3.57 / 3.57 / 3.57 (H200: the 2026-12-03 suite, two runs of 2026-12-05, benchmarks/NOTES.md)
-    Tile("256x128", ("thread_16x8", "thread_16x8"), (wide_vec_kernel, wide_kernel), None, 1.0, 1, 0.92),
+    Tile("256x128", ("thread_16x8", "thread_16x8"), (wide_vec_kernel, wide_kernel), None, 1.0, 1, (1.16, 1.16)),
     Tile("128x128", ("vector_loads", "swizzled"), (vec_kernel, swizzled_kernel),
-         split_k_kernels(True)[:1] + split_k_kernels(False)[:1], 0.97, 1, block_us=3.0),
+         split_k_kernels(True)[:1] + split_k_kernels(False)[:1], 0.97, 1, (1.07, 1.12), block_us=3.0),
     Tile("64x64", ("optimized", "optimized"), (small_deep_vec_kernel, small_deep_kernel),
-         split_k_kernels(True)[1:] + split_k_kernels(False)[1:], 0.9, 6, alone_us=2 * LAT_US, block_us=1.0),
+         split_k_kernels(True)[1:] + split_k_kernels(False)[1:], 0.9, 6, (1.20, 1.06), alone_us=2 * LAT_US,
+         block_us=1.0),
     Tile("64x64/128", ("optimized", "optimized"), (quad_vec_kernel, quad_kernel),
-         (quad_split_vec_kernel, quad_split_kernel), 0.9, 4, alone_us=0.75, block_us=0.5,
+         (quad_split_vec_kernel, quad_split_kernel), 0.9, 4, (1.12, 1.07), alone_us=0.75, block_us=0.5,
          ring_workspace=quad_ring_fixup_kernel),
 )
 #: stream_k's tile and schedule, its tiles copied by async_copy's ring (rows 16-byte aligned only: its 16-byte
@@ -192,10 +198,14 @@ STREAM_K_TILE = Tile("256x128", ("async_copy", "async_copy"), (async_vec_kernel,
 spread_vec_kernel = make_interior_kernel(128, 128, bk=16, group=8, vec=True, stream_k=True, spread=True)
 spread_kernel = make_interior_kernel(128, 128, bk=16, group=8, stream_k=True, spread=True)
 SPREAD_TILE = Tile("128x128", ("stream_k", "stream_k"), (spread_vec_kernel, spread_kernel), None, 0.97, 1,
-                   block_us=3.0)
+                   (1.06, 1.06), block_us=3.0)
 # A candidate while its tiles fill at least half a wave of the SMs (so a tile is cut between at most three blocks:
-# the fit below had up to 10, and it never won under 99 tiles) and fewer than two (split-K's reach)
+# the fit below had up to 10, and it never won under 99 tiles) and fewer than two (split-K's reach) ...
 SPREAD_WAVES = (0.5, 2)
+# ... or two and a half where rows are not 16-byte aligned: they have no stream-K (its ring needs them) to even out
+# a third, part-empty round (4 shapes of 2.06-2.45 waves, H100: spread 4-9% faster than every other candidate;
+# 2047 x 2049 x 2047 499 us against 544 for the pick without it)
+SPREAD_WAVES_SCALAR = (0.5, 2.5)
 # What spreading costs beyond the whole tile's estimate in the share of the SMs, in the estimate's own scale. Measured
 # (H100, 2026-12-06), spread takes 1.03 x the whole tile's time in that share + ~18 us; but on these shapes the other
 # candidates' estimates run 10-26% under their measured times, so the constant is set by the picks instead: of 18
@@ -212,7 +222,7 @@ def estimate_us(m: int, n: int, k: int, tile: Tile, splits: int, sms: int, align
     16-byte-load kernel runs, else the scalar one at its own rate; ``workspace``: the slices meet in a workspace,
     not by atomics."""
     kernel = tile.kernels[0]
-    rate = tile.rate if aligned or tile.scalar_rate is None else tile.scalar_rate
+    rate = tile.rate
     bm, bn = kernel.tile
     blocks = ceil_div(m, bm) * ceil_div(n, bn) * splits
     on_sm = ceil_div(blocks, sms)  # L, the busiest SM's blocks
@@ -224,7 +234,7 @@ def estimate_us(m: int, n: int, k: int, tile: Tile, splits: int, sms: int, align
     else:
         alone = tile.alone_us * kernel.bk / 16
     beyond = max(0, resident - max(1, 4 // tile.warps))  # resident blocks past the SM's first four warps
-    tile_us = alone + beyond * flops / (SM_FULL_GFLOPS * 1e3)
+    tile_us = (alone + beyond * flops / (SM_FULL_GFLOPS * 1e3)) * (1 if aligned else tile.scalar_cost[splits > 1])
     t = rounds * (k_tiles * tile_us + tile.block_us)
     if splits > 1 and workspace:
         t += (SPLIT_OVERHEAD_US + m * n * splits * (WORKSPACE_US + WORKSPACE_LAST_US / rounds) / 1e6
@@ -309,7 +319,8 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
     if aligned and ceil_div(m, 256) * ceil_div(n, 128) > sms:  # more 256 x 128 tiles than SMs: stream-K can balance
         cands.append((STREAM_K_TILE, 1, False, stream_k_estimate_us(m, n, k, sms)))
     spread = ceil_div(m, 128) * ceil_div(n, 128)
-    if spread % sms and SPREAD_WAVES[0] * sms <= spread < SPREAD_WAVES[1] * sms:  # a part-empty wave: even it out
+    low, high = SPREAD_WAVES if aligned else SPREAD_WAVES_SCALAR
+    if spread % sms and low * sms <= spread < high * sms:  # a part-empty wave: even it out
         cands.append((SPREAD_TILE, 1, False, spread_estimate_us(m, n, k, sms, aligned)))
     # ties: the larger tile, the fewer slices, atomics (listed first)
     tile, splits, workspace, est = min(cands, key=lambda c: c[3])
