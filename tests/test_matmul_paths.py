@@ -418,15 +418,21 @@ def test_rows_not_16_byte_aligned_weigh_each_tiles_own_cost(monkeypatch):
     # 4-byte loads it pays 1.12 and spread 1.06 (91.2 against 85.9)
     assert choose(1112, 1332, 776, aligned=True, sms=132).config["tile"] == "64x64/128"
     assert choose(1111, 1333, 777, aligned=False, sms=132).step == "stream_k"
-    # 2.06 waves of 128 x 128 tiles: aligned rows have stream-K's 256 x 128 ring for the part-empty third round;
-    # without it the spread schedule evens it out (499 us against 541-544 for the next candidates)
+    # 2.06 and 4.09 waves of 128 x 128 tiles: aligned rows have stream-K's 256 x 128 ring for the part-empty last
+    # round; without it the spread schedule evens it out (499 us against 541-544 for the next candidates; 2.00 ms
+    # against 2.04-2.25)
     assert choose(2100, 2100, 2000, aligned=True, sms=132).step == "async_copy"
     assert choose(2047, 2049, 2047, aligned=False, sms=132).step == "stream_k"
-    # 343 tiles = 2.6 waves: past the range the spread schedule is weighed in (the estimate would take it)
-    assert opt.SPREAD_WAVES[1] < opt.SPREAD_WAVES_SCALAR[1] < 2.6
-    assert choose(895, 6271, 2001, aligned=False, sms=132).step != "stream_k"
-    monkeypatch.setattr(opt, "SPREAD_WAVES_SCALAR", (0.5, 3))
-    assert choose(895, 6271, 2001, aligned=False, sms=132).step == "stream_k"
+    assert choose(3384, 2548, 3968, aligned=True, sms=132).step == "async_copy"
+    assert choose(3382, 2549, 3969, aligned=False, sms=132).step == "stream_k"
+    # rounds at least SPREAD_FILL full leave spread nothing to gain: 1040 tiles in 8 rounds of 132 (98.5%); 120
+    # tiles for 132 SMs (91%; 3000 x 600 x 2000 measured spread 5% slower than the whole tiles)
+    assert 1040 / 1056 > 120 / 132 > opt.SPREAD_FILL
+    assert choose(3327, 5119, 2001, aligned=False, sms=132).step == "swizzled"
+    assert choose(3000, 600, 2000, aligned=True, sms=132).step == "vector_loads"
+    monkeypatch.setattr(opt, "SPREAD_FILL", 1.0)  # the estimate alone would spread both
+    assert choose(3327, 5119, 2001, aligned=False, sms=132).step == "stream_k"
+    assert choose(3000, 600, 2000, aligned=True, sms=132).step == "stream_k"
 
 
 def test_small_products_take_the_128_thread_tile():

@@ -29,10 +29,11 @@ why:
      waves) instead of rounding up to whole ones.
    * wave quantisation (1536^3: 72 tiles of 256 x 128 -- half of 132 SMs idle; 144 of 128 x 128 -- two waves,
      the second 9% full): smaller tiles balance the waves, or, where the 128 x 128 tiles fill between half a wave
-     and two (``SPREAD_WAVES``), stream-K's schedule spreads their k tiles evenly over one block per SM
-     (``SPREAD_TILE``: a tile may be cut between up to three blocks; 1536^3 197.5 us against 216.6 for 4 slices of
-     64 x 64, H100). Its estimate is the tile's own, in the share of its rounds the SMs would fill, plus
-     ``SPREAD_US`` for the cut tiles.
+     and two (``SPREAD_WAVES``; any number past half a wave where rows are not aligned, which have no stream-K
+     ring) and leave the last round at most ``SPREAD_FILL`` full, stream-K's schedule spreads their k tiles evenly
+     over one block per SM (``SPREAD_TILE``: a tile may be cut between up to three blocks; 1536^3 197.5 us against
+     216.6 for 4 slices of 64 x 64, H100). Its estimate is the tile's own, in the share of its rounds the SMs would
+     fill, plus ``SPREAD_US`` for the cut tiles.
    * small products (512^3: 64 tiles of 64 x 64, half an SM's worth of work in all): too little work to fill
      the SMs with warps, so the 64 x 64 tile of 128 threads (4 x 8 outputs each: twice the warps of the 64-thread
      one for the same tile), in a few slices of K -- a lone block of it takes 0.75 us per k tile where the
@@ -42,13 +43,13 @@ why:
      atomics when they are many (the workspace's last block would sum 64 tiles), through the workspace when few
      (512^3: 4 slices of 64 tiles, 16.1 us against 18.2 with atomics, H100).
 
-Rows that are not 16-byte aligned run each tile's scalar kernel (4-byte loads), no ring, and stream-K only
-spread. What 4-byte loads cost differs by tile, and by whole tile or slice (``Tile.scalar_cost``, a k tile's time
-over the 16-byte kernel's): fitted to pairs of shapes of the same work, one aligned and one not (1000^3 against 999 x
-1001 x 1003, ...): 1.07 for the 128 x 128 tile whole and 1.14 split, 1.20 and 1.06 for the 64-thread 64 x 64, 1.12
-and 1.07 for the 128-thread one, 1.06 spread; the 256 x 128 tile's 1.16 keeps its measured place behind 128 x 128's
-(at 4095 x 4097 x 4093 it lost by 4-6% in three runs). Copying such rows into padded ones was tried and measured
-slower (benchmarks/NOTES.md).
+Rows that are not 16-byte aligned run each tile's scalar kernel (4-byte loads), no ring, and stream-K only spread
+(at any number of waves). What 4-byte loads cost differs by tile, and by whole tile or slice (``Tile.scalar_cost``,
+a k tile's time over the 16-byte kernel's): fitted to pairs of shapes of the same work, one aligned and one not
+(1000^3 against 999 x 1001 x 1003, ...): 1.07 for the 128 x 128 tile whole and 1.12 split, 1.20 and 1.06 for the
+64-thread 64 x 64, 1.12 and 1.07 for the 128-thread one, 1.06 spread; the 256 x 128 tile's 1.16 keeps its measured
+place behind 128 x 128's (at 4095 x 4097 x 4093 it lost by 4-6% in three runs). Copying such rows into padded ones
+was tried and measured slower (benchmarks/NOTES.md).
 
 The rates (``TILES``) come from the committed H200 run (benchmarks/results/h200.json, 2026-12-01), the small tiles'
 and the split's costs from sweeps of every (tile, slices) candidate on 14 shapes (benchmarks/NOTES.md), and the
@@ -57,6 +58,7 @@ register counts behind ``per_sm`` from ``gpukernels resources matmul``; nothing 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .._intrinsics import aligned16
@@ -202,10 +204,16 @@ SPREAD_TILE = Tile("128x128", ("stream_k", "stream_k"), (spread_vec_kernel, spre
 # A candidate while its tiles fill at least half a wave of the SMs (so a tile is cut between at most three blocks:
 # the fit below had up to 10, and it never won under 99 tiles) and fewer than two (split-K's reach) ...
 SPREAD_WAVES = (0.5, 2)
-# ... or two and a half where rows are not 16-byte aligned: they have no stream-K (its ring needs them) to even out
-# a third, part-empty round (4 shapes of 2.06-2.45 waves, H100: spread 4-9% faster than every other candidate;
-# 2047 x 2049 x 2047 499 us against 544 for the pick without it)
-SPREAD_WAVES_SCALAR = (0.5, 2.5)
+# ... or any number past half a wave where rows are not 16-byte aligned: they have no stream-K (its ring needs
+# them), so a part-empty last round of whole tiles is left for this schedule to even out -- the first rounds whole
+# tiles, the last shared out. Measured (H100) on 6 shapes of 2.06-7.03 waves: the fastest candidate on each, 1-8%
+# ahead of the next and 9-20% ahead of the pick without it where that was measured (2047 x 2049 x 2047: 499 us
+# against 544; 3382 x 2549 x 3969: 2.00 ms against 2.25)
+SPREAD_WAVES_SCALAR = (0.5, math.inf)
+# ... while the whole tiles' rounds are at most this full: past a wave spread takes 1.055 x the whole tiles' time in
+# the share of their rounds that is full, plus ~25 us (fitted to 7 shapes of 1.2-7 waves), so rounds 90% full or more
+# leave it nothing to gain -- which the estimate, whose constant is set by picks under two waves, does not see
+SPREAD_FILL = 0.9
 # What spreading costs beyond the whole tile's estimate in the share of the SMs, in the estimate's own scale. Measured
 # (H100, 2026-12-06), spread takes 1.03 x the whole tile's time in that share + ~18 us; but on these shapes the other
 # candidates' estimates run 10-26% under their measured times, so the constant is set by the picks instead: of 18
@@ -320,7 +328,8 @@ def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None)
         cands.append((STREAM_K_TILE, 1, False, stream_k_estimate_us(m, n, k, sms)))
     spread = ceil_div(m, 128) * ceil_div(n, 128)
     low, high = SPREAD_WAVES if aligned else SPREAD_WAVES_SCALAR
-    if spread % sms and low * sms <= spread < high * sms:  # a part-empty wave: even it out
+    fill = spread / (sms * ceil_div(spread, sms))  # how full the whole tiles' rounds are
+    if fill <= SPREAD_FILL and low * sms <= spread < high * sms:  # a part-empty wave: even it out
         cands.append((SPREAD_TILE, 1, False, spread_estimate_us(m, n, k, sms, aligned)))
     # ties: the larger tile, the fewer slices, atomics (listed first)
     tile, splits, workspace, est = min(cands, key=lambda c: c[3])
