@@ -227,10 +227,9 @@ SMALL_K_TILE = Tile("64x64x8", ("vector_loads", "wave_fit"), (small_vec_kernel, 
 def estimate_us(m: int, n: int, k: int, tile: Tile, splits: int, sms: int, aligned: bool = True,
                 workspace: bool = False) -> float:
     """The busiest SM's time for this tile and number of K slices (see the module docstring); ``aligned``: the
-    16-byte-load kernel runs, else the scalar one at its own rate; ``workspace``: the slices meet in a workspace,
-    not by atomics."""
+    16-byte-load kernel runs, else the scalar one, each k tile ``scalar_cost`` times as long; ``workspace``: the
+    slices meet in a workspace, not by atomics."""
     kernel = tile.kernels[0]
-    rate = tile.rate
     bm, bn = kernel.tile
     blocks = ceil_div(m, bm) * ceil_div(n, bn) * splits
     on_sm = ceil_div(blocks, sms)  # L, the busiest SM's blocks
@@ -238,7 +237,7 @@ def estimate_us(m: int, n: int, k: int, tile: Tile, splits: int, sms: int, align
     k_tiles = ceil_div(ceil_div(k, splits), kernel.bk)
     flops = 2 * bm * bn * kernel.bk  # one block's k tile
     if tile.alone_us is None:
-        alone = max(flops / (rate * SM_GFLOPS * 1e3), LAT_US * kernel.bk / 8)
+        alone = max(flops / (tile.rate * SM_GFLOPS * 1e3), LAT_US * kernel.bk / 8)
     else:
         alone = tile.alone_us * kernel.bk / 16
     beyond = max(0, resident - max(1, 4 // tile.warps))  # resident blocks past the SM's first four warps
