@@ -3,7 +3,7 @@ CBR on the suite's hardest shapes, each checked on a NaN-poisoned output against
 library peer in the same run (`gpukernels.bench.bench_shape`: CUDA-graph replays, inputs rotated past L2).
 
     GPUKERNELS_DEVICE=gpu python benchmarks/suite_sweep.py [matmul] [cbr] [attention] [--json out.json]
-        [--shapes M,N,K ...] [--squares | --fixup | --async | --spread | --scalar]
+        [--shapes M,N,K ...] [--squares | --fixup | --async | --spread | --scalar | --chains | --fixed]
 
 (``--squares``: every tile of the matmul dispatcher's estimate, whole and in 2 to 128 slices of K, on the shapes;
 ``--fixup``: each tile that splits, in 2 to 8 slices met by atomics and through a workspace; ``--async``: the tiles
@@ -12,7 +12,8 @@ copied by cp.async, whole and split through a workspace, beside the register pat
 ``--scalar``: each tile whole, split, and spread, with 16-byte or 4-byte loads as the shape's rows allow
 -- run on pairs of shapes of the same work, aligned and not;
 ``attention``: float32 ``tf32x3`` with its operands split in registers instead of by a pass, or with ``--chains`` its
-mma chains interleaved, at --shapes B,H,Sq,Sk,D, causal and not.)
+mma chains interleaved, or with ``--fixed`` alone over several Sk (a block's fixed work) and in blocks of 4 warps,
+at --shapes B,H,Sq,Sk,D, causal and not.)
 
 The dispatchers' constants (``matmul.k21_optimized.TILES``, ``cbr.CBR_*``) are fitted to what this prints.
 """
@@ -269,6 +270,19 @@ def attention_candidates(shape):
     from gpukernels.attention.k06_tf32x3 import tf32x3_launches
 
     out = [("optimized", attention.optimized.plan)]
+    if "--fixed" in sys.argv:
+        # tf32x3 alone: its time against the number of K/V tiles (Sk) gives a block's fixed work; and in blocks of 4
+        # warps, with tiles of 16 keys or Q split as read (at D = 128, 102 KB: two blocks per SM, one's prologue
+        # beside the other's loop, and one's idle warps on a causal diagonal beside the other's); and with the split
+        # pass run twice (the difference is what the split pass costs)
+        def twice(q, k, v, o, causal=False, scale=None):
+            launches = tf32x3_launches(q, k, v, o, causal, scale)
+            return launches[:-1] + launches
+
+        return [(f"tf32x3{label}", lambda q, k, v, o, causal=False, scale=None, kw=kw:
+                 tf32x3_launches(q, k, v, o, causal, scale, **kw))
+                for label, kw in (("", {}), (" warps=4", {"warps": 4}), (" warps=4 keys=16", {"warps": 4, "keys": 16}),
+                                  (" warps=4 on_read=q", {"warps": 4, "on_read": "q"}))] + [("tf32x3 split x2", twice)]
     if "--chains" in sys.argv:  # the 3-mma chains of n-tiles issued 4 in turn (optimized) or one after another
         return out + [("tf32x3 chains=1", lambda q, k, v, o, causal=False, scale=None:
                        tf32x3_launches(q, k, v, o, causal, scale, chains=1))]
