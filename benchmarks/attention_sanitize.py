@@ -35,8 +35,9 @@ VARIANTS = [{"warps": 4, "rows_per_warp": 32}, {"warps": 4, "rows_per_warp": 16}
             {"warps": 4, "rows_per_warp": 32, "keys": 32, "q_shared": True},
             {"warps": 2, "rows_per_warp": 32, "keys": 16}]
 #: keyword arguments of tf32x3_launches (also run when "tf32x3" is named): the operands stored as they are and split
-#: as read, and each n-tile's mma chain issued after the last (the default: four in turn)
-TF32X3_OPTIONS = [{"on_read": "q"}, {"on_read": "kv"}, {"on_read": "qkv"}, {"chains": 1}]
+#: as read, each n-tile's mma chain issued after the last (the default: four in turn), and blocks of 4 warps with Q
+#: split as read (two blocks per SM at D = 128)
+TF32X3_OPTIONS = [{"on_read": "q"}, {"on_read": "kv"}, {"on_read": "qkv"}, {"chains": 1}, {"warps": 4, "on_read": "q"}]
 
 
 def main() -> int:

@@ -3,7 +3,7 @@ CBR on the suite's hardest shapes, each checked on a NaN-poisoned output against
 library peer in the same run (`gpukernels.bench.bench_shape`: CUDA-graph replays, inputs rotated past L2).
 
     GPUKERNELS_DEVICE=gpu python benchmarks/suite_sweep.py [matmul] [cbr] [attention] [--json out.json]
-        [--shapes M,N,K ...] [--squares | --fixup | --async | --spread | --scalar | --chains | --fixed]
+        [--shapes M,N,K ...] [--squares | --fixup | --async | --spread | --scalar | --chains | --fixed | --few]
 
 (``--squares``: every tile of the matmul dispatcher's estimate, whole and in 2 to 128 slices of K, on the shapes;
 ``--fixup``: each tile that splits, in 2 to 8 slices met by atomics and through a workspace; ``--async``: the tiles
@@ -13,7 +13,7 @@ copied by cp.async, whole and split through a workspace, beside the register pat
 -- run on pairs of shapes of the same work, aligned and not;
 ``attention``: float32 ``tf32x3`` with its operands split in registers instead of by a pass, or with ``--chains`` its
 mma chains interleaved, or with ``--fixed`` alone over several Sk (a block's fixed work) and in blocks of 4 warps,
-at --shapes B,H,Sq,Sk,D, causal and not.)
+or with ``--few`` in blocks of 4 warps with Q split as read (few keys), at --shapes B,H,Sq,Sk,D, causal and not.)
 
 The dispatchers' constants (``matmul.k21_optimized.TILES``, ``cbr.CBR_*``) are fitted to what this prints.
 """
@@ -283,6 +283,12 @@ def attention_candidates(shape):
                  tf32x3_launches(q, k, v, o, causal, scale, **kw))
                 for label, kw in (("", {}), (" warps=4", {"warps": 4}), (" warps=4 keys=16", {"warps": 4, "keys": 16}),
                                   (" warps=4 on_read=q", {"warps": 4, "on_read": "q"}))] + [("tf32x3 split x2", twice)]
+    if "--few" in sys.argv:  # few keys at D > 96: two 4-warp blocks per SM (Q split as read, 102 KB at D = 128),
+        # one's prologue beside the other's loop, against one 8-warp block
+        return [("tf32x3", lambda q, k, v, o, causal=False, scale=None:
+                       tf32x3_launches(q, k, v, o, causal, scale)),
+                      ("tf32x3 warps=4 on_read=q", lambda q, k, v, o, causal=False, scale=None:
+                       tf32x3_launches(q, k, v, o, causal, scale, warps=4, on_read="q"))]
     if "--chains" in sys.argv:  # the 3-mma chains of n-tiles issued 4 in turn (optimized) or one after another
         return out + [("tf32x3 chains=1", lambda q, k, v, o, causal=False, scale=None:
                        tf32x3_launches(q, k, v, o, causal, scale, chains=1))]
@@ -327,8 +333,9 @@ def main(argv):
         if lesson == "softmax":
             sweep("softmax", [(2**20, 16), (65536, 128), (262144, 32)], softmax_candidates, timer, torch, rows)
         elif lesson == "attention":  # float32, --shapes B,H,Sq,Sk,D; each causal and not
-            for causal in (False, True):
-                sweep("attention", MATMUL_SHAPES, attention_candidates, timer, torch, rows, {"causal": causal})
+            for causal in (False, True):  # --few: causal only where Sq = Sk (else the mask hides little)
+                shapes = [s for s in MATMUL_SHAPES if not causal or "--few" not in argv or s[2] == s[3]]
+                sweep("attention", shapes, attention_candidates, timer, torch, rows, {"causal": causal})
         elif lesson == "matmul":
             sweep("matmul", MATMUL_SHAPES, matmul_candidates, timer, torch, rows)
         else:

@@ -328,6 +328,20 @@ def test_dispatcher_follows_readable_thresholds():
                                                                                   "width": 128}
     assert choose(2, 2, 100, 100, 72, sms=132, tensor_cores=True).config == {"rows": 64, "keys": 32, "width": 80}
     assert "8 blocks of 64 queries" in choose(2, 2, 100, 100, 72, sms=132, tensor_cores=True).why
+    # past D = 96 (blocks of 8 warps), blocks that walk few keys: blocks of 4 warps with Q split as read, two per SM
+    few = choose(8, 16, 4096, at.FEW_KEYS, 128, sms=132, tensor_cores=True)
+    assert few.step == "tf32x3" and few.config == {"rows": 64, "keys": 32, "width": 128, "on_read": "q"}
+    assert f"few keys ({at.FEW_KEYS} a block on average" in few.why and "8192 blocks of 64" in few.why
+    assert choose(8, 16, 4096, 1, 112, sms=132, tensor_cores=True).config["on_read"] == "q"
+    assert choose(8, 16, 4096, at.FEW_KEYS + 1, 128, sms=132, tensor_cores=True).config == {"rows": 128, "keys": 32,
+                                                                                              "width": 128}
+    assert choose(8, 16, 4096, 64, 96, sms=132, tensor_cores=True).config == {"rows": 64, "keys": 32, "width": 96}
+    # causal: the keys walked up to each block's last query (128 rows), on average: 192 of 256, 320 of 512
+    assert at.keys_walked(256, 256, 128, True) == 192 and at.keys_walked(512, 512, 128, True) == 320
+    assert at.keys_walked(100, 1000, 128, True) == 100 and at.keys_walked(300, 200, 128, True) == 528 / 3
+    assert at.keys_walked(300, 200, 128, False) == 200
+    assert choose(8, 16, 256, 256, 128, causal=True, sms=132, tensor_cores=True).config.get("on_read") == "q"
+    assert "on_read" not in choose(8, 16, 512, 512, 128, causal=True, sms=132, tensor_cores=True).config
     # the mask changes no choice, only the reason
     for tc in (False, True):
         masked = choose(8, 16, 4096, 4096, 128, causal=True, sms=132, tensor_cores=tc)
@@ -340,6 +354,23 @@ def test_dispatcher_follows_readable_thresholds():
         assert choose(*shape, half=True, sms=132).step == "pipelined"
     assert "float16" in choose(1, 1, 1, 1, 16, half=True, sms=132).why
     assert list(at.VERSIONS)[0] == "naive"
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_optimized_few_keys_past_d96_runs_blocks_of_4_warps(causal, seed):
+    # 70 queries against 40 keys at D = 128 and 100: few keys, so 4-warp blocks with Q split as read; checked against
+    # float64 with a NaN-poisoned output, the same bits as tf32x3's own launch with those options
+    from gpukernels.attention import k06_tf32x3
+
+    for d in (128, 100):
+        q, k, v = at.make_inputs((1, 2, 70, 40, d), seed)
+        launches = at.optimized.launches(q, k, v, causal=causal)
+        assert launches[-1].kernel is at.tf32x3_kernel_for(d, 4, 32, "q") and launches[-1].grid == (2 * 2,)
+        out = run_checked("optimized", None, seed, causal=causal, inputs=(q, k, v))
+        again = np.full_like(out, np.nan)
+        for la in k06_tf32x3.tf32x3_launches(q, k, v, again, causal, 1 / np.sqrt(d), warps=4, on_read="q"):
+            la()
+        assert np.array_equal(out, again)
 
 
 def test_optimized_runs_what_it_chose(monkeypatch, seed):
@@ -741,14 +772,23 @@ def test_tf32x3_value_order_makes_c_fragments_a_fragments():
             assert c_frag_coords(lane, c) == (row, at.VALUE_ORDER[pos]), (lane, i)
 
 
-def test_tf32x3_split_pass(seed):
+@pytest.mark.parametrize("d, shift", [(24, 0), (22, 0), (24, 1)], ids=["16-byte rows", "D=22", "unaligned"])
+def test_tf32x3_split_pass(d, shift, seed):
+    # k's rows as whole 16-byte pieces (one 16-byte load per thread), or not: D = 22, or k starting 4 bytes past a
+    # 16-byte boundary (four 4-byte loads)
+    from gpukernels._intrinsics import aligned16
     from gpukernels._mma import TF32_MAX
 
-    q, k, v = at.make_inputs((2, 3, 17, 41, 24), seed)  # D = 24 -> 32 wide; Sk = 41 -> 48 positions
+    q, k, v = at.make_inputs((2, 3, 17, 41, d), seed)  # D = 22, 24 -> 32 wide; Sk = 41 -> 48 positions
+    if shift:
+        k = np.frombuffer(np.empty(k.size + shift, np.float32).data, np.float32)[shift:].reshape(k.shape)
+        k[...] = at.make_inputs((2, 3, 17, 41, d), seed + 1)[1]
+    k_in = k.copy()
     v.flat[5] = np.finfo(np.float32).max  # rounds to inf as TF32: split as the largest TF32 value and the rest
     launches = at.tf32x3.launches(q, k, v)
     assert [la.kernel for la in launches[:2]] == [at.split_rows_kernel, at.split_values_kernel]
-    assert launches[2].args[0].shape == q.reshape(6, 17, 24).shape  # Q is split by the tile loop, not by a pass
+    assert launches[0].args[2] == (d % 4 == 0 and not shift) == aligned16(launches[0].args[0])
+    assert launches[2].args[0].shape == q.reshape(6, 17, d).shape  # Q is split by the tile loop, not by a pass
     k2, vt = launches[0].args[1], launches[1].args[1]
     assert k2.shape == (2, 6 * 41, 32) and vt.shape == (2, 6, 32, 48)
     for x2 in (k2, vt):
@@ -757,17 +797,18 @@ def test_tf32x3_split_pass(seed):
         la.kernel[la.grid, la.block](*la.args)
     for x2 in (k2, vt):
         assert np.isfinite(x2).all() and not (x2.view(np.uint32) & 0x1FFF).any()  # every part a TF32 value
-    rows = k.reshape(-1, 24).astype(np.float64)
-    assert np.all(np.abs(k2[0, :, :24].astype(np.float64) + k2[1, :, :24] - rows) <= 2.0**-21 * np.abs(rows))
-    assert not k2[:, :, 24:].any()
+    assert np.array_equal(k, k_in)  # the input is not modified
+    rows = k.reshape(-1, d).astype(np.float64)
+    assert np.all(np.abs(k2[0, :, :d].astype(np.float64) + k2[1, :, :d] - rows) <= 2.0**-21 * np.abs(rows))
+    assert (k2[0, :, :d] != 0).mean() > 0.99 and not k2[:, :, d:].any()
     # vt[part, bh, d, 8 g + p] holds key 8 g + VALUE_ORDER[p] of head bh, dimension d; zeros past D and Sk
-    heads_v = v.reshape(6, 41, 24).astype(np.float64)
+    heads_v = v.reshape(6, 41, d).astype(np.float64)
     keys = np.array([8 * (p // 8) + at.VALUE_ORDER[p % 8] for p in range(48)])
     inside = keys < 41
     expect = np.zeros((6, 32, 48))
-    expect[:, :24, inside] = heads_v[:, keys[inside], :].transpose(0, 2, 1)
+    expect[:, :d, inside] = heads_v[:, keys[inside], :].transpose(0, 2, 1)
     got = vt[0].astype(np.float64) + vt[1]
-    assert np.all(np.abs(got - expect) <= 2.0**-21 * np.abs(expect)) and not got[:, 24:].any()
+    assert np.all(np.abs(got - expect) <= 2.0**-21 * np.abs(expect)) and not got[:, d:].any()
     assert np.abs(vt[0]).max() == TF32_MAX
 
 
@@ -800,8 +841,9 @@ def test_tf32x3_launch_plan():
     *splits, la = at.tf32x3.launches(q, k, v)
     assert la.kernel is at.tf32x3_kernel_for(80) and la.kernel.tile == (64, 32, 80)
     assert la.block == (128,) and la.grid == (6 * 2,)  # 6 heads x 2 query tiles of 64
-    assert len(splits) == 2 and splits[0].grid == (-(-420 * 80 // 256),)  # K: 6 heads x 70 keys, 80 wide
-    assert splits[1].grid == (6 * 3, 3)  # V: 72 positions, 3 tiles of 32
+    # K: 6 heads x 70 keys, 80 wide: 20 threads of 4 floats per row, 12 rows per block
+    assert len(splits) == 2 and splits[0].grid == (-(-420 // 12),) and splits[0].block == (20, 12)
+    assert splits[1].grid == (6 * 3, 2)  # V: 72 positions, 3 tiles of 32 keys; 80 wide, 2 of 64 dimensions
     [wide] = at.tf32x3.launches(*at.make_inputs((2, 3, 129, 70, 128), 0))[-1:]  # past D = 96: blocks of 128 rows
     assert wide.kernel is at.tf32x3_kernel_for(128, 8) and wide.block == (256,) and wide.grid == (6 * 2,)
     assert at.tf32x3_kernel_for(1) is at.tf32x3_kernel_for(16) and at.tf32x3_kernel_for(17).tile[2] == 32
@@ -855,6 +897,7 @@ def test_tf32x3_fits_the_gpus_shared_memory(monkeypatch, seed):
     from gpukernels.attention import k06_tf32x3, k08_optimized
 
     assert at.tf32x3_config(128) == (8, 32) and at.tf32x3_config(64) == (4, 32)
+    assert k08_optimized.choose(1, 1, 40, 50, 128, tensor_cores=True).config["on_read"] == "q"  # few keys
     for limit, config in ((163 * 1024, (4, 32)), (99 * 1024, (2, 16))):
         monkeypatch.setattr(k06_tf32x3, "shared_per_block", lambda limit=limit: limit)
         assert at.tf32x3_config(128) == config and k06_tf32x3.shared_bytes(128, *config) <= limit
@@ -863,6 +906,7 @@ def test_tf32x3_fits_the_gpus_shared_memory(monkeypatch, seed):
         assert la.kernel.tile == (16 * config[0], config[1], 128) and la.shared_bytes <= limit
         choice = k08_optimized.choose(1, 1, 40, 50, 128, tensor_cores=True)
         assert choice.config["rows"] == 16 * config[0] and f"tiles of {config[1]} keys" in choice.why
+        assert "on_read" not in choice.config and "few keys" not in choice.why  # blocks already of <= 4 warps
         run_checked("tf32x3", None, seed, causal=True, inputs=(q, k, v))
     with pytest.raises(ValueError, match="needs 272384 bytes of shared memory; a block may have 232448"):
         at.tf32x3_kernel_for(128, 8, 64)

@@ -216,7 +216,8 @@ from .k06_tf32x3 import (TF32X3_KERNELS, VALUE_ORDER, padded_width, split_rows_k
                          split_values_kernel, tf32x3, tf32x3_config, tf32x3_kernel_for, tf32x3_launches)
 from .k07_split_keys import (MIN_CHUNK, SPLIT_KEYS_KERNELS, merge_kernel_for, split_keys,  # noqa: E402,F401
                              split_keys_kernel_for, split_keys_launches, splits_for)
-from .k08_optimized import FILL, FUSED_MAX_SQ, choose, describe, optimized  # noqa: E402,F401
+from .k08_optimized import (FEW_KEYS, FILL, FUSED_MAX_SQ, choose, describe, keys_walked,  # noqa: E402,F401
+                            optimized)
 
 #: Every version, naive first and the dispatcher last. Tests, benchmarks, plots and docs iterate over this. ``mma``
 #: and ``pipelined`` take float16 inputs, ``optimized`` either, the others (tf32x3 too) float32: ``FLOAT16_VERSIONS`` names the

@@ -70,7 +70,7 @@ import math
 import numpy as np
 from numba import cuda, float32
 
-from .._intrinsics import address, copy_async16
+from .._intrinsics import address, aligned16, copy_async16, load4, store4
 from .._launch import Launch, ceil_div, is_device_array, shared_per_block, version
 from .._mma import async_commit, async_wait, ldmatrix_x4, mma_tf32, split_tf32, split_tf32_clamped
 from ._common import MAX_D, check, heads
@@ -94,37 +94,56 @@ def padded_width(d: int) -> int:
 # ----------------------------------------------------------------------------------------------------------
 
 @cuda.jit
-def split_rows_kernel(x, x2):
-    # x (R, D) -> x2 (2, R, DP): one thread per element of a padded row, consecutive threads along the row
-    i = cuda.grid(1)
-    rows, dp = x2.shape[1], x2.shape[2]
-    if i < rows * dp:
-        r, c = i // dp, i % dp
-        v = float32(x[r, c]) if c < x.shape[1] else float32(0.0)
-        if x2.shape[0] == 1:  # one part: the values as they are, padded (the tile loop splits them)
-            x2[0, r, c] = v
+def split_rows_kernel(x, x2, vec):
+    # x (R, D) -> x2 (parts, R, DP): each thread 4 neighbouring columns of a padded row, a block DP / 4 columns of
+    # blockDim.y rows (no division by DP); one 16-byte load where x's rows are whole 16-byte pieces (vec), else
+    # four 4-byte loads in flight at once; 16-byte stores (DP is a multiple of 16)
+    c = 4 * cuda.threadIdx.x
+    r = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+    if r < x2.shape[1]:
+        d = x.shape[1]
+        zero = float32(0.0)
+        if vec and c < d:
+            e0, e1, e2, e3 = load4(x, r, c)
         else:
-            big, small = split_tf32(v)
-            x2[0, r, c] = big
-            x2[1, r, c] = small
+            e0 = x[r, c] if c < d else zero
+            e1 = x[r, c + 1] if c + 1 < d else zero
+            e2 = x[r, c + 2] if c + 2 < d else zero
+            e3 = x[r, c + 3] if c + 3 < d else zero
+        if x2.shape[0] == 1:  # one part: the values as they are, padded (the tile loop splits them)
+            store4(x2[0], r, c, e0, e1, e2, e3)
+        else:
+            b0, s0 = split_tf32(e0)
+            b1, s1 = split_tf32(e1)
+            b2, s2 = split_tf32(e2)
+            b3, s3 = split_tf32(e3)
+            store4(x2[0], r, c, b0, b1, b2, b3)
+            store4(x2[1], r, c, s0, s1, s2, s3)
+
+
+VALUE_KEYS, VALUE_DIMS = 32, 64  # a split_values_kernel block's tile of V: keys x dimensions, 32 x 8 threads
+VALUE_TILE = (VALUE_KEYS, VALUE_DIMS + 1)  # +1: a column of it is in 32 different banks
 
 
 @cuda.jit
 def split_values_kernel(v, vt):
-    # v (BH, Sk, D) -> vt (2, BH, DP, SKP): 32 keys x 32 dimensions of a head per block, through a shared tile (read
-    # along v's rows, written along vt's); position p of each group of 8 takes key VALUE_ORDER[p]
-    tile = cuda.shared.array((32, 33), float32)  # +1: a column of it is in 32 different banks
-    key_tiles = (vt.shape[3] + 31) // 32
+    # v (BH, Sk, D) -> vt (2, BH, DP, SKP): 32 keys x 64 dimensions of a head per block, through a shared tile (read
+    # along v's rows, written along vt's); position p of each group of 8 takes key VALUE_ORDER[p]. Each thread has 8
+    # loads in flight: a tile of 32 x 32 (4 each) moved 1.6 TB/s on an H100, this one 2.2 (benchmarks/NOTES.md)
+    tile = cuda.shared.array(VALUE_TILE, float32)
+    key_tiles = (vt.shape[3] + VALUE_KEYS - 1) // VALUE_KEYS
     bh = cuda.blockIdx.x // key_tiles
-    k0, d0 = (cuda.blockIdx.x % key_tiles) * 32, cuda.blockIdx.y * 32
+    k0, d0 = (cuda.blockIdx.x % key_tiles) * VALUE_KEYS, cuda.blockIdx.y * VALUE_DIMS
     tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    for i in range(ty, 32, 8):
-        key, d = k0 + i, d0 + tx
-        tile[i, tx] = v[bh, key, d] if key < v.shape[1] and d < v.shape[2] else float32(0.0)
+    for i in range(ty, VALUE_KEYS, 8):
+        key = k0 + i
+        for j in range(0, VALUE_DIMS, 32):
+            d = d0 + j + tx
+            tile[i, j + tx] = v[bh, key, d] if key < v.shape[1] and d < v.shape[2] else float32(0.0)
     cuda.syncthreads()
     src = (tx & 24) + 2 * (tx & 3) + ((tx >> 2) & 1)  # VALUE_ORDER within the group of 8 at tx & 24
     pos = k0 + tx
-    for i in range(ty, 32, 8):
+    for i in range(ty, VALUE_DIMS, 8):
         d = d0 + i
         if d < vt.shape[2] and pos < vt.shape[3]:
             if vt.shape[0] == 1:
@@ -142,12 +161,15 @@ def split_launches(k3, v3, dp: int, like, parts: tuple = (2, 2)) -> tuple:
     skp = ceil_div(sk, 8) * 8  # whole groups of 8 keys (VALUE_ORDER), 16-byte rows
     alloc = cuda.device_array if is_device_array(like) else np.empty
     vt = alloc((parts[1], bhs, dp, skp), np.float32)
-    launches = [Launch(split_values_kernel, (bhs * ceil_div(skp, 32), ceil_div(dp, 32)), (32, 8), (v3, vt))]
+    launches = [Launch(split_values_kernel, (bhs * ceil_div(skp, VALUE_KEYS), ceil_div(dp, VALUE_DIMS)), (32, 8),
+                       (v3, vt))]
     if parts[0] == 1 and d == dp and address(k3) % 16 == 0:  # K as it is: rows of whole 16-byte pieces, no padding
         return k3.reshape(1, bhs * sk, d), vt, launches
     k2 = alloc((parts[0], bhs * sk, dp), np.float32)
-    return k2, vt, [Launch(split_rows_kernel, (ceil_div(k2.shape[1] * dp, SPLIT_THREADS),), (SPLIT_THREADS,),
-                           (k3.reshape(bhs * sk, d), k2))] + launches
+    rows = max(1, SPLIT_THREADS // (dp // 4))  # a block's rows: DP / 4 threads each
+    k = k3.reshape(bhs * sk, d)
+    return k2, vt, [Launch(split_rows_kernel, (ceil_div(k2.shape[1], rows),), (dp // 4, rows),
+                           (k, k2, aligned16(k)))] + launches
 
 
 # ----------------------------------------------------------------------------------------------------------

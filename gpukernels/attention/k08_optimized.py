@@ -13,7 +13,11 @@ queries per warp where its blocks fill the SMs, `gpukernels.attention.k05_pipeli
    the rows alone would leave the SMs short of warps (`split_keys.splits_for` > 1: runs of at least 256 keys),
    ``fused_rows`` when they fill it.
 2. **A GPU with tensor cores** (compute capability 8.0 or newer, which has TF32 ``mma.sync``): ``tf32x3``, float32
-   accuracy from three TF32 products on the tensor cores, whose rate is several times the CUDA cores' FMAs.
+   accuracy from three TF32 products on the tensor cores, whose rate is several times the CUDA cores' FMAs. Past
+   D = 96 its blocks are 8 warps, one per SM; where they walk **few keys** (at most FEW_KEYS = 256 on average, e.g.
+   cross attention to a short context) a block's fixed work -- Q's tile copied in and split, about three K/V tiles'
+   time -- is a large part of it, and blocks of 4 warps with Q split as read (102 KB at D = 128) run two per SM,
+   one's fixed work beside the other's loop: 21% faster at 128 keys on an H100, 5-10% slower past 1,024.
 3. Otherwise on the CUDA cores: **too few tiles** (fewer (query tile, head) blocks than SMs): ``fused_rows``, whose
    blocks of 4 rows are 8 times as many as tiled's; **everything else**: ``tiled``, which shares each K/V tile
    between 32 query rows.
@@ -33,16 +37,29 @@ from typing import Any
 
 from .._launch import Choice, ceil_div, compute_capability, count, sm_count, version
 from ..tensor_core._common import itemsize
-from ._common import check, check_half
+from ._common import MAX_D, check, check_half
 from .k02_fused_rows import FUSED_ROWS_KERNELS, FUSED_WARPS, dims_per_lane, fused_rows_launches
 from .k03_tiled import TILE_ROWS, TILED_KERNELS, padded_dims, tile_keys, tiled_launches
-from .k05_pipelined import PIPELINED_KERNELS, pipelined_launches
+from .k05_pipelined import PIPELINED_KERNELS, WIDE_D, WIDE_WARPS, pipelined_launches
 from .k05_pipelined import plan as pipelined_plan
-from .k06_tf32x3 import TF32X3_KERNELS, padded_width, tf32x3_config, tf32x3_launches
+from .k06_tf32x3 import KEYS, TF32X3_KERNELS, padded_width, tf32x3_config, tf32x3_kernel_for, tf32x3_launches
 from .k07_split_keys import MIN_CHUNK, SPLIT_KEYS_KERNELS, split_keys_launches, splits_for
 
 FUSED_MAX_SQ = 8  # at most this many queries per head: a warp per row (a 32-row tile would be mostly padding)
 FILL = 1.0  # tiled needs at least this many blocks per SM; fewer: fused_rows
+#: tf32x3 past D = 96 (blocks of 8 warps, one per SM) with blocks that walk at most this many keys on average: blocks
+#: of 4 warps with Q split as read (102 KB at D = 128), two per SM, so that one's fixed work -- Q's tile copied and
+#: split, ~16 us, about three K/V tiles' time -- runs beside the other's loop (benchmarks/NOTES.md)
+FEW_KEYS = 256
+
+
+def keys_walked(sq: int, sk: int, rows: int, causal: bool) -> float:
+    """The keys a block of ``rows`` queries walks, on average over a head's blocks: all Sk, or under the causal mask
+    (query i sees keys 0 to i) as far as its last query."""
+    tiles = ceil_div(sq, rows)
+    if not causal:
+        return float(sk)
+    return sum(min(sk, sq, (t + 1) * rows) for t in range(tiles)) / tiles
 
 
 def choose(b: int, h: int, sq: int, sk: int, d: int, causal: bool = False, half: bool = False,
@@ -82,11 +99,18 @@ def choose(b: int, h: int, sq: int, sk: int, d: int, causal: bool = False, half:
                       f"rows{mask}")
     if tensor_cores:
         warps, keys = tf32x3_config(d)
+        config = {"rows": 16 * warps, "keys": keys, "width": padded_width(d)}
+        walked = keys_walked(sq, sk, 16 * warps, causal)
+        few = ""
+        if warps == WIDE_WARPS and walked <= FEW_KEYS:
+            warps, config = 4, {"rows": 64, "keys": keys, "width": padded_width(d), "on_read": "q"}
+            few = (f"; few keys ({walked:.0f} a block on average, <= {FEW_KEYS}): blocks of 4 warps, Q split as "
+                   f"read, two per SM, one's Q tile copied in and split beside the other's loop")
         blocks = b * h * ceil_div(sq, 16 * warps)
         skip = ", causal: K/V tiles after a block's last query skipped" if causal else ""
-        return Choice("tf32x3", {"rows": 16 * warps, "keys": keys, "width": padded_width(d)},
+        return Choice("tf32x3", config,
                       f"float32 on the tensor cores (3xTF32): {count(blocks, 'block')} of {16 * warps} queries "
-                      f"walking K/V tiles of {keys} keys, each product three TF32 mma.sync{skip}")
+                      f"walking K/V tiles of {keys} keys, each product three TF32 mma.sync{skip}{few}")
     tiles = b * h * ceil_div(sq, TILE_ROWS)
     if tiles < FILL * sms:
         return Choice("fused_rows", rows,
@@ -113,8 +137,12 @@ def check_any(q, k, v, causal=False, scale=None):
     return (check_half if is_half(q) else check)(q, k, v, causal, scale)
 
 
-@version("attention", check_any,
-         kernels=FUSED_ROWS_KERNELS + TILED_KERNELS + PIPELINED_KERNELS + TF32X3_KERNELS + SPLIT_KEYS_KERNELS)
+#: tf32x3's blocks for few keys past D = 96 (FEW_KEYS)
+FEW_KEYS_KERNELS = [tf32x3_kernel_for(d, 4, KEYS, "q") for d in range(WIDE_D + 16, MAX_D + 1, 16)]
+
+
+@version("attention", check_any, kernels=FUSED_ROWS_KERNELS + TILED_KERNELS + PIPELINED_KERNELS + TF32X3_KERNELS
+         + FEW_KEYS_KERNELS + SPLIT_KEYS_KERNELS)
 def optimized(q, k, v, out, causal=False, scale=None):
     """The dispatcher: float16 on tensor cores (pipelined); float32 a warp per query row for few queries (their keys
     split across warps where the rows are too few to fill the GPU), else 3xTF32
@@ -124,8 +152,11 @@ def optimized(q, k, v, out, causal=False, scale=None):
     choice = choose(b, h, sq, k.shape[2], d, causal, is_half(q))
     if choice.step == "split_keys":
         return split_keys_launches(q, k, v, out, causal, scale, choice.config["splits"])
-    launches = {"pipelined": pipelined_launches, "tiled": tiled_launches,
-                "tf32x3": tf32x3_launches}.get(choice.step, fused_rows_launches)
+    if choice.step == "tf32x3":
+        config = choice.config
+        return tf32x3_launches(q, k, v, out, causal, scale, config["rows"] // 16, config["keys"],
+                               config.get("on_read", ""))
+    launches = {"pipelined": pipelined_launches, "tiled": tiled_launches}.get(choice.step, fused_rows_launches)
     return launches(q, k, v, out, causal, scale)
 
 
