@@ -286,9 +286,9 @@ def attention_candidates(shape):
     if "--few" in sys.argv:  # few keys at D > 96: two 4-warp blocks per SM (Q split as read, 102 KB at D = 128),
         # one's prologue beside the other's loop, against one 8-warp block
         return [("tf32x3", lambda q, k, v, o, causal=False, scale=None:
-                       tf32x3_launches(q, k, v, o, causal, scale)),
-                      ("tf32x3 warps=4 on_read=q", lambda q, k, v, o, causal=False, scale=None:
-                       tf32x3_launches(q, k, v, o, causal, scale, warps=4, on_read="q"))]
+                 tf32x3_launches(q, k, v, o, causal, scale)),
+                ("tf32x3 warps=4 on_read=q", lambda q, k, v, o, causal=False, scale=None:
+                 tf32x3_launches(q, k, v, o, causal, scale, warps=4, on_read="q"))]
     if "--chains" in sys.argv:  # the 3-mma chains of n-tiles issued 4 in turn (optimized) or one after another
         return out + [("tf32x3 chains=1", lambda q, k, v, o, causal=False, scale=None:
                        tf32x3_launches(q, k, v, o, causal, scale, chains=1))]

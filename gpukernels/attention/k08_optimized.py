@@ -103,7 +103,8 @@ def choose(b: int, h: int, sq: int, sk: int, d: int, causal: bool = False, half:
         walked = keys_walked(sq, sk, 16 * warps, causal)
         few = ""
         if warps == WIDE_WARPS and walked <= FEW_KEYS:
-            warps, config = 4, {"rows": 64, "keys": keys, "width": padded_width(d), "on_read": "q"}
+            warps = 4
+            config.update(rows=16 * warps, on_read="q")
             few = (f"; few keys ({walked:.0f} a block on average, <= {FEW_KEYS}): blocks of 4 warps, Q split as "
                    f"read, two per SM, one's Q tile copied in and split beside the other's loop")
         blocks = b * h * ceil_div(sq, 16 * warps)
