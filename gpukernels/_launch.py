@@ -417,6 +417,20 @@ def count(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+def check_choose(sizes: dict, flags: dict | None = None, sms: Any = None) -> None:
+    """A dispatcher's arguments, checked as its launchers check theirs: each size an int >= 1 (a zero-size problem
+    launches nothing, so no dispatcher is asked about one), each flag True or False, ``sms`` None or an int >= 1."""
+    for name, value in {**sizes, "sms": sms}.items():
+        if value is None and name == "sms":
+            continue
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+            what = "None or an int >= 1 (the GPU's SM count)" if name == "sms" else "an int >= 1"
+            raise LaunchError(f"{name} must be {what}; got {value!r}")
+    for name, value in (flags or {}).items():
+        if not isinstance(value, (bool, np.bool_)):
+            raise LaunchError(f"{name} must be True or False; got {value!r} ({type(value).__name__})")
+
+
 @dataclass
 class Choice:
     """What a lesson's dispatcher (``optimized.choose``) picked for a shape: the step, its configuration and why, in

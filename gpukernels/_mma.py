@@ -72,32 +72,45 @@ __all__ = ["a_frag_coords", "b_frag_coords", "c_frag_coords", "a_tf32_coords", "
 # ----------------------------------------------------------------------------------------------------------
 
 
+def _lane_element(fn: str, lane: int, i: int, count: int) -> None:
+    """The fragment tables' arguments: a lane of the warp and one of its ``count`` elements (a ValueError naming
+    them, not a coordinate outside the tile)."""
+    for name, value, top in (("lane", lane, 31), ("i", i, count - 1)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 <= value <= top:
+            raise ValueError(f"{fn}: {name} must be an int from 0 to {top}; got {value!r}")
+
+
 def a_frag_coords(lane: int, i: int) -> tuple[int, int]:
     """m16n8k16, A (16 x 16, float16/bfloat16): element ``a_i``, i = 0..7, two per register (a0 a1 | a2 a3 | ...)."""
+    _lane_element("a_frag_coords", lane, i, 8)
     g, t = lane >> 2, lane % 4
     return g + 8 * ((i >> 1) & 1), 2 * t + (i & 1) + 8 * (i >> 2)
 
 
 def b_frag_coords(lane: int, i: int) -> tuple[int, int]:
     """m16n8k16, B (16 x 8, k x n): element ``b_i``, i = 0..3, two per register (b0 b1 | b2 b3)."""
+    _lane_element("b_frag_coords", lane, i, 4)
     g, t = lane >> 2, lane % 4
     return 2 * t + (i & 1) + 8 * (i >> 1), g
 
 
 def c_frag_coords(lane: int, i: int) -> tuple[int, int]:
     """C and D (16 x 8, float32) of m16n8k16 and m16n8k8: element ``c_i``, i = 0..3."""
+    _lane_element("c_frag_coords", lane, i, 4)
     g, t = lane >> 2, lane % 4
     return g + 8 * (i >> 1), 2 * t + (i & 1)
 
 
 def a_tf32_coords(lane: int, i: int) -> tuple[int, int]:
     """m16n8k8 with TF32, A (16 x 8): element ``a_i``, i = 0..3, one per register."""
+    _lane_element("a_tf32_coords", lane, i, 4)
     g, t = lane >> 2, lane % 4
     return g + 8 * (i & 1), t + 4 * (i >> 1)
 
 
 def b_tf32_coords(lane: int, i: int) -> tuple[int, int]:
     """m16n8k8 with TF32, B (8 x 8, k x n): element ``b_i``, i = 0..1."""
+    _lane_element("b_tf32_coords", lane, i, 2)
     g, t = lane >> 2, lane % 4
     return t + 4 * i, g
 
@@ -105,6 +118,7 @@ def b_tf32_coords(lane: int, i: int) -> tuple[int, int]:
 def ldmatrix_coords(lane: int, i: int, trans: bool = False) -> tuple[int, int]:
     """(row, column) in an 8 x 8 matrix of the half ``i`` (0: low, 1: high) of the word ``lane`` receives from it
     (lane ``8 j + r`` gave the address of row ``r`` of matrix ``j``)."""
+    _lane_element("ldmatrix_coords", lane, i, 2)
     row, col = lane >> 2, 2 * (lane % 4) + i
     return (col, row) if trans else (row, col)
 

@@ -626,6 +626,8 @@ def test_softmax_merge_reference_is_the_softmax_over_both_halves_keys():
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(mod.reference(*args[3:], *args[:3])[0], got, rtol=1e-12, atol=1e-15)
     assert mod.partial_state([], np.zeros((0, 3)))[:2] == (-np.inf, 0.0)
+    m, l, acc = mod.partial_state([-np.inf, -np.inf], np.ones((2, 3)))  # every key masked: the empty state too
+    assert (m, l) == (-np.inf, 0.0) and np.array_equal(acc, np.zeros(3))
 
 
 def test_softmax_merge_inputs_hold_every_edge_case_whatever_the_seed():
@@ -701,8 +703,10 @@ def test_softmax_merge_tolerance_passes_float32_and_fails_each_mistake_at_every_
 
 def test_softmax_merge_bad_input_gets_one_line():
     mod = _spec_module(MERGE)
-    with pytest.raises(ValueError, match=r"^softmax_merge: shape must be \(R, D\) with R, D >= 1, got \(0, 5\)$"):
+    with pytest.raises(ValueError, match=r"^softmax_merge: shape must be \(R, D\), two ints >= 1; got \(0, 5\)$"):
         mod.make_inputs((0, 5), 1)
+    with pytest.raises(ValueError, match=r"^softmax_merge: shape must be .* got \(2.5, 3\)$"):
+        mod.make_inputs((2.5, 3), 1)  # not silently 2 rows
     with pytest.raises(ValueError, match=r"^softmax_merge: shape must be"):
         mod.make_inputs((4,), 1)
     inp = mod.make_inputs((3, 2), 1)

@@ -36,13 +36,14 @@ LATER_ROWS = {"normal": 0.5, "empty1": 0.1, "empty2": 0.1, "far12": 0.1, "far21"
 
 def partial_state(scores, values):
     """(m, l, acc) of one block that saw keys with ``scores`` (n,) and ``values`` (n, D), in float64: the max, the
-    sum of exp(s - m) and the sum of exp(s - m) * v. No keys: (-inf, 0, zeros) -- the empty state."""
+    sum of exp(s - m) and the sum of exp(s - m) * v. No keys, or only keys scored -inf (all masked): (-inf, 0,
+    zeros) -- the empty state."""
     scores = np.asarray(scores, np.float64)
     values = np.asarray(values, np.float64)
     if scores.ndim != 1 or values.ndim != 2 or values.shape[0] != scores.shape[0]:
         raise ValueError(f"partial_state: expected scores (n,) and values (n, D), got {scores.shape} and "
                          f"{values.shape}")
-    if scores.size == 0:
+    if scores.size == 0 or scores.max() == -np.inf:  # exp(-inf - -inf) would be NaN
         return -np.inf, 0.0, np.zeros(values.shape[1])
     m = scores.max()
     p = np.exp(scores - m)
@@ -80,8 +81,9 @@ def row_kinds(rows, seed):
 
 def make_inputs(shape, seed):
     """Two partial states per row, float32: m1, l1 (R,), acc1 (R, D), and the same for state 2."""
-    if len(shape) != 2 or min(shape) < 1:
-        raise ValueError(f"softmax_merge: shape must be (R, D) with R, D >= 1, got {tuple(shape)}")
+    if (len(shape) != 2 or any(isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)) for s in shape)
+            or min(shape) < 1):
+        raise ValueError(f"softmax_merge: shape must be (R, D), two ints >= 1; got {tuple(shape)}")
     rows, dim = (int(s) for s in shape)
     rng = np.random.default_rng([seed, 11])
     ms, ls, accs = np.empty((2, rows)), np.empty((2, rows)), np.empty((2, rows, dim))

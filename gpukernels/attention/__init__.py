@@ -67,6 +67,12 @@ puts outliers in q so that some rows' scores span more than 80, where exp() of a
 Tests compare against a float64 ``reference`` with relative error <= 1e-4 (tests/test_attention.py says why);
 ``mma`` against the reference of its float16 inputs with <= 1e-2, as it rounds P to float16.
 
+Non-finite inputs are not the lesson's: like torch's kernels, these make no promise beyond "NaN or inf in, NaN or
+inf out" -- an infinite score gives NaN (exp(inf - inf)), and ``tf32x3`` turns any infinite input into NaN (its
+split x = big + small computes inf - inf). Under the causal mask a NaN in a row of v that a query cannot see may
+still reach that query when the key shares a tile with keys it can see: its probability is 0, and 0 * NaN is NaN.
+Rows of a cache past its valid keys should be finite (zeros) -- as they must be for torch's flash kernels too.
+
 Regimes (``SHAPES["suite"]``): **training** (thousands of queries and keys, many heads: many tiles);
 **long context** (8k-16k tokens, few sequences: the tiles still fill the GPU, each block walks many K/V tiles);
 **cross attention** (many queries against few keys: 77 text tokens; short K/V walks); **decode** (one query per
@@ -79,7 +85,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import MAX_D, check, heads, resolve_scale  # noqa: F401
+from .._errors import LaunchError
+from ._common import MAX_D, check, check_shapes, heads, resolve_scale  # noqa: F401
 
 # ----------------------------------------------------------------------------------------------------------
 # Reference and inputs
@@ -94,6 +101,10 @@ def causal_mask(sq: int, sk: int) -> np.ndarray:
 def reference(q, k, v, causal=False, scale=None) -> np.ndarray:
     """softmax(q k^T * scale [masked]) v of the float32 inputs, computed in float64, returned as float32."""
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if x.ndim != 4:
+            raise LaunchError(f"reference: {name} must be 4-D (B, H, S, D); got {name}.shape = {x.shape}")
+    check_shapes(q, k, v, causal, scale)  # the launchers' checks: shapes that agree, D, Sk >= 1, causal, scale
     scale = resolve_scale(scale, q.shape[-1])
     s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale  # (B, H, Sq, Sk)
     if causal:

@@ -35,7 +35,8 @@ from __future__ import annotations
 from typing import Any
 
 
-from .._launch import Choice, ceil_div, compute_capability, count, sm_count, version
+from .._errors import LaunchError
+from .._launch import Choice, ceil_div, check_choose, compute_capability, count, sm_count, version
 from ..tensor_core._common import itemsize
 from ._common import MAX_D, check, check_half
 from .k02_fused_rows import FUSED_ROWS_KERNELS, FUSED_WARPS, dims_per_lane, fused_rows_launches
@@ -67,6 +68,10 @@ def choose(b: int, h: int, sq: int, sk: int, d: int, causal: bool = False, half:
     """The step for q (B, H, Sq, D) against k, v (B, H, Sk, D), float16 when ``half``; ``sms``: the GPU's SM count
     (default: this GPU's, or an H200's 132); ``tensor_cores``: whether it has TF32 mma.sync (default: this GPU's
     compute capability is 8.0 or newer; the simulator's is an H200's)."""
+    check_choose({"b": b, "h": h, "sq": sq, "sk": sk, "d": d}, {"causal": causal, "half": half}, sms)
+    if d > MAX_D or (half and d % 16):
+        raise LaunchError(f"d must be {'a multiple of 16 ' if half else ''}from {16 if half else 1} to {MAX_D} "
+                          f"{'(float16: the tensor cores) ' if half else ''}as the launchers take it; got {d}")
     sms = sms or sm_count()
     if tensor_cores is None:
         tensor_cores = compute_capability() >= (8, 0)

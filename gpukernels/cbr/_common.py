@@ -37,6 +37,8 @@ def _check(x, w, b, padding=1):
             f"channel mismatch: x has C = {c} channels (x.shape = {tuple(x.shape)}) but w expects "
             f"C = {cw} (w.shape = (K, C, R, S) = {tuple(w.shape)})"
         )
+    if r < 1 or s < 1:  # an empty filter: no output size follows from it (C = 0 is an empty sum; R = 0 is not)
+        raise LaunchError(f"w must have R, S >= 1 (w.shape = (K, C, R, S)); got (R, S) = ({r}, {s})")
     if b.shape[0] != k:
         raise LaunchError(f"b must have one value per output channel, shape ({k},); got shape {tuple(b.shape)}")
     if r > h + 2 * padding or s > wd + 2 * padding:

@@ -27,7 +27,8 @@ The matrices (Lavin and Gray, 2015):
     A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]
 
 All three are exact in float32 (0, +-1, +-1/2), so the error is the products' rounding, a small factor above the
-direct sum's.
+direct sum's. (For finite inputs: the transforms subtract, so an infinite input becomes inf - inf = NaN, spread over
+the outputs of its tile, where the direct convolution gives inf.)
 
 **F(4 x 4, 3 x 3)**: the same three steps on a 6 x 6 patch making a 4 x 4 tile of outputs, 36 products instead of 16
 for four times the outputs -- 2.25 multiplications per output against F(2 x 2)'s 4 and the direct sum's 9, and

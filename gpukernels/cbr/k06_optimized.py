@@ -4,7 +4,8 @@ GEMM's pixels per block and slices of the channels, by a rule a student can call
 
 from __future__ import annotations
 
-from .._launch import Choice, ceil_div, sm_count, version
+from .._errors import LaunchError
+from .._launch import Choice, ceil_div, check_choose, sm_count, version
 from ._common import _check, _empty
 from .k03_implicit_gemm import IG_BM, IG_MIN_BLOCKS, igemm_bk_max, igemm_launches, igemm_tiling
 from .k04_split_c import SPLIT_C_MAX
@@ -48,6 +49,10 @@ def choose(n, c, h, wd, k, r=3, s=3, sms: int | None = None) -> Choice:
        "CBR on the suite").
 
     Nothing here names a shape: the thresholds are counts of channels, and of tiles against SMs."""
+    check_choose({"n": n, "c": c, "h": h, "wd": wd, "k": k, "r": r, "s": s}, sms=sms)
+    if r > h + 2 or s > wd + 2:
+        raise LaunchError(f"the filter (r, s) = ({r}, {s}) must fit the padded image (h + 2, wd + 2) = "
+                          f"({h + 2}, {wd + 2})")
     sms = sms or sm_count()
     ho, wo = h + 2 - r + 1, wd + 2 - s + 1
     tiles256 = ceil_div(n * ho * wo, 256) * ceil_div(k, IG_BM)
@@ -79,8 +84,8 @@ def choice_for(x_shape, w_shape, padding=1) -> Choice:
     output size."""
     n, c, h, wd = x_shape
     k, _, r, s = w_shape
-    if padding != 1:
-        h, wd = h + 2 * padding - 2, wd + 2 * padding - 2
+    if padding != 1:  # the size that gives the same output with padding 1 (at least 1: a 1 x 1 filter, padding 0)
+        h, wd = max(h + 2 * padding - 2, 1), max(wd + 2 * padding - 2, 1)
     return choose(n, c, h, wd, k, r, s)
 
 

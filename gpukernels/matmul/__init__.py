@@ -93,6 +93,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._errors import LaunchError
 from ._common import sm_count  # noqa: F401
 
 # ----------------------------------------------------------------------------------------------------------
@@ -102,7 +103,10 @@ from ._common import sm_count  # noqa: F401
 
 def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """C = A @ B accumulated in float64, returned as float32."""
-    return (np.asarray(a, np.float64) @ np.asarray(b, np.float64)).astype(np.float32)
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise LaunchError(f"reference(a, b) needs a (M, K) and b (K, N); got a.shape = {a.shape}, b.shape = {b.shape}")
+    return (a @ b).astype(np.float32)
 
 
 def input_shapes(shape):

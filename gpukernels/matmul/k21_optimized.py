@@ -62,7 +62,7 @@ import math
 from dataclasses import dataclass
 
 from .._intrinsics import aligned16
-from .._launch import Choice, ceil_div, version
+from .._launch import Choice, ceil_div, check_choose, version
 from .._launch import count as _count
 from . import _common
 from ._common import check, fixup_launch, tiled_launch
@@ -285,6 +285,7 @@ def split_options(k: int, tiles: int = 0, capacity: int = 1) -> list[int]:
 def choose(m: int, n: int, k: int, aligned: bool = True, sms: int | None = None) -> Choice:
     """The step and configuration for an (M, K) x (K, N) product; ``aligned``: rows 16-byte aligned (K and N
     multiples of 4 and the data 16-byte aligned), so the kernels may use 16-byte loads."""
+    check_choose({"m": m, "n": n, "k": k}, {"aligned": aligned}, sms)
     sms = sms or _common.sm_count()
     if m <= SKINNY_MAX_M:
         splits = skinny_splits(m, n, k, sms)

@@ -8,7 +8,7 @@ against the SM count.
 from __future__ import annotations
 
 from .._intrinsics import aligned16
-from .._launch import Choice, Launch, sm_count, version
+from .._launch import Choice, Launch, check_choose, sm_count, version
 from ._common import WARP, Config, _check
 from .k03_online import ONLINE_THREADS, make_online_kernel
 from .k04_registers import MAX_CACHED, cached_kernel_for, cached_launches, registers_config
@@ -52,6 +52,7 @@ def choose(m: int, n: int, aligned: bool = True, sms: int | None = None) -> Choi
     4. **Longer rows**: ``online``, read twice.
 
     Nothing here names a shape: the thresholds are row lengths and a row count against the SMs."""
+    check_choose({"m": m, "n": n}, {"aligned": aligned}, sms)
     sms = sms or sm_count()
     if use_split_row(m, n, sms):
         pieces = split_pieces(m, n, sms)

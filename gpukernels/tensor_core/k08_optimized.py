@@ -2,7 +2,8 @@
 
 ``tensor_core.optimized.choose(M, N, K)`` returns the step, its configuration and why:
 
-1. **float32 inputs** (either matrix): ``tf32x3``, the only step that keeps float32's accuracy on tensor cores.
+1. **float32 inputs** (either matrix): ``tf32x3``, the only step that keeps float32's accuracy on tensor cores
+   (finite inputs: an infinite one gives NaN where SGEMM gives inf -- ``k07_tf32x3.py`` says why).
 2. **Hopper, and wgmma's 128 x 256 tiles fill at least ``WG_FILL`` = 1/2 of the SMs**: step 6, ``wgmma``. Rows of A
    and B that are not 16-byte aligned (K or N not a multiple of 8) are first copied once into arrays whose rows are
    padded with zeros (`gpukernels._pad`), so that cp.async can copy them: 4095 x 4097 x 4093 went from 0.34x cuBLAS
@@ -35,7 +36,7 @@ lifted the shapes at the bottom of that range (above).
 
 from __future__ import annotations
 
-from .._launch import Choice, Launch, ceil_div, compute_capability, count, sm_count, version
+from .._launch import Choice, Launch, ceil_div, check_choose, compute_capability, count, sm_count, version
 from ._common import check_fp32, itemsize, rows_aligned16, tiled_launch, zero_kernel, zero_launch
 from .k04_pipelined import pipelined_kernel, pipelined_split_kernel, pipelined_sync_kernel
 from .k05_block_tiles import block_tiles_kernel, block_tiles_sync_kernel
@@ -75,6 +76,7 @@ def choose(m: int, n: int, k: int, aligned: bool = True, fp32: bool = False, sms
     """The step for an (M, K) x (K, N) product: ``aligned``: rows of A and B 16-byte aligned (cp.async can copy
     them); ``fp32``: float32 inputs; ``sms``: the GPU's SM count (default: this GPU's, or an H200's 132);
     ``hopper``: the GPU has wgmma (default: this GPU's compute capability is 9.0; the simulator plays an H200)."""
+    check_choose({"m": m, "n": n, "k": k}, {"aligned": aligned, "fp32": fp32}, sms)
     sms = sms or sm_count()
     hopper = compute_capability() == (9, 0) if hopper is None else hopper
     copies = "cp.async" if aligned else "loads and stores (rows not 16-byte aligned)"
