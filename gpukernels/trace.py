@@ -77,7 +77,7 @@ import numpy as np
 from ._tables import Table
 from .sim import _state
 from .sim import arrays as _arrays
-from .sim._source import location, source_line, user_frame
+from .sim._source import INTRINSICS as _INTRINSICS, location, source_line, user_frame
 
 READ, WRITE, ATOMIC = _arrays.READ, _arrays.WRITE, _arrays.ATOMIC  # accesses()["kind"]
 _SPACES = {_arrays.GLOBAL: 0, _arrays.SHARED: 1, _arrays.LOCAL: 2}
@@ -982,8 +982,6 @@ def _rank_within(key: np.ndarray, new: np.ndarray | None = None) -> np.ndarray:
     return out
 
 
-_INTRINSICS = tuple(os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
-                    for name in ("_intrinsics.py", "_mma.py"))
 
 
 _IS_INTRINSIC: dict = {}  # filename -> _is_intrinsic: asked once per access inside a vector instruction

@@ -21,6 +21,8 @@ from gpukernels.sim import (  # noqa: E402
 
 FULL = 0xFFFFFFFF
 from ._tags import line_finder  # noqa: E402
+from gpukernels._intrinsics import load4  # noqa: E402
+from gpukernels._mma import mma_f16  # noqa: E402
 
 line_of = line_finder(__file__)
 
@@ -296,6 +298,30 @@ def test_other_exceptions_keep_their_type_and_gain_thread_and_line():
     msg = str(err)
     assert "thread (3, 0, 0) of block (0, 0, 0)" in msg and line_of("DIVIDE") in msg
     assert err.location.endswith(line_of("DIVIDE"))
+
+
+@cuda.jit
+def mma_of_a_float(c):
+    z = float32(0.0)
+    c[0, 0] = mma_f16(float32(1.0), 0, 0, 0, 0, 0, z, z, z, z)[0]  # MMA_CALL
+
+
+@cuda.jit
+def load4_past_the_end(x, out):
+    out[0] = load4(x, 0, 6)[0]  # LOAD4_CALL
+
+
+def test_an_error_inside_an_instruction_is_reported_at_the_kernels_line():
+    """mma_f16, load4 and the other instructions of gpukernels._mma and gpukernels._intrinsics are Python in the
+    simulator but one instruction on a GPU: an error inside one names the student's line that issued it, not a
+    line of the library."""
+    with pytest.raises(KernelError) as info:
+        mma_of_a_float[1, 32](np.zeros((16, 8), np.float32))
+    assert info.value.location.endswith(line_of("MMA_CALL")) and "mma_f16: a0 must be" in str(info.value)
+    assert "_mma.py" not in str(info.value).split(": tid=")[0]
+    with pytest.raises(OutOfBoundsError) as info:
+        load4_past_the_end[1, 1](np.zeros((1, 8), np.float32), np.zeros(1, np.float32))
+    assert line_of("LOAD4_CALL") in str(info.value) and "_intrinsics.py" not in str(info.value)
 
 
 def test_every_error_is_a_simulator_error():

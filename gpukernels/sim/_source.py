@@ -19,9 +19,14 @@ def _machinery_dirs() -> tuple[str, ...]:
     return tuple(os.path.join(d, "") for d in dirs)
 
 
-# Frames in these directories are machinery, never "the kernel's line" -- except test suites shipped inside
-# them (numba-cuda's own kernel tests, which benchmarks/numba_peer.py runs on this simulator).
-_SKIP = _machinery_dirs()
+#: gpukernels' instructions written in Python for the simulator (``load4``, ``copy_async16``, ``mma_f16``, ``ldmatrix``,
+#: ...): each call is one instruction on the GPU, so what goes wrong inside one is reported at the kernel's line that
+#: issued it (and the tracer counts it as one request there).
+INTRINSICS = tuple(os.path.join(os.path.dirname(_SIM_DIR), name) for name in ("_intrinsics.py", "_mma.py"))
+
+# Frames in these directories (and the files above) are machinery, never "the kernel's line" -- except test suites
+# shipped inside them (numba-cuda's own kernel tests, which benchmarks/numba_peer.py runs on this simulator).
+_SKIP = _machinery_dirs() + INTRINSICS
 _TESTS = (os.sep + "tests" + os.sep,)
 
 
