@@ -101,34 +101,39 @@ def test_roofline_measured_points():
     assert p["torch.softmax"]["peer"]
 
 
-def test_load_bench_picks_newest(tmp_path, monkeypatch):
-    """Of several reports, the one modified last (not the last by name, not the first written); a newer file that
-    is not a report, or is a suite report, is passed over unless a suite is asked for."""
+def test_load_bench_picks_the_reference_else_the_latest_date(tmp_path, monkeypatch):
+    """The README's reports (REFERENCE: h200.json, h200-suite.json) when they are there, so that the gallery and the
+    README show the same run; else the report whose ``environment.date`` is latest -- never the file modified last
+    (a clone sets every file's time to the checkout), nor the last by name. A file that is not a timing report, or
+    is a suite report, is passed over unless a suite is asked for."""
     import os
 
     monkeypatch.setattr(viz.performance, "RESULTS_DIR", tmp_path)
     assert viz.load_bench() is None
-    files = {"z_oldest.json": ("oldest", False, 100), "b_newest.json": ("newest", False, 300),
-             "a_middle.json": ("middle", False, 200), "c_suite.json": ("suite", True, 400)}
-    for name, (device, suite, mtime) in files.items():
+    files = {"z_oldest.json": ("oldest", False, "2026-01-01T00:00:00+00:00", 900),
+             "b_newest.json": ("newest", False, "2026-03-01T00:00:00+00:00", 100),
+             "a_middle.json": ("middle", False, "2026-02-01T00:00:00+00:00", 300),
+             "c_suite.json": ("suite", True, "2026-04-01T00:00:00+00:00", 400)}
+    for name, (device, suite, date, mtime) in files.items():
         rep = _report()
-        rep["environment"]["device"] = device
+        rep["environment"].update(device=device, date=date)
         rep["suite"] = suite
         (tmp_path / name).write_text(json.dumps(rep))
-        os.utime(tmp_path / name, (mtime, mtime))
+        os.utime(tmp_path / name, (mtime, mtime))  # file times that disagree with the dates: not what decides
     (tmp_path / "d_broken.json").write_text("{not json")
     (tmp_path / "e_empty.json").write_text(json.dumps({"results": []}))
     # `bench --overhead`'s report (host us per call, no kernel times) and a sweep's list are not timing reports
     (tmp_path / "f_overhead.json").write_text(json.dumps({"kind": "overhead", "results": [
         {"kind": "overhead", "lesson": "softmax", "name": "optimized", "us_per_call": 9.6}]}))
     (tmp_path / "g_sweep.json").write_text(json.dumps([{"lesson": "matmul", "ms": 1.0}]))
-    for name in ("d_broken.json", "e_empty.json", "f_overhead.json", "g_sweep.json"):
-        os.utime(tmp_path / name, (500, 500))
     got = viz.load_bench()
     assert got["environment"]["device"] == "newest" and got["_path"].endswith("b_newest.json")
     assert viz.load_bench(suite=True)["environment"]["device"] == "suite"
-    os.utime(tmp_path / "a_middle.json", (350, 350))  # touched last: now the newest
-    assert viz.load_bench()["environment"]["device"] == "middle"
+    reference = _report()
+    reference["environment"].update(device="reference", date="2025-01-01T00:00:00+00:00")  # older, yet chosen
+    (tmp_path / viz.performance.REFERENCE[False]).write_text(json.dumps(reference))
+    assert viz.load_bench()["environment"]["device"] == "reference"
+    assert viz.load_bench(suite=True)["environment"]["device"] == "suite"  # no reference suite report: the latest
 
 
 def test_plots_main_writes_gallery(fake_compiles, tmp_path, monkeypatch):

@@ -29,6 +29,9 @@ GALLERY = {
                "reuse": ("naive", "tiled", "regblock_1d"), "sectors": ("naive", "coalesced"),
                "phases": ("tiled", None), "banks": (("regblock_2d", "conflict_free"), (128, 128, 8))},
     "cbr": {"phases": ("fused_direct", (1, 8, 16, 64, 4, 3, 3))},
+    # one launch each that reads q, k and v (naive's first launch reads no v; tf32x3's first splits k)
+    "attention": {"grid": ("naive", "fused_rows", "tiled"), "access": ("fused_rows", "tiled"),
+                  "reuse": ("fused_rows", "tiled"), "sectors": ("fused_rows", "tiled")},
 }
 
 

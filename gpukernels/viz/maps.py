@@ -32,7 +32,9 @@ def _montage(counts: np.ndarray) -> np.ndarray:
 def _montage_axes_label(shape: tuple, name: str) -> str:
     if len(shape) <= 2:
         return f"{name} {tuple(shape)}"
-    return f"{name} {tuple(shape)}:\n{math.prod(shape[:-2])} planes of {shape[-2]} x {shape[-1]}, side by side"
+    planes = math.prod(shape[:-2])
+    return (f"{name} {tuple(shape)}:\n{planes} planes of {shape[-2]} x {shape[-1]}, side by side" if planes > 1
+            else f"{name} {tuple(shape)}: one plane of {shape[-2]} x {shape[-1]}")
 
 
 def _wrap(ax, text: str, fontsize: float) -> str:

@@ -114,6 +114,14 @@ def _raw_events(t) -> tuple[list, list, dict, list]:
 _TRACES: dict = {}
 
 
+def _same_array(arg: np.ndarray, x) -> bool:
+    """``arg`` is the input ``x`` or a view of all of it (attention's launchers pass q as (B*H, S, D))."""
+    if arg is x:
+        return True
+    return (isinstance(x, np.ndarray) and arg.nbytes == x.nbytes
+            and arg.__array_interface__["data"][0] == x.__array_interface__["data"][0])
+
+
 def traced(lesson: str, version: str, shape=None, seed: int = 0) -> Traced:
     """Run ``lesson.VERSIONS[version]`` on inputs of ``shape`` under the tracer (cached per process)."""
     import gpukernels
@@ -138,7 +146,7 @@ def traced(lesson: str, version: str, shape=None, seed: int = 0) -> Traced:
                 continue
             if arg is probe_out and out_name is None:
                 out_name = names[i]
-            elif any(arg is x for x in inputs) and names[i] not in input_names:
+            elif any(_same_array(arg, x) for x in inputs) and names[i] not in input_names:
                 input_names.append(names[i])
     del out
     # Local arrays unobserved: every figure shows global or shared memory, and a register-blocked kernel's
@@ -175,7 +183,7 @@ def remember(lesson: str, version: str, shape, seed: int, t, plan: list, inputs:
                 continue
             if arg is probe_out and out_name is None:
                 out_name = names[i]
-            elif any(arg is x for x in inputs) and names[i] not in input_names:
+            elif any(_same_array(arg, x) for x in inputs) and names[i] not in input_names:
                 input_names.append(names[i])
     _keep((lesson, version, tuple(shape), seed), t, out_name, input_names)
 
