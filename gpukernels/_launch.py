@@ -136,6 +136,9 @@ def contiguous(name: str, arr: Any, writeable: bool = False) -> Any:
     ``unsqueeze``, a slice of one row): NumPy and the kernels never read those strides, but Numba's device arrays
     do -- ``reshape`` refuses them ("operation requires copying"). Such an array comes back as a view of the same
     bytes with C strides (read-only unless ``writeable``: an ``out`` the kernels write through)."""
+    if isinstance(arr, np.ma.MaskedArray):  # the kernels read every element: a mask would be silently ignored
+        raise LaunchError(f"{name} is a masked array (numpy.ma); the kernels read every element, masked or not: "
+                          f"pass {name}.filled(value) to choose what the masked elements hold")
     shape = tuple(int(n) for n in arr.shape)
     item = np.dtype(arr.dtype).itemsize
     want = _c_strides(shape, item)

@@ -159,6 +159,9 @@ def test_bad_rows_are_refused_with_what_was_given():
         va.online_softmax_steps(q, k[:, :7], v)
     with pytest.raises(ValueError, match="tile must be a whole number of keys >= 1; got 0"):
         va.online_softmax_steps(q, k, v, tile=0)
+    for scale in (-1.0, 0.0, float("nan"), "0.5"):  # the launchers' rule for scale, not a silent float()
+        with pytest.raises(ValueError, match="scale must be a finite number > 0"):
+            va.online_softmax_steps(q, k, v, scale=scale)
 
 
 # ----------------------------------------------------------------------------------------------------------

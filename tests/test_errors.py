@@ -30,6 +30,8 @@ BAD = [
     ("cbr kernel too big", lambda v: v(np.ones((1, 3, 2, 2), f32), W, BIAS, padding=0), ["larger", "(3, 3)", "(2, 2)"]),
     ("cbr x 3-D", lambda v: v(np.ones((3, 6, 6), f32), W, BIAS), ["x", "4-D", "3-D"]),
     ("cbr w dtype", lambda v: v(X, W.astype(np.float16), BIAS), ["w", "float32", "float16"]),
+    ("matmul masked", lambda v: v(np.ma.masked_array(A, mask=A > 2), B), ["a", "masked array", "filled"]),
+    ("softmax masked", lambda v: v(np.ma.masked_array(np.ones((2, 2), f32))), ["x", "masked array", "filled"]),
     ("cbr empty filter", lambda v: v(X, np.ones((4, 3, 0, 3), f32), BIAS), ["w", "R, S >= 1", "(0, 3)"]),
     ("cbr empty filter columns", lambda v: v(X, np.ones((4, 3, 3, 0), f32), BIAS), ["w", "R, S >= 1", "(3, 0)"]),
 ]

@@ -265,7 +265,9 @@ def online_softmax_steps(q, k, v, tile: int = 8, scale: float | None = None, res
     if int(tile) != tile or tile < 1:
         raise ValueError(f"tile must be a whole number of keys >= 1; got {tile!r}")
     tile = int(tile)
-    scale = 1.0 / math.sqrt(q.shape[0]) if scale is None else float(scale)
+    from ..attention._common import resolve_scale  # the launchers' rule: None or a finite number > 0
+
+    scale = resolve_scale(scale, q.shape[0])
     scores = scale * (k @ q)
     m, l, acc = -math.inf, 0.0, np.zeros(v.shape[1])
     steps = []
