@@ -833,6 +833,19 @@ def bench_main(argv: list[str]) -> int:
     unknown = [name for name in lessons if name not in LESSONS]
     if unknown:
         parser.error(f"unknown lesson {unknown[0]!r}; choose from {', '.join(LESSONS)}")
+    if args.from_json:  # what chooses or runs measurements means nothing to reports already measured: refused,
+        # rather than silently ignored (the report itself says whether it is a suite)
+        given = [(f"LESSON {' '.join(args.lessons)!r}", bool(args.lessons)),
+                 (f"--sizes {' '.join(args.sizes or [])!r}", bool(args.sizes)),
+                 (f"--versions {' '.join(args.versions or [])!r}", bool(args.versions)),
+                 ("--suite", args.suite), (f"--jobs {args.jobs}", args.jobs is not None)]
+        for option, on in given:
+            if on:
+                parser.error(f"{option}: --from-json prints reports already measured, whole; it takes no "
+                             f"{option.split()[0]} (expected only --json and --update-readme beside it)")
+    if args.jobs is not None and args.jobs > _cores():
+        parser.error(f"--jobs {args.jobs}: expected at most {_cores()}, the cores this process may use (more "
+                     "compile processes than cores only slow each other down)")
 
     for name in args.versions or []:  # a typo would cost a GPU run that times the peers alone
         if not any(name in LESSONS[lesson].VERSIONS for lesson in lessons):

@@ -67,6 +67,27 @@ def positive(kind, what: str):
     return parse
 
 
+def path_text(text: str) -> str:
+    """An argparse type: a path, refused when empty or blank (``Path("")`` is the current folder, so an empty
+    ``--save ""`` would otherwise write there, and an empty ``--html ""`` would be read as not given)."""
+    if not str(text).strip():
+        raise argparse.ArgumentTypeError(f"expected a path, got {text!r}")
+    return text
+
+
+def _no_empty(path, option: str) -> None:
+    if isinstance(path, str) and not path.strip():
+        raise UsageError(f"{option} {path!r}: expected a path, got an empty one")
+
+
+def _parent_folder(p: Path, path, option: str) -> Path:
+    """The folder ``p`` would be made in; UsageError naming ``option`` when it is a file or missing."""
+    folder = p.absolute().parent
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{option} {str(path)!r}: {folder} is a file, not a folder")
+    return folder
+
+
 def _probe(folder: Path, option: str, given) -> None:
     """Create and remove a file in ``folder``: the one sure test that a file can be written there (``os.access``
     says yes to root, and /proc or a read-only mount refuse only the write itself)."""
@@ -86,10 +107,11 @@ def output_file(path, option: str) -> Path:
     """A file a command will write: checked before any work is done, so that a typo costs nothing and nothing is
     lost at the end. Its folder must exist (none is created: a missing folder is a mistyped path) and take a
     new file; the path must not be a folder. Raises UsageError naming ``option``."""
+    _no_empty(path, option)
     p = Path(path)
     if p.is_dir():
         raise UsageError(f"{option} {str(path)!r}: is a folder; expected the name of a file to write")
-    folder = p.absolute().parent
+    folder = _parent_folder(p, path, option)
     if not folder.is_dir():
         raise UsageError(f"{option} {str(path)!r}: its folder {folder} does not exist (no folder is created)")
     _probe(folder, option, path)
@@ -99,11 +121,12 @@ def output_file(path, option: str) -> Path:
 def output_dir(path, option: str) -> Path:
     """A folder a command writes into: an existing folder, or a new one whose parent exists (made here; the
     parents the user did not ask for are never made). Raises UsageError naming ``option``."""
+    _no_empty(path, option)
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise UsageError(f"{option} {str(path)!r}: is a file; expected a folder")
     if not p.exists():
-        parent = p.absolute().parent
+        parent = _parent_folder(p, path, option)
         if not parent.is_dir():
             raise UsageError(f"{option} {str(path)!r}: its parent folder {parent} does not exist (only the last "
                              "folder of the path is created)")
@@ -137,7 +160,48 @@ def input_json(path, option: str, key: str | None = None, what: str = "JSON"):
         raise UsageError(f"{option} {str(path)!r}: not JSON ({err}); expected {what}") from None
     if key is not None and not (isinstance(data, dict) and key in data):
         raise UsageError(f"{option} {str(path)!r}: holds no {key!r}; expected {what}")
+    if key == "results":  # a report (bench, bench --overhead): what every reader of one takes for granted
+        problem = _report_problem(data, overhead="--overhead" in what)
+        if problem:
+            raise UsageError(f"{option} {str(path)!r}: {problem}; expected {what}")
     return data
+
+
+#: What a `gpukernels bench --json` report and a `bench --overhead --json` one hold, and every row of each: the
+#: fields their readers (bench.print_table and merge, overhead.print_report, the performance figures) index.
+REPORT_FIELDS = {False: ("environment", "method"), True: ("environment",)}
+REPORT_ROW_FIELDS = {
+    False: ("lesson", "name", "kind", "shape", "ok", "median_ms", "bytes", "flops"),
+    True: ("lesson", "name", "kind", "shape", "ok", "array_kind", "us_per_call", "target_us", "meets_target",
+           "peer_us_per_call", "checked_us_per_call", "device_us"),
+}
+
+
+def _report_problem(data: dict, overhead: bool) -> str | None:
+    """Why ``data`` is not the report expected (None when it is): a report read from a file is checked whole, so
+    that another command's report, or a hand-edited or truncated one, is refused in one line rather than failing
+    half-way through with a traceback."""
+    if data.get("kind") == "overhead" and not overhead:
+        return "it is a `gpukernels bench --overhead --json` report"
+    if overhead and data.get("kind") != "overhead":
+        return "it is a `gpukernels bench --json` report" if "method" in data else "it lacks \"kind\": \"overhead\""
+    for field in REPORT_FIELDS[overhead]:
+        if field not in data:
+            return f"it lacks {field!r}"
+    if not isinstance(data["environment"], dict):
+        return "its 'environment' is not an object"
+    rows = data["results"]
+    if not isinstance(rows, list):
+        return f"its 'results' is a {type(rows).__name__}, not a list of rows"
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            return f"results[{i}] is a {type(row).__name__}, not an object"
+        missing = [f for f in REPORT_ROW_FIELDS[overhead] if f not in row]
+        if missing:
+            return f"results[{i}] lacks {', '.join(map(repr, missing))}"
+        if not isinstance(row["shape"], list):
+            return f"results[{i}]['shape'] is a {type(row['shape']).__name__}, not a list"
+    return None
 
 
 def shape_names(lesson) -> tuple:
@@ -177,6 +241,25 @@ def parse_size(text: str, lesson_name: str) -> tuple:
     return values
 
 
+def blank_argument(args: list[str]) -> str | None:
+    """The refusal of an empty or blank value (``--out ""``, ``--json=``, a lesson ``" "``), or None: no option of
+    any command takes one, and a path option would read it as the current folder (``Path("") == Path(".")``: `plots
+    --out ""` wrote its figures into the working directory) or as not given (`grade --submission ""` graded the
+    default files)."""
+    for i, arg in enumerate(args):
+        arg = str(arg)
+        if arg.startswith("--") and "=" in arg:
+            option, _, value = arg.partition("=")
+            if not value.strip():
+                return f"{option}: expected a value, got {value!r}"
+        elif not arg.strip():
+            before = str(args[i - 1]) if i else ""
+            if before.startswith("-") and "=" not in before and before.lstrip("-") and not before[1:2].isdigit():
+                return f"{before}: expected a value, got {arg!r}"
+            return f"argument {i + 1}: expected a value, got {arg!r}"
+    return None
+
+
 def usage() -> str:
     lines = ["usage: gpukernels COMMAND [ARGS...]", "", "commands:"]
     lines += [f"  {name:<15} {help_}" for name, (_, _, help_) in COMMANDS.items()]
@@ -188,7 +271,7 @@ def info_main(argv: list[str]) -> int:
     import argparse
     import json
 
-    parser = argparse.ArgumentParser(prog="gpukernels info", description=COMMANDS["info"][2])
+    parser = ArgumentParser(prog="gpukernels info", description=COMMANDS["info"][2])
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
     from gpukernels import device_info
@@ -218,21 +301,95 @@ def info_main(argv: list[str]) -> int:
     return 1 if info["warnings"] else 0
 
 
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP reached a command: unwinds it like Ctrl-C (a BaseException, so that no ``except
+    Exception`` of the command stops it), after the child processes it started were told to end. The signal is
+    kept in ``_STOPPED_BY``, not in the exception: the simulator re-raises an exception from inside a kernel as
+    its own type with a new message."""
+
+
+_STOPPED_BY: list[int] = []
+
+
+def _children() -> list[int]:
+    """The ids of this process's child processes, read from /proc (none where there is no /proc)."""
+    import os
+
+    me, found = os.getpid(), []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == me:
+                found.append(int(entry))
+    return found
+
+
+def _stop(signum, frame):
+    """SIGTERM or SIGHUP: end the children this command started (compilers of `gpukernels resources`, the
+    simulator child of `trace` on a GPU machine), which would otherwise outlive it and keep a thread of it
+    waiting on them, then unwind it (`Stopped`)."""
+    import os
+    import signal
+
+    for pid in _children():
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    _STOPPED_BY.append(signum)
+    raise Stopped(signum)
+
+
+def _handle_stops() -> dict:
+    """Install `_stop` for SIGTERM and SIGHUP where their action is still the default (a command such as `grade`
+    may install its own); returns what to restore."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        num = getattr(signal, name, None)
+        if num is not None and signal.getsignal(num) is signal.SIG_DFL:
+            previous[num] = signal.signal(num, _stop)
+    return previous
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
     argv = sys.argv[1:] if argv is None else argv
+    if len(argv) >= 2 and argv[0] == "help" and argv[1] in COMMANDS:  # `gpukernels help demo`
+        argv = [argv[1], "--help"]
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(usage())
         return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        print(f"gpukernels: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
+        close = [c for c in COMMANDS if c == name.strip().lower()]
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        print(f"gpukernels: error: unknown command {name!r}; {hint}expected one of {', '.join(COMMANDS)} "
+              "(gpukernels --help says what each does)", file=sys.stderr)
         return 2
+    blank = blank_argument(rest)
+    if blank:
+        return fail(f"gpukernels {name}", blank)
     module, func, _ = COMMANDS[name]
     try:
         entry = getattr(importlib.import_module(module), func)
     except (ImportError, AttributeError) as err:
         print(f"gpukernels {name}: not available in this installation ({err})", file=sys.stderr)
         return 2
+    previous = _handle_stops()
     try:
         code = entry(rest)
     except UsageError as err:  # a value the subcommand could not use: one line, no traceback
@@ -240,11 +397,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"gpukernels {name}: interrupted", file=sys.stderr)
         return 130
+    except Stopped:
+        num = _STOPPED_BY[-1] if _STOPPED_BY else signal.SIGTERM
+        print(f"gpukernels {name}: stopped by {signal.Signals(num).name}", file=sys.stderr)
+        return 128 + num
     except BrokenPipeError:  # the reader went away (`| head`): nothing more to say, and no one to say it to
         return 141
     except OSError as err:  # the machine refused a read or write the checks could not foresee (a full disk)
         where = f": {err.filename}" if getattr(err, "filename", None) else ""
         return fail(f"gpukernels {name}", f"{err.strerror or err}{where}")
+    finally:
+        for num, handler in previous.items():
+            signal.signal(num, handler)
     return code if isinstance(code, int) else 0
 
 

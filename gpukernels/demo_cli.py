@@ -13,18 +13,19 @@ from gpukernels.check import supports, version_inputs
 def demo_main(argv: list[str]) -> int:
     from gpukernels._launch import LaunchError
     from gpukernels._simtime import check_size
-    from gpukernels.cli import ArgumentParser, UsageError, fail, parse_size
+    from gpukernels.cli import ArgumentParser, UsageError, fail, parse_size, path_text
 
     prog = "gpukernels demo"
     parser = ArgumentParser(prog=prog, description=demo.__doc__.split("\n")[0])
     parser.add_argument("lesson", nargs="?", default="all", help=f"one of {', '.join(LESSONS)}, or all")
     parser.add_argument("--size", help="shape: 512,512,512 or 512x512x512 for matmul, or 512 for a square (a cube "
                                        "for matmul); default: per mode")
-    parser.add_argument("--save", type=Path, help="write the lesson's key figures (PNG) to this folder")
+    parser.add_argument("--save", type=path_text, help="write the lesson's key figures (PNG) to this folder")
     from gpukernels.classroom import cli as classroom  # --html, --version, --classroom
 
     classroom.add_options(parser)
     args = parser.parse_args(argv)
+    args.save = None if args.save is None else Path(args.save)
     lessons = list(LESSONS) if args.lesson == "all" else [args.lesson]
     if any(name not in LESSONS for name in lessons):
         return fail(prog, f"unknown lesson {args.lesson!r}; choose from {', '.join(LESSONS)} or all")
@@ -37,6 +38,8 @@ def demo_main(argv: list[str]) -> int:
         return classroom.main(args, lessons, sizes)
     if args.version or args.no_wait:
         return fail(prog, "--version and --no-wait go with --html FILE or --classroom")
+    if args.seed is not None:  # the demo's inputs are its own: a seed it would not use is refused, not ignored
+        return fail(prog, f"--seed {args.seed}: --seed goes with --html FILE (the page's inputs)")
     gpu = gpukernels.MODE == "gpu"
     for name, shape in sizes.items():  # before any array is made: memory, and what the simulator cannot finish
         check_size(name, shape, runs=len(LESSONS[name].VERSIONS), simulator=not gpu, given=args.size)

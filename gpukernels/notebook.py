@@ -527,16 +527,40 @@ __all__ = ["DPI", "GPU", "where_and_when", "png", "on_simulator", "run_traced", 
 
 
 def main(argv=None) -> int:
-    """``python -m gpukernels.notebook keep LESSON DIM...``: trace and keep a notebook's traffic table."""
-    import argparse
+    """``python -m gpukernels.notebook keep LESSON DIM...``: trace and keep a notebook's traffic table. Bad input
+    (a lesson, a shape of the wrong length, a dimension below 1, a shape too large for the memory or the
+    simulator's time limit) is refused in one line, status 2, before anything is traced or written."""
+    from ._launch import LaunchError
+    from ._simtime import check_size
+    from .check import supports
+    from .cli import ArgumentParser, UsageError, fail, positive, shape_names
 
-    parser = argparse.ArgumentParser(prog="python -m gpukernels.notebook")
-    sub = parser.add_subparsers(dest="cmd", required=True)
+    prog = "python -m gpukernels.notebook"
+    parser = ArgumentParser(prog=prog, description="keep the traffic tables the notebooks show")
+    sub = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     keep = sub.add_parser("keep", help="trace every version of LESSON at the shape and keep the table")
-    keep.add_argument("lesson", choices=list(gpukernels.LESSONS))
-    keep.add_argument("dims", nargs="+", type=int, help="the shape, e.g. 64 64 8")
+    keep.add_argument("lesson", metavar="LESSON", help=f"one of {', '.join(gpukernels.LESSONS)}")
+    keep.add_argument("dims", metavar="DIM", nargs="+", type=positive(int, "a whole number >= 1"),
+                      help="the shape, e.g. 64 64 8 for matmul")
     args = parser.parse_args(argv)
-    print(keep_traffic(args.lesson, tuple(args.dims)))
+    lessons = gpukernels.LESSONS
+    if args.lesson not in lessons:
+        return fail(f"{prog} keep", f"LESSON {args.lesson!r}: expected one of {', '.join(lessons)}")
+    mod, shape = lessons[args.lesson], tuple(args.dims)
+    names, given = shape_names(mod), " ".join(map(str, args.dims))
+    if len(shape) != len(names):
+        example = " ".join(map(str, mod.SHAPES["trace"]))
+        return fail(f"{prog} keep", f"DIM {given!r}: {args.lesson} takes {len(names)} numbers, {' '.join(names)} "
+                                    f"(e.g. {example}); got {len(shape)}")
+    try:  # before any array is made: memory, and what the simulator cannot finish
+        check_size(args.lesson, shape, runs=len(mod.VERSIONS), option="DIM", simulator=True, given=given)
+        if not any(supports(args.lesson, v, shape) for v in mod.VERSIONS):
+            raise UsageError(f"DIM {given}: no version of {args.lesson} runs at {'x'.join(map(str, shape))}")
+        print(keep_traffic(args.lesson, shape))
+    except UsageError as err:
+        return fail(f"{prog} keep", str(err))
+    except LaunchError as err:  # a shape a version's argument check refuses (cbr: a filter larger than the image);
+        return fail(f"{prog} keep", f"DIM {given}: {err}")  # raised before the table is written
     return 0
 
 

@@ -110,15 +110,23 @@ def render(text: str) -> str:
     return _replace(text, "bench", bench_markdown())
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str] | None = None) -> int:
+    from .cli import ArgumentParser
+
+    parser = ArgumentParser(prog="python -m gpukernels.readme",
+                            description="rewrite the generated blocks of README.md and docs/overhead.md in place")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing: exit 1 if a file is out of date (used by the tests)")
+    # an unknown argument (`--chek`) is refused before anything is read or written: it rewrote README.md
+    check = parser.parse_args(sys.argv[1:] if argv is None else argv).check
     stale = []
     for path, new in ((README, render(README.read_text())),
                       (OVERHEAD_DOC, _replace(OVERHEAD_DOC.read_text(), "overhead", overhead_markdown()))):
         if new != path.read_text():
             stale.append(path)
-            if "--check" not in argv:
+            if not check:
                 path.write_text(new)
-    if "--check" in argv and stale:
+    if check and stale:
         print(f"{', '.join(p.name for p in stale)} out of date: run `python -m gpukernels.readme`", file=sys.stderr)
         return 1
     return 0

@@ -487,11 +487,19 @@ def _print(obj) -> None:
             sys.stdout = open(os.devnull, "w")
 
 
-def source_main(argv: list[str]) -> int:
-    import argparse
+def _lessons() -> str:
+    """The lessons, from the registry: "matmul, softmax, cbr, tensor_core or attention"."""
+    import gpukernels
 
-    parser = argparse.ArgumentParser(prog="gpukernels source", description="print the code of one step of a lesson")
-    parser.add_argument("lesson", metavar="LESSON", help="matmul, softmax or cbr")
+    names = list(gpukernels.LESSONS)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def source_main(argv: list[str]) -> int:
+    from .cli import ArgumentParser
+
+    parser = ArgumentParser(prog="gpukernels source", description="print the code of one step of a lesson")
+    parser.add_argument("lesson", metavar="LESSON", help=_lessons())
     parser.add_argument("step", metavar="STEP", help="a step's name or number (gpukernels demo LESSON lists them)")
     args = parser.parse_args(argv)
     _print(source(args.lesson, args.step, "STEP"))
@@ -499,15 +507,16 @@ def source_main(argv: list[str]) -> int:
 
 
 def diff_main(argv: list[str]) -> int:
-    import argparse
+    from .cli import ArgumentParser, nonnegative_int
 
-    parser = argparse.ArgumentParser(prog="gpukernels diff",
-                                     description="what changed from step A to step B of a lesson (unified diff, and "
-                                                 "the factory arguments of factory-built kernels)")
-    parser.add_argument("lesson", metavar="LESSON", help="matmul, softmax or cbr")
+    parser = ArgumentParser(prog="gpukernels diff",
+                            description="what changed from step A to step B of a lesson (unified diff, and "
+                                        "the factory arguments of factory-built kernels)")
+    parser.add_argument("lesson", metavar="LESSON", help=_lessons())
     parser.add_argument("a", metavar="A", help="the earlier step: a name or number")
     parser.add_argument("b", metavar="B", help="the later step: a name or number")
-    parser.add_argument("-U", "--context", type=int, default=3, help="lines of context (default %(default)s)")
+    parser.add_argument("-U", "--context", type=nonnegative_int, default=3,
+                        help="lines of context, a whole number >= 0 (default %(default)s)")
     args = parser.parse_args(argv)
     _print(diff(args.lesson, args.a, args.b, args.context))
     return 0

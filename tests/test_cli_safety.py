@@ -107,6 +107,100 @@ def test_bad_input_is_one_line_naming_the_option(capsys, files, tmp_path, args, 
     assert not files["NOPARENT"].parent.parent.exists() and not files["OUT"].exists()
 
 
+_BENCH_REPORT = {"environment": {"device": "Test GPU"}, "method": "m", "results": [
+    {"lesson": "softmax", "name": "naive", "kind": "kernel", "shape": [4, 4], "ok": True, "median_ms": 1.0,
+     "bytes": 1, "flops": 1}]}
+_OVERHEAD_REPORT = {"kind": "overhead", "environment": {"device": "Test GPU"}, "results": [
+    {"kind": "overhead", "lesson": "softmax", "name": "naive", "shape": [4, 4], "ok": True}]}
+
+# More cases, each run in an empty working directory (a refusal must write nothing there either). Names in
+# capitals: FILE (a regular file), BENCH / OVERHEAD (a bench / an overhead report), NOTROWS, NOLESSON (bench
+# reports whose rows are not a list of objects / lack 'lesson'), PAGE (an HTML file to write).
+MORE_CASES = [
+    # argparse's usage block above the error: two lines (info's parser was plain argparse.ArgumentParser)
+    (["info", "--bogus"], "gpukernels info: error: unrecognized arguments: --bogus"),
+    # an unknown command printed the whole usage to stderr under its error
+    (["frobnicate"], "gpukernels: error: unknown command 'frobnicate'; expected one of info, demo"),
+    (["INFO"], "unknown command 'INFO'; did you mean 'info'?"),
+    # an empty value: `plots --out ""` wrote its figures into the working directory, `grade --submission ""` graded
+    # the default files, `trace --version ""` traced the default version, `demo --save ""` wrote into the working
+    # directory and `demo --html ""` ran the plain demo, each with status 0
+    (["plots", "softmax", "--out", ""], "gpukernels plots: error: --out: expected a value, got ''"),
+    (["plots", "softmax", "--out="], "--out: expected a value, got ''"),
+    (["grade", "01", "--submission", ""], "--submission: expected a value, got ''"),
+    (["trace", "softmax", "--version", " "], "--version: expected a value, got ' '"),
+    (["demo", "softmax", "--size", "4", "--save", ""], "--save: expected a value, got ''"),
+    (["demo", "softmax", "--size", "4", "--html", ""], "--html: expected a value, got ''"),
+    (["grade", ""], "argument 1: expected a value, got ''"),
+    # a path under a file: "its parent folder does not exist" said of a file
+    (["demo", "softmax", "--size", "4", "--save", "FILE/x"], "is a file, not a folder"),
+    # --seed sets the page's inputs only: the demo and the narrated sequence ignored it
+    (["demo", "softmax", "--size", "4", "--seed", "3"], "--seed 3: --seed goes with --html FILE"),
+    (["demo", "softmax", "--classroom", "--no-wait", "--seed", "3"], "--seed 3: --seed goes with --html FILE"),
+    (["demo", "softmax", "--html", "PAGE", "--version", "naive", "--version", "naive"],
+     "--version 'naive' given twice"),
+    # a shape the version's own check refuses, with --html or --classroom: a LaunchError traceback
+    (["demo", "cbr", "--html", "PAGE", "--size", "1,1,2,2,1,5,5"],
+     "--size 1,1,2,2,1,5,5: the kernel (R, S) = (5, 5) is larger"),
+    (["demo", "cbr", "--classroom", "--no-wait", "--size", "1,1,2,2,1,5,5"],
+     "--size 1,1,2,2,1,5,5: the kernel (R, S) = (5, 5) is larger"),
+    (["demo", "attention", "--html", "PAGE", "--size", "1,1,8,8,200"], "--size 1,1,8,8,200: the head dimension D"),
+    # a report of the wrong kind, or rows that are not rows: a KeyError or TypeError traceback half-way through
+    (["bench", "--from-json", "OVERHEAD"], "it is a `gpukernels bench --overhead --json` report; expected a"),
+    (["bench", "--overhead", "--from-json", "BENCH"], "it is a `gpukernels bench --json` report; expected a"),
+    (["bench", "--from-json", "NOTROWS"], "its 'results' is a str, not a list of rows"),
+    (["bench", "--from-json", "NOLESSON"], "results[0] lacks 'lesson'"),
+    (["plots", "softmax", "--out", "OUT", "--bench", "NOLESSON"], "--bench"),
+    (["plots", "softmax", "--out", "OUT", "--bench", "OVERHEAD"], "it is a `gpukernels bench --overhead --json`"),
+    # source and diff: argparse's usage block above the error; a negative -U exited 0 with broken hunk headers
+    (["source", "matmul", "1", "--bogus"], "gpukernels source: error: unrecognized arguments: --bogus"),
+    (["diff", "matmul", "1", "2", "--bogus"], "gpukernels diff: error: unrecognized arguments: --bogus"),
+    (["diff", "matmul", "1", "2", "-U", "-1"], "argument -U/--context: expected a whole number >= 0, got '-1'"),
+    (["diff", "matmul", "1", "2", "-U", "x"], "argument -U/--context: expected a whole number, got 'x'"),
+    # a time limit no child can start within: every submission failed on it, the student blamed
+    (["grade", "--timeout", "1e-30"], "argument --timeout: expected seconds >= 1 and at most 3600, got '1e-30'"),
+    (["grade", "--timeout", "0.5"], "argument --timeout: expected seconds >= 1 and at most 3600, got '0.5'"),
+    # a missing --exercises-dir was said to hold no exercises
+    (["grade", "01", "--exercises-dir", "/nonexistent/ex"], "--exercises-dir: /nonexistent/ex does not exist"),
+    (["export-student", "OUT", "--exercises-dir", "/nonexistent/ex"], "--exercises-dir: /nonexistent/ex does not "),
+    (["export-student", "OUT", "--exercises-dir", "FILE"], "is not a folder; expected a folder of NN_name/spec.py"),
+    # a page that cannot be written was refused after --out had been made: an empty folder left behind
+    (["plots", "softmax", "--out", "OUT", "--gallery", "/proc/x.md"], "--gallery '/proc/x.md': cannot write files"),
+    (["plots", "softmax", "--out", "OUT", "--gallery", "FILE/x.md"], "--gallery"),
+    # --from-json prints reports already measured: what chooses measurements was silently ignored
+    (["bench", "--from-json", "BENCH", "--sizes", "4,4"], "--sizes '4,4': --from-json prints reports already"),
+    (["bench", "--from-json", "BENCH", "--versions", "naive"], "--versions 'naive': --from-json prints reports"),
+    (["bench", "--from-json", "BENCH", "--suite"], "--suite: --from-json prints reports already measured"),
+    (["bench", "--from-json", "BENCH", "--jobs", "1"], "--jobs 1: --from-json prints reports already measured"),
+    (["bench", "softmax", "--from-json", "BENCH"], "LESSON 'softmax': --from-json prints reports already measured"),
+    # more compile processes than cores
+    (["bench", "--jobs", "100000"], "--jobs 100000: expected at most"),
+]
+
+
+@pytest.mark.parametrize("args, fragment", MORE_CASES, ids=[" ".join(c[0]) for c in MORE_CASES])
+def test_more_bad_input_is_one_line_and_writes_nothing(capfd, tmp_path, monkeypatch, args, fragment):
+    work, data = tmp_path / "work", tmp_path / "data"
+    work.mkdir()
+    data.mkdir()
+    (data / "file").write_text("not a folder\n")
+    reports = {"BENCH": _BENCH_REPORT, "OVERHEAD": _OVERHEAD_REPORT, "NOTROWS": dict(_BENCH_REPORT, results="abc"),
+               "NOLESSON": dict(_BENCH_REPORT, results=[{"name": "naive"}])}
+    for name, report in reports.items():
+        (data / name).write_text(json.dumps(report))
+    paths = dict({name: data / name for name in reports}, FILE=data / "file", OUT=tmp_path / "out",
+                 PAGE=tmp_path / "page.html")
+    args = [a.replace("FILE", str(paths["FILE"])) if a.startswith("FILE") else str(paths.get(a, a)) for a in args]
+    monkeypatch.chdir(work)
+    before = sorted(p.name for p in data.iterdir())
+    code, out, err = run_main(capfd, args)
+    assert code == 2, (code, out[-2000:], err[-2000:])
+    one_line(err, fragment)
+    assert not any(work.iterdir()), list(work.iterdir())  # nothing in the working directory
+    assert sorted(p.name for p in data.iterdir()) == before  # nor beside the inputs
+    assert not paths["OUT"].exists() and not paths["PAGE"].exists()
+
+
 def test_the_entry_point_prints_one_line_too(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "gpukernels", "plots", "--out", str(tmp_path), "--arch", "sm_1"],
                           capture_output=True, text=True, env=ENV, timeout=120)
@@ -285,21 +379,85 @@ def test_children_die_with_the_grader(tmp_path, signame, fork):
         else:
             os.kill(proc.pid, getattr(signal, signame))
         out, err = proc.communicate(timeout=60)
-        deadline = time.monotonic() + 10
-        while any(_alive(k) for k in kids) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not [k for k in kids if _alive(k)], "children outlived the grader"
+        _assert_gone(kids, "children outlived the grader")
         if signame != "SIGKILL":
             assert proc.returncode == 128 + getattr(signal, signame), (proc.returncode, err)
             one_line(err, "gpukernels grade: " + ("interrupted" if signame == "SIGINT" else "stopped by SIGTERM"))
             assert not list(tmp.glob("gpukernels-grade-*")), "the grader's temporary folder was left behind"
     finally:
+        _end(proc, kids)
+
+
+def _assert_gone(kids: list, message: str) -> None:
+    """The processes ``kids`` have all ended within 10 s (they were told to when their parent was)."""
+    deadline = time.monotonic() + 10
+    while any(_alive(k) for k in kids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [k for k in kids if _alive(k)], message
+
+
+def _end(proc, kids: list) -> None:
+    """Whatever a test started and left running: the command, then its children -- only those, by id."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+    for k in kids:
+        if _alive(k):
+            os.kill(k, signal.SIGKILL)
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for the command's progress")
+def test_sigterm_stops_a_command_with_one_line(tmp_path):
+    """SIGTERM (what `timeout` sends) while the simulator runs a kernel: one line and status 143, as Ctrl-C gives
+    130 -- it ended the command silently (status -15), and a handler's exception raised inside a kernel reached
+    the user re-raised by the simulator as a traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "gpukernels", "trace", "matmul", "--version", "naive", "--size",
+                             "320"], cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while _cpu_seconds(proc.pid) < 6 and time.monotonic() < deadline:  # imported, and into the kernel
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-        for k in kids:  # only the processes this test started, by id
-            if _alive(k):
-                os.kill(k, signal.SIGKILL)
+    assert proc.returncode == 128 + signal.SIGTERM, (proc.returncode, err[-2000:])
+    one_line(err, "gpukernels trace: stopped by SIGTERM")
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.needs_cuda_toolchain
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for the command's children")
+def test_sigterm_ends_the_compilers_of_resources(tmp_path):
+    """`gpukernels resources` compiles in child processes: SIGTERM to the command (`timeout 60 gpukernels
+    resources ...`) ends them too -- they outlived it, each compiling on for up to minutes."""
+    proc = subprocess.Popen([sys.executable, "-m", "gpukernels", "resources", "--no-cache", "matmul"], cwd=tmp_path,
+                            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    kids: list = []
+    try:
+        deadline = time.monotonic() + 120
+        while not kids and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+            kids = _descendants(proc.pid)
+        assert kids, "no compiler process started"
+        time.sleep(0.5)
+        kids = _descendants(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        _assert_gone(kids, "compilers outlived the command")
+        assert proc.returncode == 128 + signal.SIGTERM, (proc.returncode, err[-2000:])
+        one_line(err, "gpukernels resources: stopped by SIGTERM")
+    finally:
+        _end(proc, kids)
 
 
 _WATCHED = """
@@ -395,3 +553,121 @@ def test_every_softmax_version_makes_a_row_with_a_nan_all_nan(name):
         rest = np.delete(y, 1, 0)
         assert not np.isnan(rest).any(), f"{name} at {shape}: a NaN leaked into another row"
         np.testing.assert_allclose(rest, np.delete(ref, 1, 0), rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The module entry points: python -m gpukernels.notebook, python -m gpukernels.readme; source and diff's help
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_source_and_diff_help_name_every_lesson(capsys):
+    for command in ("source", "diff"):
+        code, out, err = run_main(capsys, [command, "--help"])
+        assert code == 0, err
+        assert all(name in out for name in LESSONS), out  # it said "matmul, softmax or cbr"
+
+
+def test_a_context_of_zero_lines_is_a_diff(capsys):
+    code, out, err = run_main(capsys, ["diff", "softmax", "1", "2", "-U", "0"])
+    assert code == 0, err
+    assert "@@ -" in out and "@@ --" not in out
+
+
+# `keep LESSON DIM...`: a traceback for a negative or a missing dimension and for a shape too large for memory (a
+# 37 GiB allocation); `keep matmul 0 0 0` exited 0 and wrote notebooks/traced/matmul-0x0x0.json
+NOTEBOOK_CASES = [
+    (["keep", "matmul", "-1", "-1", "-1"], "argument DIM: expected a whole number >= 1, got '-1'"),
+    (["keep", "matmul", "0", "0", "0"], "argument DIM: expected a whole number >= 1, got '0'"),
+    (["keep", "matmul", "8"], "DIM '8': matmul takes 3 numbers, M N K (e.g. "),
+    (["keep", "softmax", "8", "8", "8"], "DIM '8 8 8': softmax takes 2 numbers"),
+    (["keep", "matmul", "100000", "100000", "100000"], "DIM 100000 100000 100000: matmul at 100000x100000x100000 "
+                                                       "needs about"),
+    (["keep", "nosuch", "8", "8"], "LESSON 'nosuch': expected one of matmul, softmax"),
+    (["keep", "matmul"], "the following arguments are required: DIM"),
+    (["kept"], "argument COMMAND: invalid choice: 'kept'"),
+    pytest.param(["keep", "matmul", "1024", "1024", "1024"], "DIM 1024 1024 1024: matmul at 1024x1024x1024 would "
+                                                             "take at least", marks=SIM_ONLY),
+    (["keep", "cbr", "1", "1", "2", "2", "1", "5", "5"], "DIM 1 1 2 2 1 5 5: the kernel (R, S) = (5, 5) is larger"),
+]
+
+
+@pytest.mark.parametrize("args, fragment", NOTEBOOK_CASES, ids=[" ".join(getattr(c, "values", c)[0])
+                                                                for c in NOTEBOOK_CASES])
+def test_notebook_keep_refuses_bad_input_in_one_line_writing_nothing(capsys, tmp_path, monkeypatch, args, fragment):
+    from gpukernels import notebook
+
+    kept = ROOT / "notebooks" / "traced"
+    before = sorted(p.name for p in kept.iterdir()) if kept.is_dir() else []
+    monkeypatch.setattr(notebook, "TRACED", tmp_path / "traced")  # were one written, it would land here
+    try:
+        code = notebook.main(args)
+    except SystemExit as exit_:
+        code = exit_.code
+    out, err = capsys.readouterr()
+    assert code == 2, (code, out[-2000:], err[-2000:])
+    one_line(err, fragment)
+    assert err.startswith("python -m gpukernels.notebook")
+    assert not (tmp_path / "traced").exists()
+    assert (sorted(p.name for p in kept.iterdir()) if kept.is_dir() else []) == before
+
+
+@pytest.mark.parametrize("args", [["--chek"], ["--check", "extra"], ["-x"]], ids=" ".join)
+def test_readme_refuses_unknown_arguments_and_rewrites_nothing(capsys, tmp_path, monkeypatch, args):
+    """`python -m gpukernels.readme --chek` ignored the typo and rewrote README.md (a copy here, made out of date
+    so that a rewrite shows)."""
+    from gpukernels import readme
+
+    files = {}
+    for name, path in (("README", readme.README), ("OVERHEAD_DOC", readme.OVERHEAD_DOC)):
+        copy = tmp_path / path.name
+        text = path.read_text()
+        begin = text.index("-->", text.index(":begin -->" if name == "OVERHEAD_DOC" else "<!-- versions:begin"))
+        copy.write_text(text[:begin + 3] + "\nout of date\n" + text[begin + 3:])
+        files[copy] = copy.read_bytes()
+        monkeypatch.setattr(readme, name, copy)
+    real = {p: p.read_bytes() for p in (ROOT / "README.md", ROOT / "docs" / "overhead.md")}
+    try:
+        code = readme.main(args)
+    except SystemExit as exit_:
+        code = exit_.code
+    out, err = capsys.readouterr()
+    assert code == 2, (code, out, err)
+    one_line(err, f"python -m gpukernels.readme: error: unrecognized arguments: {args[-1]}")
+    assert {p: p.read_bytes() for p in files} == files
+    assert {p: p.read_bytes() for p in real} == real
+
+
+def test_readme_check_still_checks(capsys, tmp_path, monkeypatch):
+    from gpukernels import readme
+
+    copy = tmp_path / "README.md"
+    text = readme.README.read_text()
+    end = text.index("<!-- versions:end -->")
+    copy.write_text(text[:end] + "out of date\n" + text[end:])
+    before = copy.read_bytes()
+    monkeypatch.setattr(readme, "README", copy)
+    assert readme.main(["--check"]) == 1
+    assert "README.md out of date" in capsys.readouterr().err
+    assert copy.read_bytes() == before
+
+
+def test_export_student_refuses_a_destination_inside_the_exercises(capsys, tmp_path):
+    """`gpukernels export-student exercises/new` exported into the exercises folder itself."""
+    import shutil
+
+    ex = tmp_path / "ex"
+    ex.mkdir()
+    shutil.copytree(EXERCISES / "01_vector_add", ex / "01_vector_add",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    before = sorted(str(p.relative_to(ex)) for p in ex.rglob("*"))
+    for dest, fragment in ((ex / "new", "is inside the exercises folder"), (ex, "is the exercises folder"),
+                           (ex / "01_vector_add" / "h", "is inside the exercises folder"),
+                           (tmp_path, "holds the exercises folder")):
+        code, out, err = run_main(capsys, ["export-student", dest, "--exercises-dir", ex])
+        assert code == 2, (dest, code, out, err)
+        one_line(err, f"gpukernels export-student: DIR {str(dest)!r}: {fragment}")
+        assert sorted(str(p.relative_to(ex)) for p in ex.rglob("*")) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ex"]
+    code, out, err = run_main(capsys, ["export-student", tmp_path / "handout", "--exercises-dir", ex])  # beside it
+    assert code == 0, err
+    assert (tmp_path / "handout" / "01_vector_add" / "kernel.py").is_file()

@@ -518,3 +518,19 @@ def test_a_missing_cuda_compiler_is_not_the_students_failure(tmp_path):
 def test_the_python_api_refuses_a_time_limit_that_cannot_end_or_start(timeout):
     with pytest.raises(ValueError, match=r"^timeout: expected seconds > 0 and at most 3600, got "):
         grade([("01_vector_add", SOLUTIONS / "01_vector_add.py")], root=EXERCISES, timeout=timeout)
+
+
+@pytest.mark.parametrize("out", ["class", "class/alice", "class/alice/grades", "class/../class/new"])
+def test_grade_class_refuses_an_out_inside_the_class(tmp_path, capsys, monkeypatch, out):
+    """`grade --class C --out C` (or C/alice) wrote results.json and the reports among the students' submissions."""
+    klass = tmp_path / "class"
+    (klass / "alice").mkdir(parents=True)
+    (klass / "alice" / "01_vector_add.py").write_text((SOLUTIONS / "01_vector_add.py").read_text())
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    monkeypatch.chdir(tmp_path)
+    code, stdout, err = run_main(capsys, ["grade", "01", "--class", "class", "--out", out, "--no-speed",
+                                          "--exercises-dir", EXERCISES])
+    assert code == 2, (code, stdout[-2000:], err)
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert f"--out {out!r}: is inside --class 'class', the students' submissions; expected a folder outside" in err
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before  # nothing written

@@ -147,10 +147,13 @@ def page_data_anywhere(lesson: str, versions=None, shape=None, seed: int = 0) ->
             "sys.stdout)")
     proc = run_in_mode("sim", code)
     if proc.returncode != 0:
+        from .._errors import LaunchError
         from .data import TooLarge
 
         last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
         if last.startswith(f"{TooLarge.__module__}.TooLarge: "):  # a size too large: the same one line as here
             raise TooLarge(last.split(": ", 1)[1])
+        if last.startswith(f"{LaunchError.__module__}.LaunchError: "):  # a shape the kernels refuse: the same
+            raise LaunchError(last.split(": ", 1)[1])
         raise RuntimeError(f"tracing in a simulator child failed:\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout)

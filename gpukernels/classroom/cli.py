@@ -8,15 +8,16 @@ import os
 
 import gpukernels
 
-from ..cli import UsageError, nonnegative_int
+from ..cli import UsageError, nonnegative_int, path_text
 
 
 def add_options(parser) -> None:
-    parser.add_argument("--html", metavar="FILE", help="write the lesson's interactive classroom page (one "
-                        "self-contained HTML file) to FILE")
+    parser.add_argument("--html", metavar="FILE", type=path_text, help="write the lesson's interactive classroom "
+                        "page (one self-contained HTML file) to FILE")
     parser.add_argument("--version", action="append", metavar="NAME", help="with --html or --classroom: a version "
                         "to show; give it twice (default: the lesson's pair, e.g. naive and tiled)")
-    parser.add_argument("--seed", type=nonnegative_int, default=0, help="with --html: the inputs' random seed")
+    parser.add_argument("--seed", type=nonnegative_int, default=None,
+                        help="with --html: the inputs' random seed (default 0)")
     parser.add_argument("--classroom", action="store_true", help="the narrated sequence in the terminal (Enter steps)")
     parser.add_argument("--no-wait", action="store_true", help="with --classroom: run straight through")
 
@@ -46,22 +47,29 @@ def check(args, lessons: list[str], sizes: dict) -> tuple[str, list | None, tupl
         for v in args.version:
             if v not in names:
                 raise UsageError(f"--version {v!r}: {lesson} has no such version; choose from {', '.join(names)}")
+        if args.version[0] == args.version[1]:
+            raise UsageError(f"--version {args.version[0]!r} given twice: {what} compares two different versions "
+                             "side by side")
     if args.html:
         folder = os.path.dirname(os.path.abspath(args.html))
         if not os.path.isdir(folder):
             raise UsageError(f"--html {args.html!r}: its folder {folder} does not exist")
     if args.no_wait and not args.classroom:
         raise UsageError("--no-wait goes with --classroom (it runs the narrated sequence straight through)")
+    if args.seed is not None and not args.html:  # the narrated sequence draws its own inputs
+        raise UsageError(f"--seed {args.seed}: --seed goes with --html FILE (the page's inputs), not --classroom")
     return lesson, args.version, sizes.get(lesson)
 
 
 def main(args, lessons: list[str], sizes: dict) -> int:
     from rich.console import Console
 
+    from .._errors import LaunchError
     from . import write_page  # on a GPU machine it traces in a simulator child (page_data_anywhere)
     from .data import TooLarge
 
     lesson, versions, shape = check(args, lessons, sizes)
+    seed = args.seed or 0
     if args.classroom:
         from . import narrate
 
@@ -69,15 +77,19 @@ def main(args, lessons: list[str], sizes: dict) -> int:
             return narrate.run(lesson, versions, shape, wait=not args.no_wait)
         except TooLarge as err:
             raise UsageError(f"--size: {err}") from None
+        except LaunchError as err:  # a shape a version's own check refuses (cbr: a filter larger than the image)
+            raise UsageError(f"--size {args.size}: {err}") from None
     if args.lesson == "all":  # every lesson's page into the folder
         for name in gpukernels.LESSONS:
-            path = write_page(os.path.join(args.html, f"{name}.html"), name, seed=args.seed)
+            path = write_page(os.path.join(args.html, f"{name}.html"), name, seed=seed)
             Console().print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KB)")
         return 0
     try:
-        path = write_page(args.html, lesson, versions, shape, args.seed)
+        path = write_page(args.html, lesson, versions, shape, seed)
     except TooLarge as err:
         raise UsageError(f"--size: {err}") from None
+    except LaunchError as err:
+        raise UsageError(f"--size {args.size}: {err}") from None
     except OSError as err:
         raise UsageError(f"--html {args.html!r}: cannot write it ({err.strerror or err})") from None
     Console().print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KB): open it in any browser, no server needed")

@@ -44,6 +44,13 @@ def grade_class(folder: Path, out: Path | None = None, *, names=None, root=None,
     chosen = select(names, root)
     people = students(folder)
     out = out or folder.with_name(folder.name + "-grades")
+    from .cli import _inside
+
+    if _inside(out, folder):  # results.json and the reports would land among the students' submissions
+        from ..cli import UsageError
+
+        raise UsageError(f"--out {str(out)!r}: is inside --class {str(folder)!r}, the students' submissions; "
+                         f"expected a folder outside it (default: {folder.name}-grades beside it)")
     if out.exists() and not out.is_dir():
         raise FileNotFoundError(f"--out: {out} exists and is not a folder")
     from ..cli import output_dir

@@ -13,21 +13,32 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
+from ..cli import ArgumentParser as _Parser  # one line (``prog: error: message``) and status 2, no usage block
 from ..cli import positive
 
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line and status 2, as argparse does, with the program's name
-        self.exit(2, f"{self.prog}: {message}\n")
+#: The least --timeout the command line takes: below a second a child process cannot even start and compile a
+#: kernel, so every submission would fail on the time limit and be blamed for it.
+MIN_TIMEOUT = 1.0
 
 
 def _seconds(text: str) -> float:
-    from . import check_timeout
+    from . import MAX_TIMEOUT, check_timeout
 
     try:
-        return check_timeout(text)
+        value = check_timeout(text)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
+    if value < MIN_TIMEOUT:
+        raise argparse.ArgumentTypeError(f"expected seconds >= {MIN_TIMEOUT:g} and at most {MAX_TIMEOUT:g}, got "
+                                         f"{text!r} (less leaves no time to start a child and compile a kernel: "
+                                         "every submission would fail the time limit)")
+    return value
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies inside it (links resolved; neither need exist)."""
+    path, folder = Path(path).resolve(), Path(folder).resolve()
+    return path == folder or folder in path.parents
 
 
 def _nonnegative_int(text: str) -> int:
@@ -151,6 +162,15 @@ def export_main(argv) -> int:
         print(f"gpukernels export-student: {err}", file=sys.stderr)
         return 2
     dest = Path(args.dir)
+    if _inside(dest, root):  # the handout would be copied into the exercises it is copied from
+        where = "is" if dest.resolve() == root else "is inside"
+        print(f"gpukernels export-student: DIR {args.dir!r}: {where} the exercises folder {root} it copies; "
+              "expected a folder outside it", file=sys.stderr)
+        return 2
+    if _inside(root, dest):  # the copy would be made around (and of) the exercises themselves
+        print(f"gpukernels export-student: DIR {args.dir!r}: holds the exercises folder {root} it copies; expected a "
+              "folder outside it", file=sys.stderr)
+        return 2
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         print(f"gpukernels export-student: {dest} exists and is not an empty folder", file=sys.stderr)
         return 2

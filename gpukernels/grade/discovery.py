@@ -11,6 +11,12 @@ def exercises_dir(explicit: str | os.PathLike | None = None) -> Path:
     ``exercises/`` next to this package, else ``./exercises``, else ``.`` (a handout, when gpukernels is
     installed without its repository)."""
     if explicit is not None:
+        if not Path(explicit).exists():
+            raise FileNotFoundError(f"--exercises-dir: {explicit} does not exist; expected a folder of NN_name/spec.py "
+                                    "exercises")
+        if not Path(explicit).is_dir():
+            raise FileNotFoundError(f"--exercises-dir: {explicit} is not a folder; expected a folder of "
+                                    "NN_name/spec.py exercises")
         if not available(Path(explicit)):
             raise FileNotFoundError(f"--exercises-dir: {explicit} holds no exercises (NN_name/spec.py folders)")
         return Path(explicit).resolve()

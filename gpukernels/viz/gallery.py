@@ -250,8 +250,11 @@ def plots_main(argv: list[str]) -> int:
                 parser.error(f"--only {only!r} matches no figure; choose from {', '.join(names)}")
     if args.gallery is None:
         args.gallery = ROOT / "docs" / "gallery.md" if args.out is None else args.out / "gallery.md"
-    args.out = output_dir(ROOT / "docs" / "figures" if args.out is None else args.out, "--out")
-    output_file(args.gallery, "--gallery")
+    out = ROOT / "docs" / "figures" if args.out is None else args.out
+    if Path(args.gallery).absolute().parent != Path(out).absolute():  # checked before --out is made: a refused
+        output_file(args.gallery, "--gallery")  # page leaves no empty folder behind
+    args.out = output_dir(out, "--out")
+    output_file(args.gallery, "--gallery")  # (again) a page inside the folder --out has just made
     report = load_bench(args.bench)
     source = (f"measured, from `{Path(report.get('_path', args.bench or '')).relative_to(ROOT) if report.get('_path') else args.bench}`"
               if report else "no benchmark results yet, so performance figures are a labelled MODEL")
