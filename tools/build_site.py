@@ -132,6 +132,21 @@ def _fold_outputs(out: Path) -> int:
     return folded
 
 
+def _rooms(classroom: Path) -> list[Path]:
+    """The classroom pages in the course's order (``gpukernels.LESSONS``: matmul, softmax, cbr, tensor_core,
+    attention, as the notebooks teach them), any other page after them by name."""
+    if not classroom.is_dir():
+        return []
+    try:
+        from gpukernels import LESSONS
+
+        order = list(LESSONS)
+    except Exception:  # the site builds without the package too: then by name
+        order = []
+    return sorted(classroom.glob("*.html"),
+                  key=lambda p: (order.index(p.stem) if p.stem in order else len(order), p.name))
+
+
 #: Put at the top of each classroom page the site serves: the way back to the course, and what the page is.
 BACK_LINK = ('<nav style="font: 18px/1.4 sans-serif; padding: 6px 20px; background: #eef2f7; '
              'border-bottom: 1px solid #99a">'
@@ -143,7 +158,7 @@ def _classroom_pages(classroom: Path, extra: Path, src: Path) -> list[Path]:
     """Copy the classroom pages into the site (``classroom/NAME.html``, each with a link back to the course at its
     top), and write for each a short page of the course (``classroom/NAME-page.md``) that says what it is and opens
     it: those are the sidebar's entries and have previous / next links like every page. Returns the short pages."""
-    rooms = sorted(classroom.glob("*.html")) if classroom.is_dir() else []
+    rooms = _rooms(classroom)
     if not rooms:
         return []
     shutil.copytree(classroom, extra / "classroom")
@@ -242,12 +257,15 @@ def stage(src: Path, classroom: Path = CLASSROOM) -> dict:
     extra = src / "_extra"
     extra.mkdir()
     pages["Classroom pages"] = _classroom_pages(classroom, extra, src)
-    rooms = sorted(classroom.glob("*.html")) if pages["Classroom pages"] else []
+    rooms = _rooms(classroom) if pages["Classroom pages"] else []
     lines = ["# gpukernels: a Numba CUDA course", "",
              "Kernels from naive to near-cuBLAS, each step one idea, with its code, what the tracer counts and what "
              "an H200 measured. The notebooks are shown with the outputs they were committed with (the first "
              "output of each says where and when it ran); run them yourself -- [Install and run](docs/install.md) "
-             "says how, on a laptop without a GPU or in Colab.", ""]
+             "says how, on a laptop without a GPU or in Colab.", "",
+             "New here? Install, then read the notebooks in order, from "
+             "[00 · Start here](notebooks/00_start_here.ipynb) to 06 (attention), with the previous / next links "
+             "under each page; the exercises a notebook points to are graded by `gpukernels grade`.", ""]
     for section, paths in pages.items():
         if not paths:
             continue
