@@ -87,6 +87,7 @@ class Arch:
     barrier_factor: int = 2  # named barriers available per SM = factor * max_blocks_per_sm (sm_90 limit)
     peak_fp32_tflops: float = 0.0  # spec sheet, FMA = 2 FLOPs, boost clock
     peak_bw_gbs: float = 0.0  # spec sheet DRAM bandwidth
+    peak_fp16_tensor_tflops: float = 0.0  # spec sheet, dense FP16 on the tensor cores with FP32 accumulation
 
     @property
     def max_warps_per_sm(self) -> int:
@@ -103,17 +104,18 @@ ARCHS: dict[str, Arch] = {
     for a in (
         Arch("sm_80", "A100 SXM 80GB", (8, 0), sms=108, max_threads_per_sm=2048, max_blocks_per_sm=32,
              smem_per_sm=164 * 1024, smem_per_block_optin=163 * 1024,
-             smem_carveouts_kb=(0, 8, 16, 32, 64, 100, 132, 164), peak_fp32_tflops=19.5, peak_bw_gbs=2039),
+             smem_carveouts_kb=(0, 8, 16, 32, 64, 100, 132, 164), peak_fp32_tflops=19.5, peak_bw_gbs=2039,
+             peak_fp16_tensor_tflops=312),
         Arch("sm_86", "RTX 3090", (8, 6), sms=82, max_threads_per_sm=1536, max_blocks_per_sm=16,
              smem_per_sm=100 * 1024, smem_per_block_optin=99 * 1024, smem_carveouts_kb=(0, 8, 16, 32, 64, 100),
-             barrier_factor=1, peak_fp32_tflops=35.6, peak_bw_gbs=936),
+             barrier_factor=1, peak_fp32_tflops=35.6, peak_bw_gbs=936, peak_fp16_tensor_tflops=71),
         Arch("sm_89", "L40S", (8, 9), sms=142, max_threads_per_sm=1536, max_blocks_per_sm=24,
              smem_per_sm=100 * 1024, smem_per_block_optin=99 * 1024, smem_carveouts_kb=(0, 8, 16, 32, 64, 100),
-             barrier_factor=1, peak_fp32_tflops=91.6, peak_bw_gbs=864),
+             barrier_factor=1, peak_fp32_tflops=91.6, peak_bw_gbs=864, peak_fp16_tensor_tflops=362),
         Arch("sm_90", "H200 SXM", (9, 0), sms=132, max_threads_per_sm=2048, max_blocks_per_sm=32,
              smem_per_sm=228 * 1024, smem_per_block_optin=227 * 1024,
              smem_carveouts_kb=(0, 8, 16, 32, 64, 100, 132, 164, 196, 228), peak_fp32_tflops=66.9,
-             peak_bw_gbs=4800),
+             peak_bw_gbs=4800, peak_fp16_tensor_tflops=989),
     )
 }
 DEFAULT_ARCH = "sm_90"

@@ -76,6 +76,7 @@ def figure_specs(arch: str = "sm_90", report: dict | None = None, lessons=None) 
     lessons = list(lessons or _lessons())
     measured = report is not None
     specs: list[FigureSpec] = []
+    suite = load_bench(suite=True)
     for lesson in lessons:
         naive, best = _naive_and_best(lesson)
         sec = f"Lesson: {lesson}"
@@ -138,22 +139,21 @@ def figure_specs(arch: str = "sm_90", report: dict | None = None, lessons=None) 
                                     "its traced global traffic.",
                                     lambda lesson=lesson: performance_bars(lesson, None if measured else {"results": []},
                                                                            arch=arch), needs="tracer"))
+        if suite and any(r["lesson"] == lesson for r in suite["results"]):  # in the lesson's own section
+            specs.append(FigureSpec(f"{lesson}_suite", sec,
+                                    f"Every {lesson} step timed on the suite's real shapes, as a fraction of the "
+                                    "library's speed in the same run: which step wins depends on the shape.",
+                                    lambda lesson=lesson: suite_heatmap(lesson, suite)))
         specs += LESSON_FIGURES[lesson]() if lesson in LESSON_FIGURES else []
     for lesson, more in LESSON_FIGURES.items():
         if lesson not in _lessons() and (named is None or lesson in named):
             specs += more()
-    suite = load_bench(suite=True)
-    for lesson in lessons:
-        if suite and any(r["lesson"] == lesson for r in suite["results"]):
-            specs.append(FigureSpec(f"{lesson}_suite", f"Lesson: {lesson}",
-                                    f"Every {lesson} step timed on the suite's real shapes, as a fraction of the "
-                                    "library's speed in the same run: which step wins depends on the shape.",
-                                    lambda lesson=lesson: suite_heatmap(lesson, suite)))
     specs.append(FigureSpec("occupancy_all", "All lessons",
                             f"Every kernel of every lesson on one occupancy chart ({arch}).",
                             lambda: occupancy_bars(None, arch)))
     specs.append(FigureSpec("roofline", "All lessons",
-                            "Every version of every lesson under the FP32 and bandwidth ceilings" +
+                            "Every version of every lesson under the FP32 and bandwidth ceilings (and, for the "
+                            "tensor-core and attention steps, the FP16 tensor-core ceiling)" +
                             (" (measured)." if measured else " (a MODEL from traced traffic, not a measurement)."),
                             lambda: roofline(report if measured else {"results": []}, arch, lessons),
                             needs="" if measured else "tracer"))

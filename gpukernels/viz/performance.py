@@ -256,6 +256,10 @@ def roofline_model(lesson: str, shape=None, arch: str = "sm_90") -> list[dict]:
     return out
 
 
+#: Lessons with steps on the tensor cores: the roofline draws their FP16 ceiling too.
+TENSOR_CORE_LESSONS = {"tensor_core", "attention"}
+
+
 def roofline(report: dict | None = None, arch: str = "sm_90", lessons=None) -> Figure:
     """Every version of every lesson as a point under the roofline: FP32 peak and DRAM bandwidth ceilings.
 
@@ -293,6 +297,11 @@ def roofline(report: dict | None = None, arch: str = "sm_90", lessons=None) -> F
     xs = np.logspace(-2, 3.5, 200)
     ax.plot(xs, np.minimum(peak, xs * bw / 1000), "--", color="0.4", lw=1.2,
             label=f"spec sheet {a.gpu}: {peak} TFLOP/s, {bw / 1000:g} TB/s")
+    tensor = a.peak_fp16_tensor_tflops if set(lessons) & TENSOR_CORE_LESSONS else 0.0
+    if tensor:  # the roof the tensor-core steps run under
+        tc = a.peak_fp16_tensor_tflops
+        ax.plot(xs, np.minimum(tc, xs * bw / 1000), ":", color="0.4", lw=1.2,
+                label=f"spec sheet {a.gpu}, FP16 tensor cores: {tc:g} TFLOP/s")
     ceilings = (report or {}).get("ceilings", {}) if measured else {}
     if ceilings.get("sgemm_TFLOPs") and ceilings.get("copy_GBps"):
         mp, mb = ceilings["sgemm_TFLOPs"], ceilings["copy_GBps"]
@@ -311,6 +320,8 @@ def roofline(report: dict | None = None, arch: str = "sm_90", lessons=None) -> F
     ax.set_xlim(xs[0], xs[-1])
     ymin = min([p[3] for p in points] + [peak]) / 3
     ax.set_ylim(max(ymin, 1e-4), max([p[3] for p in points] + [peak]) * 3)  # tensor cores pass the FP32 roof
+    if tensor and ax.get_ylim()[1] < tensor * 1.5:  # the tensor-core roof in view
+        ax.set_ylim(ax.get_ylim()[0], tensor * 2)
     ax.grid(True, which="major", color="0.9")
     ax.tick_params(labelsize=fs)
     ax.set_xlabel("arithmetic intensity (FLOP per byte)  " +
