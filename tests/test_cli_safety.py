@@ -51,7 +51,7 @@ def files(tmp_path):
 CASES = [
     (["grade", "01", "--json", "/proc/x"], "--json '/proc/x': cannot write files in /proc", 2),
     (["grade", "01", "--out", "OUT"], "--out", 2),
-    (["grade", "--timeout", "inf"], "--timeout: expected seconds > 0 and at most 3600, got 'inf'", 2),
+    (["grade", "--timeout", "inf"], "--timeout: expected seconds >= 1 and at most 3600, got 'inf'", 2),
     (["grade", "--submission", "EMPTY_DIR"], "nothing was graded", 1),
     (["plots", "--gallery", "/proc/x"], "--gallery '/proc/x': cannot write files in /proc", 2),
     (["plots", "--out", "/proc/x"], "--out '/proc/x': cannot create it", 2),

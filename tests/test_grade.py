@@ -275,10 +275,10 @@ def test_a_handout_grades_its_own_files_and_hints_survive_the_table(tmp_path):
 
 @pytest.mark.parametrize("args, fragment", [
     (["--workers", "0"], "--workers: expected a whole number of processes > 0, got '0'"),
-    (["--timeout", "soon"], "--timeout: expected seconds > 0 and at most 3600, got 'soon'"),
-    (["--timeout", "inf"], "--timeout: expected seconds > 0 and at most 3600, got 'inf'"),  # would never end
-    (["--timeout", "nan"], "--timeout: expected seconds > 0 and at most 3600, got 'nan'"),
-    (["--timeout", "-1"], "--timeout: expected seconds > 0 and at most 3600, got '-1'"),
+    (["--timeout", "soon"], "--timeout: expected seconds >= 1 and at most 3600, got 'soon'"),
+    (["--timeout", "inf"], "--timeout: expected seconds >= 1 and at most 3600, got 'inf'"),  # would never end
+    (["--timeout", "nan"], "--timeout: expected seconds >= 1 and at most 3600, got 'nan'"),
+    (["--timeout", "-1"], "--timeout: expected seconds >= 1 and at most 3600, got '-1'"),
     (["--seed", "-3"], "--seed: expected a whole number >= 0, got '-3'"),
     (["99"], "unknown exercise '99'; choose from: 01_vector_add"),
     (["--submission", "/no/such/file.py"], "--submission: /no/such/file.py does not exist"),
@@ -514,9 +514,9 @@ def test_a_missing_cuda_compiler_is_not_the_students_failure(tmp_path):
     assert "cu12 or cu13" in test.output
 
 
-@pytest.mark.parametrize("timeout", [float("inf"), float("nan"), 0, -5, 3601, "soon", None])
+@pytest.mark.parametrize("timeout", [float("inf"), float("nan"), 0, -5, 3601, "soon", None, 1e-30, 0.5])
 def test_the_python_api_refuses_a_time_limit_that_cannot_end_or_start(timeout):
-    with pytest.raises(ValueError, match=r"^timeout: expected seconds > 0 and at most 3600, got "):
+    with pytest.raises(ValueError, match=r"^timeout: expected seconds >= 1 and at most 3600, got "):
         grade([("01_vector_add", SOLUTIONS / "01_vector_add.py")], root=EXERCISES, timeout=timeout)
 
 

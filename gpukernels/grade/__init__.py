@@ -31,10 +31,13 @@ from .spec import load
 
 DEFAULT_TIMEOUT = 60.0  # seconds per child process; the simulator's own per-launch limit is half of it
 MAX_TIMEOUT = 3600.0  # a limit must end: "inf" or a day would let a `while True` kernel hold a core for that long
+#: The least time limit taken: below a second a child process cannot even start and compile a kernel, so every
+#: submission would fail on the time limit and be blamed for it.
+MIN_TIMEOUT = 1.0
 
 
 def check_timeout(timeout) -> float:
-    """``timeout`` as seconds, or ValueError: a finite number above 0 and at most MAX_TIMEOUT ("nan" compares false
+    """``timeout`` as seconds, or ValueError: a finite number from MIN_TIMEOUT to MAX_TIMEOUT ("nan" compares false
     with everything and "inf" never ends, so both are refused rather than let through)."""
     import math
 
@@ -42,8 +45,10 @@ def check_timeout(timeout) -> float:
         value = float(timeout)
     except (TypeError, ValueError):
         value = math.nan
-    if not (0 < value <= MAX_TIMEOUT):
-        raise ValueError(f"expected seconds > 0 and at most {MAX_TIMEOUT:g}, got {timeout!r}")
+    if not (MIN_TIMEOUT <= value <= MAX_TIMEOUT):
+        raise ValueError(f"expected seconds >= {MIN_TIMEOUT:g} and at most {MAX_TIMEOUT:g}, got {timeout!r}"
+                         + (" (less leaves no time to start a child and compile a kernel: every submission would "
+                            "fail the time limit)" if 0 < value < MIN_TIMEOUT else ""))
     return value
 
 
