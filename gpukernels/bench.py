@@ -862,7 +862,8 @@ def bench_main(argv: list[str]) -> int:
                 parser.error(f"--sizes {text!r}: {name} takes {len(dims)} numbers, {','.join(dims)} (e.g. {example}); "
                              f"got {len(text.split(','))}")
     # every file named is checked before anything is measured: a typo must not cost a benchmark run, nor its results
-    reports = [input_json(f, "--from-json", key="results", what="a `gpukernels bench --json` report")
+    reports = [input_json(f, "--from-json", key="results", what="a `gpukernels bench --json` report",
+                           report="bench")
                for f in args.from_json or []]
     if args.update_readme is not None:
         readme = args.update_readme

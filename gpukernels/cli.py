@@ -138,9 +138,10 @@ def output_dir(path, option: str) -> Path:
     return p
 
 
-def input_json(path, option: str, key: str | None = None, what: str = "JSON"):
+def input_json(path, option: str, key: str | None = None, what: str = "JSON", report: str | None = None):
     """The JSON document in the file ``path`` (with ``key``: an object holding that key, else UsageError saying
-    the file is not ``what``). Raises UsageError naming ``option`` for a missing, empty or malformed file."""
+    the file is not ``what``; ``report``: "bench" or "overhead", a report of that command checked whole). Raises
+    UsageError naming ``option`` for a missing, empty or malformed file."""
     import json
 
     p = Path(path)
@@ -160,8 +161,8 @@ def input_json(path, option: str, key: str | None = None, what: str = "JSON"):
         raise UsageError(f"{option} {str(path)!r}: not JSON ({err}); expected {what}") from None
     if key is not None and not (isinstance(data, dict) and key in data):
         raise UsageError(f"{option} {str(path)!r}: holds no {key!r}; expected {what}")
-    if key == "results":  # a report (bench, bench --overhead): what every reader of one takes for granted
-        problem = _report_problem(data, overhead="--overhead" in what)
+    if report is not None:  # a report (bench, bench --overhead): what every reader of one takes for granted
+        problem = _report_problem(data, overhead=report == "overhead")
         if problem:
             raise UsageError(f"{option} {str(path)!r}: {problem}; expected {what}")
     return data

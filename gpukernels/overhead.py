@@ -377,7 +377,7 @@ def overhead_main(argv: list[str]) -> int:
             output_file(path, option)
     if args.from_json:
         report = input_json(args.from_json, "--from-json", key="results",
-                            what="a `gpukernels bench --overhead --json` report")
+                            what="a `gpukernels bench --overhead --json` report", report="overhead")
     else:
         if gpukernels.MODE != "gpu":
             print("gpukernels bench --overhead measures host time per launch on a GPU; this is the simulator. "

@@ -104,8 +104,8 @@ def reference(q, k, v, causal=False, scale=None) -> np.ndarray:
     for name, x in (("q", q), ("k", k), ("v", v)):
         if x.ndim != 4:
             raise LaunchError(f"reference: {name} must be 4-D (B, H, S, D); got {name}.shape = {x.shape}")
-    check_shapes(q, k, v, causal, scale)  # the launchers' checks: shapes that agree, D, Sk >= 1, causal, scale
-    scale = resolve_scale(scale, q.shape[-1])
+    params, _ = check_shapes(q, k, v, causal, scale)  # the launchers' checks: shapes, D, Sk >= 1, causal, scale
+    scale = params["scale"]
     s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale  # (B, H, Sq, Sk)
     if causal:
         s = np.where(causal_mask(s.shape[-2], s.shape[-1]), -np.inf, s)

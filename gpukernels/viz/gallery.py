@@ -242,7 +242,8 @@ def plots_main(argv: list[str]) -> int:
     except ValueError as err:
         parser.error(f"--arch: {err}")
     if args.bench is not None:  # a benchmark report: its results are what the performance figures draw
-        input_json(args.bench, "--bench", key="results", what="a `gpukernels bench --json` report")
+        input_json(args.bench, "--bench", key="results", what="a `gpukernels bench --json` report",
+                   report="bench")
     if args.only:  # every name must match a figure: a typo would otherwise draw nothing and say it succeeded
         names = [spec.name for spec in figure_specs(args.arch, None, args.lessons or None)]
         for only in args.only:
