@@ -7,7 +7,8 @@ checked against a float64 reference of its own inputs, on a NaN-poisoned output,
 Each case draws a shape for its lesson (sides log-uniform from 1 to a few thousand, with now and then a side of 1 to
 4, a power of two, or one or three away from one; attention's D among 1..128, its Sq and Sk apart; cbr's filters of 1
 to 5 and padding 0 to 2; attention causal or not), fresh inputs with the lesson's outliers (``make_inputs``), and an
-array kind (NumPy, Numba device arrays, or torch tensors where torch is installed). Every version that takes the shape
+array kind (NumPy arrays, now and then views that are not contiguous; Numba device arrays; torch tensors where torch
+is installed). Every version that takes the shape
 (``check.supports``) runs twice through its public call -- the checked path, then the fast path a GPU takes for a call
 it has seen -- each into an output filled with NaN, and is compared with the float64 reference (``check.compare``:
 relative error within the lesson's tolerance, no element far off, no NaN left). The inputs are compared with a copy
@@ -142,15 +143,19 @@ def branch(lesson: str, shape, params, inputs) -> str:
 class Arrays:
     """Inputs and outputs of one array kind: 'numpy' (host), 'numba' (device arrays) or 'torch' (CUDA tensors)."""
 
-    def __init__(self, kind: str):
-        self.kind = kind
+    def __init__(self, kind: str, strided: bool = False):
+        self.kind, self.strided = kind, strided
         if kind == "torch":
             import torch
 
             self.torch = torch
 
-    def put(self, x):
+    def put(self, x, strided=None):
         if self.kind == "numpy":
+            if self.strided if strided is None else strided:  # the same values, every second element of a wider array
+                wide = np.full(x.shape[:-1] + (2 * x.shape[-1],), np.nan, x.dtype)
+                wide[..., ::2] = x
+                return wide[..., ::2]
             return x
         if self.kind == "numba":
             from numba import cuda
@@ -159,7 +164,7 @@ class Arrays:
         return self.torch.from_numpy(np.ascontiguousarray(x)).cuda()
 
     def nan(self, shape):
-        return self.put(np.full(shape, np.nan, np.float32))
+        return self.put(np.full(shape, np.nan, np.float32), strided=False)
 
     def get(self, x) -> np.ndarray:
         if self.kind == "numpy":
@@ -189,9 +194,11 @@ def run_case(lesson: str, index: int, seed: int, mode: str, kinds, torch, versio
     shape, params, flops = draw(lesson, rng, mode, max_work)
     mod = LESSONS[lesson]
     kind = str(rng.choice(kinds))
-    arrays = Arrays(kind)
+    strided = kind == "numpy" and bool(rng.random() < 0.3)  # NumPy views that are not contiguous: the API copies them
+    arrays = Arrays(kind, strided)
     base = mod.make_inputs(shape, int(rng.integers(2**31)))
-    case = {"lesson": lesson, "shape": list(shape), "params": params, "kind": kind, "flops": flops, "runs": [],
+    case = {"lesson": lesson, "shape": list(shape), "params": params, "kind": kind + (" strided" if strided else ""),
+            "flops": flops, "runs": [],
             "failures": []}
     refs = {}
     for name in versions or mod.VERSIONS:
