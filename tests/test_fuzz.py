@@ -61,3 +61,14 @@ def test_a_faulty_version_is_reported(fuzz, monkeypatch, fault):
     assert case["failures"], case
     expect = "was modified" if fault == "input" else "elements wrong"
     assert any(expect in f["error"] for f in case["failures"]), case["failures"]
+
+
+@pytest.mark.gpu
+def test_random_shapes_on_the_gpu(fuzz):
+    """A minute of random shapes on the GPU, fresh each run (the seed is in the message): every version of every
+    lesson, checked against float64 on a NaN-poisoned output."""
+    seed = int(np.random.default_rng().integers(2**31))
+    report = fuzz.run(list(fuzz.LESSON_ORDER), cases=40, seed=seed, budget=60, log=lambda *a, **k: None)
+    bad = [(c["lesson"], c["shape"], c["params"], c["kind"], c["failures"]) for c in report["cases"] if c["failures"]]
+    assert not bad, f"seed {seed} (benchmarks/fuzz.py --seed {seed}): {bad[:5]}"
+    assert len(report["cases"]) >= 5
