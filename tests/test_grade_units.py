@@ -561,14 +561,18 @@ def test_the_speed_childs_plumbing_on_the_simulator(monkeypatch, tmp_path):
 
 
 def test_hints_written_for_the_failure_come_first(tmp_path):
-    """A README hint ending in ``<!-- when: REGEX -->`` is the one shown for a failure the pattern finds (the rest
-    keep their order); the marker itself is never shown. More cases in tests/test_cli_safety.py."""
+    """A README hint ending in ``<!-- when: REGEX -->`` is the one shown for a failure the pattern finds; the hints
+    shown are printed in their README order; the marker itself is never shown. More cases in tests/test_cli_safety.py."""
     ex = S.load(EXERCISES / "01_vector_add")
     tips = ex.hints["correctness"]
     assert ex.hints.when["correctness"] == [None, "out-of-bounds", None] and all("<!--" not in t for t in tips)
     oob = "the kernel failed: OutOfBoundsError: OUT-OF-BOUNDS read of global array 'a'"  # case-insensitive
     assert ex.hints_for("correctness", 1, oob) == [(2, tips[1])]
-    assert ex.hints_for("correctness", 3, oob) == [(2, tips[1]), (1, tips[0]), (3, tips[2])]
+    # chosen for the failure, shown in the README's order: `--hints 2` prints hint 1, then hint 2
+    assert ex.hints_for("correctness", 3, oob) == [(1, tips[0]), (2, tips[1]), (3, tips[2])]
+    assert ex.hints_for("correctness", 2, oob) == [(1, tips[0]), (2, tips[1])]
+    ex11 = S.load(EXERCISES / "11_softmax_merge")  # hint 4 answers "never written": with --hints 2, hints 1 and 4
+    assert [n for n, _ in ex11.hints_for("correctness", 2, "3 outputs were never written")] == [1, 4]
     assert ex.hints_for("correctness", 2, "expected 1, got 2") == [(1, tips[0]), (2, tips[1])]
     assert ex.hints_for("correctness", 0, oob) == [] and ex.hints_for("correctness", -1, oob) == []
     assert ex.hints_for("correctness", 1) == [(1, tips[0])]  # no failure text: in order

@@ -1,6 +1,9 @@
 """The command lines: ``gpukernels grade`` (one student, or ``--class DIR``) and ``gpukernels export-student``.
 
-Every bad option gets one line naming it, what was expected and what was given, and exit status 2.
+Every bad option gets one line naming it, what was expected and what was given, and exit status 2. ``gpukernels
+grade`` exits 0 when every graded exercise has full marks and 1 when one is below (or nothing was graded), as test
+runners do -- ``--exit-zero`` for 0 whatever the scores; ``--class`` exits 0 once the class is graded (its report is
+the result).
 """
 
 from __future__ import annotations
@@ -72,8 +75,7 @@ def grade_main(argv) -> int:
 
 def _grade(argv) -> int:
     from ..cli import output_file
-    from . import DEFAULT_TIMEOUT, exercises_dir, grade_exercises, handout_dir
-    from .discovery import exercise_folder
+    from . import DEFAULT_TIMEOUT, exercises_dir, grade_exercises
     from .results import print_table, to_gradescope, write_json_atomically
 
     parser = _Parser(prog="gpukernels grade", description="grade exercises (Gradescope results.json)")
@@ -96,6 +98,8 @@ def _grade(argv) -> int:
     parser.add_argument("--seed", type=_nonnegative_int, default=None, help="fix the random inputs (default: fresh)")
     parser.add_argument("--no-speed", action="store_true", help="skip the GPU speed gate")
     parser.add_argument("--exercises-dir", metavar="DIR", help="the grader's exercises (specs and references)")
+    parser.add_argument("--exit-zero", action="store_true",
+                        help="exit 0 whatever the scores (default: 1 when an exercise is below full marks)")
     args = parser.parse_args(argv)
     workers = args.workers or args.jobs
     if args.out is not None and args.klass is None:
@@ -116,7 +120,6 @@ def _grade(argv) -> int:
             raise FileNotFoundError(f"--submission: {args.submission} does not exist")
         if args.json is not None:  # before grading: results are never lost to a path that cannot be written
             output_file(args.json, "--json")
-        sub = args.submission or handout_dir(root=root)
         results = grade_exercises(args.exercises, args.submission, root=root, timeout=args.timeout, jobs=workers,
                                   speed=not args.no_speed, hints=args.hints, seed=args.seed)
     except (ValueError, FileNotFoundError) as err:  # UsageError is a ValueError
@@ -129,12 +132,25 @@ def _grade(argv) -> int:
         why = next((t.output.splitlines()[0] for r in results for t in r.tests if t.output), "no exercise chosen")
         print(f"gpukernels grade: nothing was graded ({len(results)} exercise(s) asked for): {why}", file=sys.stderr)
         return 1
-    where = f"grading {len(graded)} file(s) in {Path(graded[0]).parent.parent}"
-    if sub is None and exercise_folder() is None:
-        where += " (the exercises' own kernel.py files: run this inside your handout folder, or pass --submission)"
-    console.print(Text(where + ": " + ", ".join(Path(p).parent.name + "/" + Path(p).name for p in graded)))
+    console.print(Text(graded_files_line(graded)))
     print_table(results, console)
-    return 0
+    below = [r.exercise for r in results if r.score < r.max_score]
+    # as test runners do: a script or CI job can tell full marks (0) from anything less (1)
+    return 1 if below and not args.exit_zero else 0
+
+
+def graded_files_line(graded: list, cwd: Path | None = None) -> str:
+    """The first line of ``gpukernels grade``: which files were graded, plainly -- relative to the working folder
+    where they lie inside it."""
+    cwd = (cwd or Path.cwd()).resolve()
+    files = [Path(p).resolve() for p in graded]
+    folder = files[0].parent.parent
+    names = ", ".join(f"{p.parent.name}/{p.name}" if p.parent.parent == folder else str(p) for p in files)
+    count = f"{len(files)} file" + ("s" if len(files) > 1 else "")
+    if folder == cwd:
+        return f"grading {count} in this folder: {names}"
+    shown = str(folder.relative_to(cwd)) + "/" if _inside(folder, cwd) else str(folder)
+    return f"grading {count} in {shown}: {names}"
 
 
 def export_main(argv) -> int:

@@ -343,15 +343,16 @@ class Exercise:
         return list(self.hints.get(gate, []))[:max(0, level)]
 
     def hints_for(self, gate: str, level: int, failure: str = "") -> list[tuple[int, str]]:
-        """``level`` hints of ``gate`` as (number, text), the ones written for this ``failure`` first: a hint whose
-        README line ends with ``<!-- when: REGEX -->`` (searched in the failure message, case-insensitively) comes
-        before the others, which keep their order. An off-by-one guard's out-of-bounds error gets the hint about
+        """``level`` hints of ``gate`` as (number, text), in the README's order; the ones written for this ``failure``
+        are chosen first: a hint whose README line ends with ``<!-- when: REGEX -->`` (searched in the failure
+        message, case-insensitively) is picked before the others. An off-by-one guard's out-of-bounds error gets the hint about
         the guard, not the one about ``cuda.grid``."""
         tips = list(self.hints.get(gate, []))
         when = getattr(self.hints, "when", {}).get(gate, [])
         first = [i for i, pattern in enumerate(when) if pattern and failure and re.search(pattern, failure, re.I)]
         order = first + [i for i in range(len(tips)) if i not in first]
-        return [(i + 1, tips[i]) for i in order[:max(0, level)]]
+        # chosen for the failure, shown in their own order: hint 1 before hint 4, as the README numbers them
+        return [(i + 1, tips[i]) for i in sorted(order[:max(0, level)])]
 
 
 def load(folder: Path) -> Exercise:
