@@ -14,10 +14,13 @@ the plan's launches in order, and hand the result back in the same kind of array
 
 from __future__ import annotations
 
+import contextvars
 import functools
-import math
-from dataclasses import dataclass, field
 import inspect
+import math
+import sys
+import textwrap
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -236,6 +239,59 @@ class Version:
 
     def __post_init__(self):
         _fastlaunch.VERSIONS.append(self)  # every Version made, so that `_fastlaunch.clear` reaches them all
+        self._document()
+
+    # What help(), inspect and IPython read. A version is an object of this class, so without these help(matmul.tiled)
+    # showed this class's docstring and inspect.signature gave __call__'s (*args, out=None, stream=None, **params).
+    def _document(self) -> None:
+        """Give the object the step's name, docstring and real signature: the check's parameters (the arguments the
+        step takes), then ``out`` and ``stream``, keyword-only as ``__call__`` takes them; ``__wrapped__`` is the
+        launcher, so that ``inspect.getsource`` (and IPython's ``??``) show the step's code."""
+        self.__name__ = self.__qualname__ = self.name
+        module = getattr(self.plan, "__module__", None) or __name__
+        # the lesson's package (gpukernels.matmul), where students reach the step: help(matmul) lists every step
+        self.__module__ = module.rpartition(".")[0] if ".k" in module else module
+        self.__wrapped__ = self.plan
+        self.__signature__ = self._signature()
+        self.__doc__ = self._docstring(sys.modules.get(module))
+
+    def _signature(self) -> inspect.Signature:
+        try:
+            params = [p for p in inspect.signature(self.check).parameters.values()
+                      if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        except (TypeError, ValueError):
+            params = [inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)]
+        extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in ("out", "stream")]
+        return inspect.Signature(params + extra)
+
+    def _docstring(self, module) -> str:
+        """The step's module docstring (what the step changes, and why), the launcher's (what it runs), and how to
+        call it."""
+        parts = []
+        step = inspect.cleandoc(module.__doc__) if module is not None and module.__doc__ else ""
+        own = inspect.cleandoc(self.doc) if self.doc else ""
+        if step:
+            parts.append(step)
+        if own and own not in step:
+            parts.append(own)
+        takes = inspect.cleandoc(self.check.__doc__) if getattr(self.check, "__doc__", None) else ""
+        call = [f"Call: {self.lesson}.{self.name}{self.__signature__}"]
+        if takes:
+            call.append(f"Arguments: {' '.join(takes.split())}")
+        call += ["out: an array to write the result into (float32, the result's shape; default: a new one).",
+                 "stream: a Numba, torch or CuPy stream or an int handle (default: the stream the arrays name, else the "
+                 "default stream; the simulator ignores it).",
+                 "Returns the result: a NumPy array for NumPy inputs, a device array for device inputs, out itself "
+                 "when given.",
+                 f"Its code: gpukernels source {self.lesson} {self.name}; the memory traffic it makes: gpukernels "
+                 f"trace {self.lesson} --version {self.name}."]
+        parts.append("\n".join(textwrap.fill(line, 116, subsequent_indent="    ") for line in call))
+        return "\n\n".join(parts)
+
+    def __get__(self, obj, objtype=None):
+        """A step is a function to Python's tools: help() shows its signature and docstring (pydoc documents a
+        callable with __get__ as a routine). Read as a class attribute it stays itself, as a staticmethod does."""
+        return self
 
     @property
     def idea(self) -> str:
@@ -329,7 +385,9 @@ class Version:
 
     def _checked(self, args: tuple, params: dict) -> tuple:
         """``check(*args, **params)``, with arguments that do not fit its signature named as the caller wrote the
-        call -- ``matmul.tiled() got an unexpected keyword argument 'foo'`` -- not after the internal check."""
+        call -- ``matmul.tiled() got an unexpected keyword argument 'foo'`` -- not after the internal check. While it
+        runs, `called` names this version, so that a check shared by several steps names the one the user called."""
+        token = _CALLING.set(self)
         try:
             return self.check(*args, **params)
         except TypeError:
@@ -338,6 +396,8 @@ class Version:
             except TypeError as err:
                 raise TypeError(f"{self.lesson}.{self.name}() {err}") from None
             raise
+        finally:
+            _CALLING.reset(token)
 
     def input_names(self) -> list[str]:
         """The plan's names for its inputs (``x``; ``a``, ``b``; ...), for messages."""
@@ -365,6 +425,18 @@ class Version:
 
     def __repr__(self) -> str:
         return f"<{self.lesson}.{self.name}: {self.idea}>"
+
+
+#: The version whose arguments are being checked (`Version._checked`), for `called`.
+_CALLING: contextvars.ContextVar = contextvars.ContextVar("gpukernels_calling", default=None)
+
+
+def called(default: str) -> str:
+    """The step the user called, as ``lesson.name`` (``attention.optimized``), while its arguments are checked; else
+    ``default``. A check several steps share names in its messages the step that was called, not the ones it was
+    written for."""
+    v = _CALLING.get()
+    return f"{v.lesson}.{v.name}" if v is not None else default
 
 
 def _sim_stream(stream: Any) -> int:

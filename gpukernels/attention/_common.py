@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .._launch import LaunchError, check_array
+from .._launch import LaunchError, called, check_array
 from ..tensor_core._common import check_matrix
 
 #: The largest head dimension D: the kernels keep a query row's D values in registers (fused_rows: 4 per lane) and
@@ -58,17 +58,20 @@ def check_half(q, k, v, causal=False, scale=None):
               (("q", q, "(B, H, Sq, D)"), ("k", k, "(B, H, Sk, D)"), ("v", v, "(B, H, Sk, D)"))]
     d = arrays[0].shape[3]
     if d % 16 or not 16 <= d <= MAX_D:
-        raise LaunchError(f"attention's tensor-core steps (mma, pipelined) need the head dimension D (the last axis of q, k and v) to be a multiple "
-                          f"of 16 from 16 to {MAX_D}; got D = {d} (q.shape = {tuple(arrays[0].shape)}): the tensor "
-                          f"cores take a row 16 dimensions at a time (use the float32 steps for other D)")
+        raise LaunchError(f"{called('attention.mma')} runs float16 on the tensor cores, which need the head dimension "
+                          f"D (the last axis of q, k and v) to be a multiple of 16 from 16 to {MAX_D}; got D = {d} "
+                          f"(q.shape = {tuple(arrays[0].shape)}): the tensor cores take a row 16 dimensions at a time "
+                          f"(use the float32 steps for other D)")
     return tuple(arrays), *check_shapes(*arrays, causal, scale)
 
 
 def half_array(name: str, x: Any, axes: str) -> Any:
     """``x`` as a 4-D float16 array: a C-contiguous host array (a copy only when needed) or a device array (the
     tensor-core lesson's check, for four axes)."""
+    # the step the user called, by name: a float32 k given to attention.optimized beside a float16 q named mma and
+    # pipelined, steps the user never called
     return check_matrix(name, x, axes, (np.float16,), ndim=4,
-                        purpose=" for attention.mma and attention.pipelined (tensor cores multiply float16)",
+                        purpose=f" for {called('attention.mma')} (tensor cores multiply float16)",
                         instead=", or use the float32 steps (naive, fused_rows, tiled, optimized)")
 
 

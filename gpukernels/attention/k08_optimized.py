@@ -139,8 +139,21 @@ def is_half(x: Any) -> bool:
 
 
 def check_any(q, k, v, causal=False, scale=None):
-    """float16 q: the tensor-core steps' check; anything else: the float32 steps'."""
-    return (check_half if is_half(q) else check)(q, k, v, causal, scale)
+    """``(q, k, v)`` as (B, H, Sq, D), (B, H, Sk, D) and (B, H, Sk, D) arrays, all float32 (the float32 steps) or all
+    float16 (the tensor cores: D a multiple of 16 up to 128); ``causal`` a bool and ``scale`` a finite number > 0 (None:
+    1/sqrt(D)). The result is (B, H, Sq, D) float32."""
+    halves = [is_half(x) for x in (q, k, v)]
+    if halves[0] and not all(halves):  # a float16 q beside a float32 k: say so, naming this step (not mma's check)
+        kinds = ", ".join(f"{n} {'float16' if h else _dtype(x)}" for n, x, h in zip("qkv", (q, k, v), halves))
+        raise LaunchError(f"q, k and v must have one dtype: attention.optimized runs float16 q, k, v on the tensor "
+                          f"cores and float32 ones on its float32 steps; got {kinds}. Convert them all with "
+                          f".astype(np.float16) or all with .astype(np.float32)")
+    return (check_half if halves[0] else check)(q, k, v, causal, scale)
+
+
+def _dtype(x: Any) -> str:
+    dtype = getattr(x, "dtype", None)
+    return str(dtype) if dtype is not None else type(x).__name__
 
 
 #: tf32x3's blocks for few keys past D = 96 (FEW_KEYS)
