@@ -9,7 +9,8 @@ arrays and observations the grader's own harness returned. A teacher who adds an
 
 Files: ``discovery`` (where exercises and submissions are), ``admission`` (what may run), ``protocol`` (the
 child's job and report), ``pool`` (child processes), ``_child`` (the child), ``gates`` (scores and messages),
-``results`` (Gradescope JSON, the terminal table), ``classroom`` (a whole class at once), ``cli``.
+``results`` (Gradescope JSON, the terminal table), ``classroom`` (a whole class at once), ``scratch`` (the run's
+temporary folder, and removing those that killed runs left), ``cli``.
 
 A submission that is refused, fails to compile, loops forever or kills its process gets 0 for that exercise
 with a message saying so; the other exercises, and the other students, are graded as usual.
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import tempfile
 from pathlib import Path
 
 from .discovery import (available, current_exercise, exercises_dir, find_submission, handout_dir, infer_exercise,
@@ -27,6 +27,7 @@ from .discovery import (available, current_exercise, exercises_dir, find_submiss
 from .gates import Grading
 from .pool import run_pool
 from .results import ExerciseResult, TestResult, print_table, to_gradescope
+from .scratch import work_folder
 from .spec import load
 
 DEFAULT_TIMEOUT = 60.0  # seconds per child process; the simulator's own per-launch limit is half of it
@@ -97,7 +98,7 @@ def grade(pairs, *, root: Path | None = None, timeout: float = DEFAULT_TIMEOUT, 
                 on_progress(done_count[0], len(gradings))
         return nxt
 
-    with tempfile.TemporaryDirectory(prefix="gpukernels-grade-") as tmp:
+    with work_folder() as tmp:  # removed at the end; a killed run's is removed by the next run (scratch)
         first = []
         for n, (name, sub) in enumerate(pairs):
             sub, missing = sub if isinstance(sub, tuple) else (sub, "")

@@ -518,11 +518,61 @@ def _warm_compiler() -> None:
         pass
 
 
+#: Bytes of a child's stdout (and as many of its stderr) kept on disk: a submission that prints in a loop fills a
+#: pipe, not a disk. The rest is counted (bytes and lines), not stored: the grader reports the true size.
+OUTPUT_BUDGET = 64 * 1024
+#: The largest file a child may write (RLIMIT_FSIZE): its outputs are arrays of the grader's shapes (64 MB at the
+#: largest speed shape), its report a few kB; past this the system stops it (SIGXFSZ), whatever it runs.
+FILE_LIMIT = 256 * 2**20
+
+
+class CappedSink:
+    """One output stream of a child: the read end of its pipe, drained into ``path`` up to ``budget`` bytes; the
+    rest counted (``total`` bytes, ``lines`` newlines), never stored."""
+
+    def __init__(self, fd: int, path: str, budget: int = OUTPUT_BUDGET):
+        self.fd, self.budget = fd, budget
+        self.file = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self.kept = self.total = self.lines = 0
+        self.ended = False  # the pipe's end was read: no more select on it
+        os.set_blocking(fd, False)
+
+    def pump(self) -> bool:
+        """Read what the pipe holds now; False at its end (every writer has closed it)."""
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                return True
+            except OSError:
+                return False
+            if not chunk:
+                self.ended = True
+                return False
+            self.total += len(chunk)
+            self.lines += chunk.count(b"\n")
+            room = self.budget - self.kept
+            if room > 0:
+                self.kept += os.write(self.file, chunk[:room])
+
+    def close(self) -> list:
+        """Drain what is left (its writers are gone) and close; [bytes printed, lines printed]."""
+        self.pump()
+        for fd in (self.fd, self.file):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        return [self.total, self.lines]
+
+
 def zygote(mode: str) -> int:
     """Serve fork requests on stdin until it closes: one JSON line per job (``id``, ``cwd``, ``stdout``,
-    ``stderr``, ``payload``); answers ``{"id", "pid"}`` when the child is forked and ``{"id", "exit"}`` (a
-    return code, negative for a signal) when it has ended -- after its whole session is killed. No code of a
-    submission ever runs in the zygote itself: only in the forks, each in a session of its own."""
+    ``stderr``, ``payload``); answers ``{"id", "pid"}`` when the child is forked and ``{"id", "exit", "printed"}``
+    (a return code, negative for a signal; [bytes, lines] the child wrote to stdout and to stderr) when it has
+    ended -- after its whole session is killed. A child's stdout and stderr are pipes the zygote drains
+    (`CappedSink`): at most OUTPUT_BUDGET bytes of each reach the disk. No code of a submission ever runs in the
+    zygote itself: only in the forks, each in a session of its own."""
     import select
 
     _preload(mode)
@@ -530,6 +580,7 @@ def zygote(mode: str) -> int:
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 1)  # nothing but the replies reaches the grader's pipe
     running: dict = {}  # pid -> id
+    sinks: dict = {}  # pid -> (stdout's CappedSink, stderr's)
     buffer = b""
     open_ = True
     me = os.getpid()
@@ -542,8 +593,12 @@ def zygote(mode: str) -> int:
                 _killpg(pid)
             os._exit(0)
     while open_ or running:
-        ready = select.select([0], [], [], 0.02)[0] if open_ else []
-        if ready:
+        pipes = {sink.fd: sink for pair in sinks.values() for sink in pair if not sink.ended}
+        ready = select.select(([0] if open_ else []) + list(pipes), [], [], 0.02)[0]
+        for fd in ready:
+            if fd in pipes:
+                pipes[fd].pump()  # at its end it is closed when its child is reaped
+        if 0 in ready:
             chunk = os.read(0, 1 << 16)
             if not chunk:
                 open_ = False
@@ -553,6 +608,8 @@ def zygote(mode: str) -> int:
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
                 req = json.loads(line)
+                out_r, out_w = os.pipe()
+                err_r, err_w = os.pipe()
                 pid = os.fork()
                 if pid == 0:  # the child: its own session, files, working directory; then the job
                     try:
@@ -560,8 +617,10 @@ def zygote(mode: str) -> int:
                         die_with_parent(me)  # whatever ends the zygote (the grader's SIGKILL too) ends this
                         _child_limits()
                         os.chdir(req["cwd"])
-                        os.dup2(os.open(req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 1)
-                        os.dup2(os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
+                        os.dup2(out_w, 1)  # pipes the zygote drains: what it prints is capped, not the disk's
+                        os.dup2(err_w, 2)
+                        for fd in (out_r, out_w, err_r, err_w, *pipes):
+                            os.close(fd)
                         os.dup2(devnull, 0)
                         replies.close()
                         import io
@@ -576,6 +635,9 @@ def zygote(mode: str) -> int:
                         traceback.print_exc()
                         code = 70
                     os._exit(code)
+                os.close(out_w)
+                os.close(err_w)
+                sinks[pid] = (CappedSink(out_r, req["stdout"]), CappedSink(err_r, req["stderr"]))
                 running[pid] = req["id"]
                 reply({"id": req["id"], "pid": pid})
         while running:
@@ -587,7 +649,8 @@ def zygote(mode: str) -> int:
                 break
             _killpg(pid)  # whatever the child left running in its session goes with it
             code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-            reply({"id": running.pop(pid, None), "exit": code})
+            printed = [sink.close() for sink in sinks.pop(pid, ())]
+            reply({"id": running.pop(pid, None), "exit": code, "printed": printed})
     return 0
 
 
@@ -656,6 +719,7 @@ def _child_limits() -> None:
     import resource
 
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a segfaulting submission leaves no core file
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))  # no file past FILE_LIMIT
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ submission costs only its own points -- with ``--workers`` child processes at a 
 * ``<student>/results.json``   Gradescope's format, one per student;
 * ``scores.csv``               a row per student, a column per exercise, and the total;
 * ``report.md``, ``report.html`` and ``histograms.png``: the score histogram of each exercise and the most
-  common failure messages (numbers and shapes blanked out, so that the same mistake counts once).
+  common failures across the class, each shown once with its message whole: a message is taken apart from its
+  student (their path, file name and folder name) and failures that differ only in numbers (shapes, seeds,
+  values) are one failure.
 """
 
 from __future__ import annotations
@@ -103,33 +105,68 @@ _KINDS = [("does not parse", "syntax error"), ("defines no", "no kernel of the r
           ("shfl_", "warp shuffle misused"), ("expected", "wrong values")]
 
 
+def _without_hints(text: str) -> str:
+    """A failure message without the hints and the "--hints N" line the grader appends (the README's words)."""
+    keep = [ln for ln in text.splitlines() if not re.match(r"hint \d+: |\(run `gpukernels grade ", ln)]
+    return "\n".join(keep).strip()
+
+
+def anonymise(text: str, submission: str | None = None, owner: str | None = None) -> str:
+    """A failure message with the student taken out: their file's path (and any other absolute path) as its name
+    alone, their file's name as ``kernel.py`` (a class may hand in ``NN_name.py`` or ``NN_name/kernel.py``) and
+    their folder's name as ``<student>`` -- so that the same mistake reads the same for everyone."""
+    text = _without_hints(text)
+    if submission:
+        path = Path(submission)
+        for form in (str(path), str(path.resolve())):
+            text = text.replace(form, path.name)
+        if path.name != "kernel.py":
+            text = re.sub(rf"(?<![\w/]){re.escape(path.name)}\b", "kernel.py", text)
+    text = re.sub(r"(?<![\w.])/(?:[\w.+-]+/)+([\w.+-]+)", r"\1", text)  # any other absolute path: its name
+    if owner:
+        text = re.sub(rf"(?<![\w-]){re.escape(owner)}(?![\w-])", "<student>", text)
+    return text
+
+
 def failure_key(text: str, gate: str = "correctness") -> str:
-    """A failure message reduced to the kind of mistake, so that the same mistake counts once: refusals by the
-    rule they broke, technique by the check that failed, correctness by what went wrong."""
+    """The kind of mistake a failure message reports, for the summary table: refusals by the rule they broke,
+    technique by the check that failed, correctness by what went wrong."""
     if text.startswith("not allowed"):
         reason = re.sub(r"^not allowed in [^,]+, line \d+: ", "", text).split(". Nothing")[0]
         reason = re.sub(r"`[^`]*`", "`...`", reason)
-        return "refused before it ran: " + reason[:100]
+        return "refused before it ran: " + reason
     if gate == "technique":
         failed = next((ln[8:] for ln in text.splitlines() if ln.startswith("FAILED: ")), text.splitlines()[0])
         failed = re.sub(r"\([^)]*\)", "", failed.split(" -- ")[0])
-        return "technique: " + re.sub(r"-?\d+(\.\d+)?%?", "N", failed).strip()[:100]
-    return next((kind for fragment, kind in _KINDS if fragment in text), text.splitlines()[0][:100])
+        return "technique: " + re.sub(r"-?\d+(\.\d+)?%?", "N", failed).strip()
+    return next((kind for fragment, kind in _KINDS if fragment in text), "other")
+
+
+def group_key(text: str) -> str:
+    """Failures that differ only in numbers (shapes, seeds, counts, values drawn per run) are one failure."""
+    return re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "N", text)
 
 
 def summarise(exercises: list, by_student: dict) -> dict:
-    """Per exercise: the scores, the maximum, and the most common failure messages with their counts."""
+    """Per exercise: the scores, the maximum, and the most common failures across students: each a dict of
+    ``kind`` (for the table), ``message`` (one student's whole message, the student taken out), ``count``."""
     summary = {}
     for i, name in enumerate(exercises):
-        scores, failures, maximum = [], Counter(), 0.0
-        for res in by_student.values():
+        scores, groups, maximum = [], {}, 0.0
+        for owner, res in by_student.items():
             r = res[i]
             scores.append(r.score)
             maximum = max(maximum, r.max_score)
             failed = [t for t in r.tests if t.status == "failed" and not t.output.startswith("not graded")]
             if failed:
-                failures[failure_key(failed[0].output, failed[0].name.split(": ")[1])] += 1
-        summary[name] = {"scores": scores, "max": maximum, "failures": failures.most_common(5)}
+                gate = failed[0].name.split(": ")[1]
+                message = anonymise(failed[0].output, r.submission, owner)
+                kind = failure_key(message, gate)
+                group = groups.setdefault((kind, group_key(message)),
+                                          {"kind": kind, "message": message, "count": 0})
+                group["count"] += 1
+        ranked = sorted(groups.values(), key=lambda g: -g["count"])  # stable: first seen first among equals
+        summary[name] = {"scores": scores, "max": maximum, "failures": ranked[:5]}
     return summary
 
 
@@ -167,20 +204,32 @@ def write_report(out: Path, exercises: list, by_student: dict, seconds: float, w
             "border-bottom:1px solid #ccc;vertical-align:top}</style>",
             f"<h1>Class report</h1><p>{html.escape(head)}</p><img src='histograms.png' alt='score histograms'>",
             "<table><tr><th>exercise</th><th>mean</th><th>full marks</th><th>zero</th><th>most common failures</th></tr>"]
+    details_md, details_html = [], []
     for name in exercises:
         s = summary[name]
         n = max(1, len(s["scores"]))
         full = sum(1 for x in s["scores"] if s["max"] and x == s["max"])
         zero = sum(1 for x in s["scores"] if x == 0)
-        fails = "; ".join(f"{count}x {text}" for text, count in s["failures"]) or "-"
+        fails = "; ".join(f"{f['count']}x {f['kind']}" for f in s["failures"]) or "-"
         md.append(f"| {name} | {sum(s['scores']) / n:.1f} / {s['max']:g} | {full} | {zero} | "
                   f"{fails.replace('|', '/')} |")
-        items = "".join(f"<li>{count}&times; {html.escape(text)}</li>" for text, count in s["failures"]) or "-"
+        items = "".join(f"<li>{f['count']}&times; {html.escape(f['kind'])}</li>" for f in s["failures"]) or "-"
         page.append(f"<tr><td>{html.escape(name)}</td><td>{sum(s['scores']) / n:.1f} / {s['max']:g}</td>"
                     f"<td>{full}</td><td>{zero}</td><td><ul>{items}</ul></td></tr>")
+        if s["failures"]:  # each failure once, however many students made it, with its message whole
+            details_md += ["", f"### {name}"]
+            details_html.append(f"<h3>{html.escape(name)}</h3>")
+            for f in s["failures"]:
+                who = f"{f['count']} student" + ("s" if f["count"] > 1 else "")
+                details_md += ["", f"**{who}**: {f['kind']}", "", "~~~", f["message"].replace("~~~", "~ ~ ~"), "~~~"]
+                details_html.append(f"<p><b>{who}</b>: {html.escape(f['kind'])}</p>"
+                                    f"<pre style='white-space:pre-wrap'>{html.escape(f['message'])}</pre>")
     page.append("</table>")
+    if details_md:
+        md += ["", "## The most common failures, each message whole", *details_md]
+        page += ["<h2>The most common failures, each message whole</h2>", *details_html]
     (out / "report.md").write_text("\n".join(md) + "\n")
     (out / "report.html").write_text("\n".join(page) + "\n")
 
 
-__all__ = ["grade_class", "students", "summarise", "failure_key"]
+__all__ = ["grade_class", "students", "summarise", "failure_key", "anonymise", "group_key"]

@@ -551,12 +551,24 @@ def _tail(text: str, lines: int = 8) -> str:
 
 
 def _printed(child: Child) -> str:
+    """What the submission printed to stdout, by its true size: the grader keeps only the first
+    ``_child.OUTPUT_BUDGET`` bytes (``child.stdout``) and counts the rest (``child.printed``)."""
     text = child.stdout.strip()
-    if not text:
+    total, lines = (child.printed[0] if child.printed else (0, 0))
+    total, lines = max(int(total), len(child.stdout.encode())), max(int(lines), len(text.splitlines()))
+    if not text and not total:
         return ""
-    lines = text.splitlines()
-    first = lines[0][:200]
-    return f"\n(your code printed {len(lines)} line(s) to stdout; first: {first!r})"
+    first = text.splitlines()[0][:200] if text else ""
+    kept = len(child.stdout.encode())
+    cut = f"; the grader kept the first {_size(kept)}" if total > kept else ""
+    return f"\n(your code printed {lines} line(s), {_size(total)}, to stdout{cut}; the first: {first!r})"
+
+
+def _size(n: int) -> str:
+    for unit, step in (("GB", 2**30), ("MB", 2**20), ("kB", 2**10)):
+        if n >= step:
+            return f"{n / step:.3g} {unit}"
+    return f"{n} bytes"
 
 
 def _load_returned(out_dir: str, case, run: str, names: list) -> dict | None:

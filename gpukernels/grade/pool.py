@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._modes import mode_env
-from ._child import die_with_parent  # here, not in the forked child: no import between fork and exec
+from ._child import FILE_LIMIT, OUTPUT_BUDGET, CappedSink, die_with_parent  # here: no import between fork and exec
 from .protocol import Job, Report
 
 CHILD = Path(__file__).with_name("_child.py")
@@ -50,9 +50,10 @@ class Child:
     returncode: int | None = None
     timed_out: bool = False
     report: Report | None = None
-    stdout: str = ""
+    stdout: str = ""  # what the child printed, as far as it was kept (_child.OUTPUT_BUDGET bytes)
     stderr: str = ""
-    _files: list = field(default_factory=list)
+    printed: list = field(default_factory=lambda: [[0, 0], [0, 0]])  # [bytes, lines] of stdout and stderr, all
+    _sinks: list = field(default_factory=list)
     _id: int = 0
 
     def start(self) -> None:
@@ -69,14 +70,18 @@ class Child:
         if self.zygote is not None:
             self._id = self.zygote.fork(cwd, out_dir / "stdout", out_dir / "stderr", payload)
             return
-        out, err = open(out_dir / "stdout", "w+b"), open(out_dir / "stderr", "w+b")
-        self._files = [out, err]
         kwargs = {}
         if os.name == "posix":
             kwargs.update(start_new_session=True, preexec_fn=functools.partial(_child_limits, os.getpid()))
         self.proc = subprocess.Popen([sys.executable, str(CHILD)], cwd=str(cwd), env=self.env,
-                                     stdin=subprocess.PIPE, stdout=out, stderr=err, **kwargs)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
         threading.Thread(target=_feed, args=(self.proc.stdin, payload.encode()), daemon=True).start()
+        for pipe, name in ((self.proc.stdout, "stdout"), (self.proc.stderr, "stderr")):  # capped, as a zygote's
+            sink = CappedSink(os.dup(pipe.fileno()), str(out_dir / name))
+            pipe.close()
+            thread = threading.Thread(target=_drain, args=(sink,), daemon=True)
+            thread.start()
+            self._sinks.append((sink, thread))
 
     def poll(self) -> bool:
         """True once the child has ended (killing it when it ran past its time limit)."""
@@ -88,6 +93,7 @@ class Child:
                 self.timed_out = True
                 code = self.zygote.kill(self._id)
             self.returncode = code
+            self.printed = self.zygote.printed.pop(self._id, self.printed)
         else:
             if self.proc.poll() is None:
                 if time.monotonic() - self.started <= self.timeout:
@@ -95,16 +101,17 @@ class Child:
                 self.timed_out = True
             kill_session(self.proc)  # whatever it left running goes with it
             self.returncode = self.proc.returncode
+            for sink, thread in self._sinks:  # its writers are gone: the pipes end
+                thread.join(timeout=5)
+            self.printed = [sink.close() for sink, _ in self._sinks]
         self.seconds = time.monotonic() - self.started
         out_dir = Path(self.job.out_dir)
         for name in ("stdout", "stderr"):
             try:
                 with open(out_dir / name, "rb") as handle:
-                    setattr(self, name, handle.read(200_000).decode("utf-8", "replace"))
+                    setattr(self, name, handle.read(OUTPUT_BUDGET).decode("utf-8", "replace"))
             except OSError:
                 setattr(self, name, "")
-        for handle in self._files:
-            handle.close()
         self.report = Report.load(self.job.report)
         return True
 
@@ -127,6 +134,7 @@ class Zygote:
         self._next = 0
         self.pids: dict = {}
         self.exits: dict = {}
+        self.printed: dict = {}  # id -> [[bytes, lines] of stdout, of stderr], as the zygote counted them
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -136,6 +144,7 @@ class Zygote:
                 if "pid" in msg:
                     self.pids[msg["id"]] = msg["pid"]
                 else:
+                    self.printed[msg["id"]] = msg.get("printed") or [[0, 0], [0, 0]]
                     self.exits[msg["id"]] = msg["exit"]
 
     def fork(self, cwd, stdout, stderr, payload: str) -> int:
@@ -179,6 +188,15 @@ class Zygote:
             self.proc.kill()
 
 
+def _drain(sink) -> None:
+    """A started child's output stream, drained into its capped file until every writer has closed it."""
+    import select
+
+    while not sink.ended:
+        select.select([sink.fd], [], [], 1.0)
+        sink.pump()
+
+
 def _feed(pipe, payload: bytes) -> None:
     try:
         pipe.write(payload)
@@ -191,6 +209,7 @@ def _child_limits(parent: int) -> None:  # pragma: no cover - runs in the child 
     import resource
 
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a segfaulting submission leaves no core file
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))  # no file past FILE_LIMIT
     die_with_parent(parent)  # the grader's end, however it comes (SIGKILL too), is this child's end
 
 
