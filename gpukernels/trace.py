@@ -109,6 +109,8 @@ __all__ = [
     "BANK_WORD_BYTES",
     "sector_counts",
     "coalescing_efficiency",
+    "lane_utilisation",
+    "WARP_LANES",
     "conflict_degree",
     "reuse",
     "trace_main",
@@ -123,6 +125,7 @@ __all__ = [
 SECTOR_BYTES = 32  # global memory moves in 32-byte sectors (an L2 / DRAM transaction)
 BANKS = 32  # shared memory: 32 banks ...
 BANK_WORD_BYTES = 4  # ... of 4-byte words
+WARP_LANES = 32  # lanes of a warp: a memory request of a warp is issued for up to 32 lanes
 
 
 def _group_sectors(group: np.ndarray, elements: np.ndarray, itemsize, ngroups: int) -> tuple:
@@ -178,6 +181,14 @@ def conflict_degree(elements, itemsize: int = 4) -> int:
     return int(_group_conflict_degree(np.zeros(len(e), np.int64), e, itemsize, 1)[0])
 
 
+def lane_utilisation(lanes, requests) -> float:
+    """Lanes that took part / (32 x requests): the share of the warp's lanes a line's memory requests used, in
+    (0, 1] (sums over many requests give their aggregate). A request costs an instruction and its latency whatever
+    the number of lanes in it, so idle lanes are waste, as they are in Nsight Compute's sectors per request (4 for
+    32 lanes reading 32 consecutive floats, 1 for one lane). 1.0 when nothing was requested."""
+    return lanes / (WARP_LANES * requests) if requests else 1.0
+
+
 def reuse(loads, elements) -> float:
     """Loads per element of an array (sums over launches for several): 1 = each element read once."""
     return loads / elements if elements else 0.0
@@ -216,7 +227,9 @@ class ArrayTraffic:
 @dataclass
 class LineCoalescing:
     """Global accesses at one source line: warp accesses, 32-byte sectors touched, and the fewest sectors
-    that the same bytes could have needed. ``efficiency`` = min_sectors / sectors, in [0, 1]."""
+    that the same bytes could have needed. ``efficiency`` = min_sectors / sectors, in [0, 1]. ``lanes``: the lanes
+    that took part, summed over the requests; ``lane_utilisation`` = lanes / (32 x requests), the share of the
+    warp's lanes that issued the line's requests (one lane walking a row alone: 1/32)."""
 
     kernel: str
     location: str
@@ -227,6 +240,11 @@ class LineCoalescing:
     sectors: int
     min_sectors: int
     efficiency: float
+    lanes: int = 0
+
+    @property
+    def lane_utilisation(self) -> float:
+        return lane_utilisation(self.lanes, self.requests)
 
 
 @dataclass
@@ -414,7 +432,7 @@ class Trace:
         self._space = np.zeros(0, np.int64)
         self._isz = np.zeros(0, np.int64)
         self._traffic = np.zeros((0, 3), np.int64)
-        self._coal: dict = defaultdict(lambda: [0, 0, 0])  # (aid, pc, kind) -> requests, sectors, min
+        self._coal: dict = defaultdict(lambda: [0, 0, 0, 0])  # (aid, pc, kind) -> requests, sectors, min, lanes
         self._banks: dict = defaultdict(lambda: [0, 0, 0])  # (aid, pc, kind) -> requests, wavefronts, max
         self._div: dict = defaultdict(lambda: [0, 0, 10**9])  # (launch, pc, warp) -> execs, lanes, min
         self._races: dict = {}
@@ -592,6 +610,7 @@ class Trace:
         g_aid, g_pc, g_kind, g_space = aid[first], e[first, PC], kind[first], space[first]
         g_warp = warp[first]
 
+        lanes = _count_distinct(gid, e[:, TID] & 31, ngroups)  # distinct lanes per warp access
         # coalescing: global
         sel = space == 0
         if sel.any():
@@ -601,6 +620,7 @@ class Trace:
                 c[0] += 1
                 c[1] += int(sectors[g])
                 c[2] += int(need[g])
+                c[3] += int(lanes[g])
 
         # bank conflicts: shared. An ldmatrix is served in phases of 8 lanes (8 rows of 16 bytes, one 128-byte
         # wavefront if they fall in distinct banks): each phase is a request of its own here.
@@ -622,8 +642,7 @@ class Trace:
                 c[1] += int(degree[gg])
                 c[2] = max(c[2], int(degree[gg]))
 
-        # divergence: distinct lanes per warp access
-        lanes = _count_distinct(gid, e[:, TID] & 31, ngroups)
+        # divergence: distinct lanes per warp access (``lanes``, above)
         for g in range(ngroups):
             d = self._div[(li, int(g_pc[g]), int(g_warp[g]))]
             d[0] += 1
@@ -779,20 +798,21 @@ class Trace:
     def coalescing(self) -> Coalescing:
         lines: dict = {}
         kern: dict = defaultdict(lambda: [0, 0])
-        for (aid, pc, kind), (req, sectors, need) in self._coal.items():
+        for (aid, pc, kind), (req, sectors, need, lanes) in self._coal.items():
             info = self._arrays[aid]
             loc, src = self._where(pc)
             key = (info.kernel, loc, info.name, kind)
-            cur = lines.setdefault(key, [0, 0, 0, src])
+            cur = lines.setdefault(key, [0, 0, 0, src, 0])
             cur[0] += req
             cur[1] += sectors
             cur[2] += need
+            cur[4] += lanes
             kern[info.kernel][0] += sectors
             kern[info.kernel][1] += need
         out = [
             LineCoalescing(kernel=k, location=loc, source=src, array=name, kind=_KIND[kind], requests=req,
-                           sectors=sec, min_sectors=need, efficiency=coalescing_efficiency(need, sec))
-            for (k, loc, name, kind), (req, sec, need, src) in lines.items()
+                           sectors=sec, min_sectors=need, efficiency=coalescing_efficiency(need, sec), lanes=lanes)
+            for (k, loc, name, kind), (req, sec, need, src, lanes) in lines.items()
         ]
         out.sort(key=lambda x: (x.kernel, _line_no(x.location)))
         return Coalescing(out, {k: coalescing_efficiency(n, s) for k, (s, n) in kern.items()})

@@ -29,7 +29,8 @@ EXERCISE = Exercise(
     shapes=[(1, 1), (33, 65), (40, 19), (32, 64)],
     ranges=[(1, 80), (1, 130)],  # fresh shapes each run, besides the listed ones
     trace_ranges=[(32, 96), (32, 96)],  # the technique's shape: drawn fresh each run
-    trace_multiples=(8, 8),  # rows start on 32-byte sectors: coalescing without a ragged edge
+    # whole tiles: rows start on 32-byte sectors and every lane of a warp has an element (idle lanes count as waste)
+    trace_multiples=(32, 32),
     tolerance=0.0,
     technique=[Coalesced(("a", "out")), UsesShared(), NoBankConflicts(), NoRaces()],
     points={"correctness": 5, "compiles": 2, "technique": 3},

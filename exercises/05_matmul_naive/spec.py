@@ -23,8 +23,9 @@ EXERCISE = Exercise(
     launch=lambda shape: ((ceil_div(shape[1], BLOCK[0]), ceil_div(shape[0], BLOCK[1])), BLOCK),
     shapes=[(1, 1, 1), (17, 19, 5), (33, 20, 7), (8, 40, 33)],
     ranges=[(1, 66), (1, 80), (1, 66)],  # fresh shapes each run, besides the listed ones
-    trace_ranges=[(16, 48), (16, 48), (8, 32)],  # the technique's shape: drawn fresh each run
-    trace_multiples=(1, 8, 1),  # rows start on 32-byte sectors: coalescing without a ragged edge
+    trace_ranges=[(16, 48), (32, 64), (8, 32)],  # the technique's shape: drawn fresh each run
+    # rows start on 32-byte sectors and every lane of a warp has a column (idle lanes count as waste)
+    trace_multiples=(1, 32, 1),
     tolerance=TOLERANCE["matmul"],
     technique=[Coalesced(("b",), kinds=("load",)), Coalesced(("c",), kinds=("store",)), NoRaces()],
     speed=Speed((2048, 2048, 2048), matmul.VERSIONS["naive"], min_speedup=1.0),

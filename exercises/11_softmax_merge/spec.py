@@ -135,7 +135,8 @@ EXERCISE = Exercise(
     shapes=[(1, 1), (3, 33), (7, 80), (33, 128)],
     ranges=[(1, 66), (1, 160)],  # fresh shapes each run, besides the listed ones
     trace_ranges=[(8, 40), (32, 128)],  # the technique's shape: drawn fresh each run
-    trace_multiples=(1, 8),  # rows start on 32-byte sectors: coalescing without a ragged edge
+    # rows start on 32-byte sectors and every lane has its d = x, x + 32, ... (idle lanes count as waste)
+    trace_multiples=(1, 32),
     # a few float32 roundings and one exp per state: a correct kernel lands near 1e-7, a missing or wrong rescale
     # near 1
     tolerance=1e-5,

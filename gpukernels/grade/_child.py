@@ -202,14 +202,22 @@ def observe(t, rename: dict) -> dict:
         kind = {"read": "load", "write": "store"}.get(line.kind)
         if kind is None:
             continue
-        acc = sectors.setdefault((name, kind), [0, 0])
+        acc = sectors.setdefault((name, kind), [0, 0, 0, 0])
         acc[0] += line.sectors
         acc[1] += line.min_sectors
-    # summed per spec name first (rename may map several traced arrays to one), then the tracer's definition
+        acc[2] += line.requests
+        acc[3] += getattr(line, "lanes", 32 * line.requests)  # an older tracer: lanes unknown, counted as full
+    # summed per spec name first (rename may map several traced arrays to one), then the tracer's definitions
     from gpukernels.trace import coalescing_efficiency
 
-    for (name, kind), (sec, need) in sectors.items():
+    try:
+        from gpukernels.trace import lane_utilisation
+    except ImportError:  # an older tracer
+        def lane_utilisation(lanes, requests):
+            return 1.0
+    for (name, kind), (sec, need, requests, lanes) in sectors.items():
         arrays.setdefault(name, {})[f"{kind}_efficiency"] = coalescing_efficiency(need, sec)
+        arrays[name][f"{kind}_lanes"] = lane_utilisation(lanes, requests)
     shared_traffic = t.traffic("shared")
     # each access once: a tracer that counts an atomic in its loads and its stores would count it three times
     shared_accesses = sum(tr.loads + tr.stores + (-tr.atomics if hasattr(tr, "elements_loaded") else tr.atomics)
