@@ -3,6 +3,8 @@
 # make demo   - run every lesson's versions, check them, print the table
 # make classroom - every lesson's interactive classroom page into build/classroom/
 # make site   - build the course site into build/site (tools/build_site.py), the classroom pages included
+# make gpu-session - on a GPU machine: the GPU suite, compute-sanitizer, the random-shape check and the benchmark
+#                in one command of <= 9 minutes, into one results folder (benchmarks/gpu_session.py)
 ifeq ($(OS),Windows_NT)
 PYTHON ?= python
 BIN    := Scripts
@@ -32,7 +34,7 @@ EXTRAS ?= $(if $(CUDA_EXTRA),$(CUDA_EXTRA)$(comma))dev
 # cu12 and cu13 keeps the other's wheels: `make clean` first.
 STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
-.PHONY: test test-all test-nocuda demo install extras notebooks plots bench clean mutate classroom site
+.PHONY: test test-all test-nocuda demo install extras notebooks plots bench clean mutate classroom site gpu-session
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -48,13 +50,17 @@ extras:
 # Two tiers (tests/conftest.py): `make test` deselects the tests marked `slow` -- every lesson version at small odd
 # shapes, the tracer, the grader against its fixtures, the CLI and bad input, in minutes; `make test-all` runs
 # everything. WORKERS: pytest-xdist processes (GPUKERNELS_DEVICE=gpu make test-all WORKERS=16 on a GPU machine).
+# The default tier has a budget (tests/_tiers.py): a run over the whole folder that spends more than 8 CPU-minutes
+# fails, naming its costliest tests. RECORD=1 writes what a run measured into tests/tiers.json, from which
+# `python -m gpukernels.readme` regenerates the README's table of tiers.
 WORKERS ?= 2
+RECORD  ?=
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(WORKERS) --dist loadgroup --timeout 600 -m "not slow" tests
+	$(PY) -m pytest -q -n $(WORKERS) --dist loadgroup --timeout 600 $(if $(RECORD),--record-tier default) -m "not slow" tests
 
 test-all: $(STAMP)
-	$(PY) -m pytest -q -n $(WORKERS) --dist loadgroup --timeout 900 tests
+	$(PY) -m pytest -q -n $(WORKERS) --dist loadgroup --timeout 900 $(if $(RECORD),--record-tier all) tests
 
 # What differs on a Mac: a venv with everything but numba-cuda (so no CUDA compiler), kernels on Numba's built-in
 # simulator. The requirements are pyproject.toml's, markers and all, less numba-cuda's lines; the package goes in
@@ -79,7 +85,7 @@ $(NOCUDA_VENV)/.installed: pyproject.toml
 test-nocuda: $(NOCUDA_VENV)/.installed
 	$(NOCUDA_PY) -c 'import importlib.util as u, sys; sys.exit("numba-cuda is installed in $(NOCUDA_VENV)" if u.find_spec("numba_cuda") else 0)'
 	GPUKERNELS_DEVICE=sim $(NOCUDA_PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --timeout 600 -m 'not slow' \
-	  $(NOCUDA_TESTS)
+	  $(if $(RECORD),--record-tier nocuda) $(NOCUDA_TESTS)
 
 demo: $(STAMP)
 	$(PY) -m gpukernels demo all
@@ -104,6 +110,12 @@ plots: $(STAMP)
 # the exercises' READMEs, and build/classroom/*.html if they were made. Nothing is executed (tools/build_site.py).
 site: classroom
 	$(PY) tools/build_site.py
+
+# On a GPU machine, with the machine's own Python (nothing installed: no venv, no download; carry missing wheels as
+# the README says): everything measured in one call, into $(OUT) if set (the GPU machine's results folder), else
+# benchmarks/results/gpu-sessions/DATE-CARD. GPU_SESSION_ARGS: e.g. --bench matmul tensor_core, --skip fuzz.
+gpu-session:
+	$(PYTHON) benchmarks/gpu_session.py $(if $(OUT),--out $(OUT)) $(GPU_SESSION_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m gpukernels bench --json benchmarks/results/latest.json

@@ -6,6 +6,9 @@
   results (``benchmarks/results/h200.json``);
 * between ``<!-- suite:begin -->`` and ``<!-- suite:end -->``: the suite of real shapes, per regime and per shape
   with the dispatchers' choices (``benchmarks/results/h200-suite.json``, ``gpukernels bench --suite``);
+* between ``<!-- tiers:begin -->`` and ``<!-- tiers:end -->``: the test tiers, each with what it runs and what its
+  newest recorded run measured (``tests/tiers.json``, written by ``make test RECORD=1`` and the like; the GPU row
+  from the newest committed ``make gpu-session`` folder under ``benchmarks/results/gpu-sessions/``);
 * in docs/overhead.md, between ``<!-- overhead:begin -->`` and ``<!-- overhead:end -->``: host microseconds per
   launcher call against the targets (``benchmarks/results/h200-overhead.json``, ``gpukernels bench --overhead``).
 
@@ -27,6 +30,29 @@ RESULTS = ROOT / "benchmarks" / "results" / "h200.json"
 SUITE = ROOT / "benchmarks" / "results" / "h200-suite.json"
 OVERHEAD_DOC = ROOT / "docs" / "overhead.md"
 OVERHEAD = ROOT / "benchmarks" / "results" / "h200-overhead.json"
+TIERS = ROOT / "tests" / "tiers.json"
+GPU_SESSIONS = ROOT / "benchmarks" / "results" / "gpu-sessions"
+
+#: (record key, command, what it runs, its goal) -- the README's table of test tiers, measured column generated
+TIER_ROWS = (
+    ("default", "`make test`",
+     "the default tier (`pytest -m \"not slow\"`): every lesson version correct under the simulator at one or two "
+     "small odd shapes into NaN-poisoned outputs against float64 references, the simulator's primitives, errors and "
+     "hazards, the tracer, the grader against its fixtures and solutions (one seed), the CLI and bad input",
+     "budget 8 CPU-minutes (4-5 min on 2 cores): a run over it fails, naming its costliest tests"),
+    ("all", "`make test-all`",
+     "both tiers: the above, plus the long tier (`slow`): the notebooks executed top to bottom, numba-cuda's own "
+     "kernel tests on the simulator, the mutation sample, the browser tests, more seeds and larger shapes",
+     "goal 15 min on 2 cores"),
+    ("nocuda", "`make test-nocuda`",
+     "in a venv without numba-cuda (a Mac's view): the tests whose answers depend on the missing compiler "
+     "(`NOCUDA_TESTS` in the Makefile)", "goal 2 min of tests"),
+    ("gpu", "`make gpu-session`",
+     "on a GPU machine, one command: both tiers with the GPU-only cases (16-core machine: 12 pytest workers sharing "
+     "one folder of compiled kernels), compute-sanitizer memcheck, racecheck and synccheck over every lesson "
+     "version, a minute of random shapes, then the standard benchmark alone on the GPU, stalest lesson first",
+     "goal 9 min for the whole session"),
+)
 
 
 def versions_markdown() -> str:
@@ -104,7 +130,44 @@ def overhead_markdown() -> str:
     return "\n".join(lines)
 
 
+def _duration(seconds: float) -> str:
+    return f"{int(seconds // 60)} min {seconds % 60:.0f} s" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def newest_gpu_session() -> dict | None:
+    """The newest committed ``make gpu-session`` report (its folder name starts with the date and time)."""
+    found = sorted(GPU_SESSIONS.glob("*/session.json"))
+    return json.loads(found[-1].read_text()) if found else None
+
+
+def _measured(rec: dict | None) -> str:
+    if not rec:
+        return "not measured yet"
+    counts = f"{rec['passed']} passed, {rec['failed']} failed, {rec['skipped']} skipped"
+    return (f"{_duration(rec['wall_s'])} wall, {rec['cpu_s'] / 60:.1f} CPU-minutes, {rec['workers']} workers; "
+            f"{counts} ({rec['date']}, {rec['machine']})")
+
+
+def tiers_markdown() -> str:
+    records = json.loads(TIERS.read_text()) if TIERS.exists() else {}
+    session = newest_gpu_session()
+    lines = ["| command | what it runs | goal | measured |", "| --- | --- | --- | --- |"]
+    for key, command, what, goal in TIER_ROWS:
+        if key == "gpu":
+            suite = (session or {}).get("suite", {})
+            measured = "not measured yet" if not session else (
+                f"{_duration(session['seconds'])} in all ({session['date']}, {session['card'].get('name')}); the "
+                f"suite {_duration(suite.get('seconds', 0))}: {suite.get('passed', 0)} passed, "
+                f"{suite.get('failed', 0)} failed, {suite.get('skipped', 0)} skipped" if suite else
+                f"{_duration(session['seconds'])} ({session['date']}, {session['card'].get('name')}), suite not run")
+        else:
+            measured = _measured(records.get(key))
+        lines.append(f"| {command} | {what} | {goal} | {measured} |")
+    return "\n".join(lines)
+
+
 def render(text: str) -> str:
+    text = _replace(text, "tiers", tiers_markdown())
     text = _replace(text, "versions", versions_markdown())
     text = _replace(text, "suite", suite_markdown())
     return _replace(text, "bench", bench_markdown())

@@ -37,7 +37,10 @@ import gpukernels
 from gpukernels import _kcache
 from gpukernels._device import cuda_toolchain_missing
 
+from . import _tiers
 from . import browser as _browser
+# the tiers' budget and records, and the per-test CPU timeline (GPUKERNELS_TEST_TIMELINE)
+from ._tiers import pytest_runtest_protocol, pytest_sessionfinish, pytest_testnodedown  # noqa: F401
 
 GPU = gpukernels.MODE == "gpu"
 
@@ -118,33 +121,11 @@ def pytest_unconfigure(config):
         shutil.rmtree(path, ignore_errors=True)
 
 
-#: A folder: each worker appends "worker start end cpu-seconds nodeid" per test to timeline-<worker>.txt there, the
-#: shared kernel cache its lookups to kcache-log.txt (on a GPU), and the notebook
-#: tests their slowest cells -- where a parallel run's wall time goes (which tests ran last, on which worker).
-TIMELINE = os.environ.get("GPUKERNELS_TEST_TIMELINE")
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    if not TIMELINE:
-        yield
-        return
-    start, cpu = time.time(), _cpu_seconds()
-    yield
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    with open(Path(TIMELINE) / f"timeline-{worker}.txt", "a") as f:
-        f.write(f"{worker} {start:.2f} {time.time():.2f} {_cpu_seconds() - cpu:.2f} {item.nodeid}\n")
-
-
-def _cpu_seconds() -> float:
-    """CPU time of this process and of the children it has waited for (a notebook's kernel, a grader's pool)."""
-    import resource
-
-    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
-                                                  resource.getrusage(resource.RUSAGE_CHILDREN)))
+TIMELINE = _tiers.TIMELINE  # the per-test timeline's folder (GPUKERNELS_TEST_TIMELINE; tests/_tiers.py)
 
 
 def pytest_addoption(parser):
+    _tiers.add_option(parser)
     parser.addoption(
         "--resume-from", nargs="+", metavar="LOG", default=None,
         help="leave out the tests that PASSED or SKIPPED in these `pytest -v` logs (a GPU suite run split over "
