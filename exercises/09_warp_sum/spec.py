@@ -1,7 +1,7 @@
 """Grading spec of exercise 09 (the fields are described in gpukernels/grade/spec.py)."""
 
-from gpukernels.grade.spec import (Exercise, MaxLoadsPerElement, NoRaces, NoSharedMemory, ceil_div, grouped_sum,
-                                   readme_hints, vector_with_outliers)
+from gpukernels.grade.spec import (DataFlow, Exercise, MaxLoadsPerElement, NoRaces, NoSharedMemory, ceil_div,
+                                   grouped_sum, readme_hints, vector_with_outliers)
 
 THREADS = 128
 WARP = 32
@@ -21,7 +21,9 @@ EXERCISE = Exercise(
     ranges=[(1, 2000)],  # fresh shapes each run, besides the listed ones
     trace_ranges=[(200, 2000)],  # the technique's shape: drawn fresh each run
     tolerance=1e-5,
-    technique=[MaxLoadsPerElement("x", lambda shape: 1), NoSharedMemory(), NoRaces()],
+    technique=[MaxLoadsPerElement("x", lambda shape: 1), NoSharedMemory(), NoRaces(),
+               # the sums travel through the shuffles: with each shuffle's value off by 1, every sum moves
+               DataFlow("shfl", why="each warp's sum must be combined across its lanes by warp shuffles")],
     points={"correctness": 5, "compiles": 2, "technique": 3},
     hints=readme_hints(__file__),
 )

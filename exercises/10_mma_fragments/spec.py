@@ -2,8 +2,8 @@
 
 from gpukernels import tensor_core
 from gpukernels.check import TOLERANCE
-from gpukernels.grade.spec import (Exercise, MaxLoadsPerElement, MaxStoresPerElement, NoRaces, WarpInstructions,
-                                   ceil_div, readme_hints)
+from gpukernels.grade.spec import (DataFlow, Exercise, MaxLoadsPerElement, MaxStoresPerElement, NoRaces,
+                                   WarpInstructions, ceil_div, readme_hints)
 
 TILE_M, TILE_N, TILE_K = 16, 8, 16  # mma.sync.m16n8k16: the tile of C a warp computes, and K per instruction
 
@@ -34,6 +34,8 @@ EXERCISE = Exercise(
     tolerance=TOLERANCE["tensor_core"],
     technique=[
         WarpInstructions("mma_f16", mmas, why="one per warp and 16 of K"),
+        # ... and C is built from their products: with the mma's products doubled, C must double
+        DataFlow("mma_f16", expect="doubles", why="C must be the sum of the mma's products, not FMAs beside a decoy"),
         # shape = (M, N, K): each warp reads its 16 rows of a and its 8 columns of b once
         MaxLoadsPerElement("a", lambda shape: ceil_div(shape[1], TILE_N), why="load each fragment element once"),
         MaxLoadsPerElement("b", lambda shape: ceil_div(shape[0], TILE_M), why="load each fragment element once"),

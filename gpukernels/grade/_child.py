@@ -144,6 +144,60 @@ def _run_sim(job, report, kernel) -> None:
         report.save(job.report)
         report.trace = _trace(job, kernel)
         report.save(job.report)
+        if job.perturb and report.trace.get("status") == "ok":
+            report.trace["perturbed"] = {kind: _run_perturbed(job, kernel, kind) for kind in job.perturb}
+            report.save(job.report)
+
+
+def _perturbation(kind: str):
+    """A context in which the simulator's ``kind`` instructions return other results than they compute, so that a
+    kernel whose output comes from them must give another output (``spec.DataFlow``):
+
+    * ``mma_f16`` (and the other mma kinds): D = C + 2 A B instead of C + A B -- a result built from the products
+      doubles exactly, one that only passes C through (or throws D away) does not move;
+    * ``shfl``: every shuffle (idx, up, down, xor) returns the value it read plus 1."""
+    import contextlib
+
+    from gpukernels.sim import _launch
+    from gpukernels.sim.api import SHFL_DOWN, SHFL_IDX, SHFL_UP, SHFL_XOR
+
+    kinds = {"shfl": {SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_XOR}}.get(kind, {kind})
+    original = _launch.Launch._compute
+
+    def compute(self, op, group, need, w):
+        results = original(self, op, group, need, w)
+        if op not in kinds:
+            return results
+        if op.startswith("mma"):
+            import numpy as np
+
+            c = {t.lane: t.value[1] for t in group}
+            return {lane: tuple(np.float32(2.0 * float(d) - float(ci)) for d, ci in zip(res, c[lane]))
+                    for lane, res in results.items()}
+        return {lane: v + 1 for lane, v in results.items()}
+
+    @contextlib.contextmanager
+    def patched():
+        _launch.Launch._compute = compute
+        try:
+            yield
+        finally:
+            _launch.Launch._compute = original
+
+    return patched()
+
+
+def _run_perturbed(job, kernel, kind: str) -> dict:
+    """The traced case once more, in thread order, with ``kind``'s results perturbed; its output saved."""
+    case = job.trace
+    arrays, args = _load_case(case)
+    try:
+        with _perturbation(kind):
+            kernel[tuple(case.grid), tuple(case.block)](*args)
+    except BaseException as exc:  # noqa: BLE001
+        return {"status": "error", "error": _describe_exception(exc, job.filename)}
+    _save_arrays(job.out_dir, "trace", f"perturbed_{kind}", {job.out: arrays[job.out]})
+    return {"status": "ok"}
 
 
 def _trace(job, kernel) -> dict:
@@ -170,6 +224,8 @@ def _trace(job, kernel) -> dict:
         obs = observe(t, rename)
     except BaseException as exc:  # noqa: BLE001
         return {"status": "error", "error": _describe_exception(exc, job.filename)}
+    if job.out and job.out in arrays:
+        _save_arrays(job.out_dir, "trace", "out", {job.out: arrays[job.out]})
     return {"status": "ok", "observations": obs}
 
 

@@ -35,7 +35,7 @@ from .admission import AdmissionError, admit, refusal_message
 from .pool import Child, child_env
 from .protocol import CaseJob, Job, SpeedJob, output_path
 from .results import ExerciseResult, TestResult
-from .spec import GATES, Exercise
+from .spec import GATES, DataFlow, Exercise
 
 HELP_HINTS = "run `gpukernels grade {ex} --hints {n}` for more help"
 MAX_SOURCE_BYTES = 200_000
@@ -198,8 +198,9 @@ class Grading:
             self.trace_shape = ex.draw_trace_shape(self.seed + 1000)
             trace = _case_job(ex, make_case(ex, self.trace_shape, self.seed + 1000, reference=False),
                               inputs / "trace.npz")
+        perturb = sorted({c.instruction for c in ex.technique if isinstance(c, DataFlow)})
         job = self._job("sim", cases=jobs, shuffle_seed=self.seed, trace=trace,
-                        launch_timeout=max(1.0, self.timeout / 2))
+                        launch_timeout=max(1.0, self.timeout / 2), out=ex.out, perturb=perturb)
         return self._child(job, "sim")
 
     def speed_child(self) -> Child:
@@ -420,7 +421,8 @@ class Grading:
             self.add("technique", False, "the traced run failed: "
                      + student_error(str(trace.get("error", trace.get("why", "no report"))), "", self))
             return
-        obs = trace.get("observations") or {}
+        obs = dict(trace.get("observations") or {})
+        obs["dataflow"] = self._dataflow(child, trace.get("perturbed") or {})
         shape = tuple(self.trace_shape)
         lines, ok = [], True
         for check in ex.technique:
@@ -431,6 +433,32 @@ class Grading:
             ok &= passed
             lines.append(("ok: " if passed else "FAILED: ") + text)
         self.add("technique", ok, f"traced at shape {shape} (drawn for this run):\n" + "\n".join(lines))
+
+    def _dataflow(self, child: Child, runs: dict) -> dict:
+        """Per perturbed instruction, from the arrays the child returned: of the traced case's outputs, how many
+        moved (past the tolerance, against the output's typical magnitude) and how many came out doubled."""
+        from gpukernels.check import compare
+
+        ex, flows = self.ex, {}
+        clean = _load_returned(child.job.out_dir, "trace", "out", [ex.out])
+        for kind, run in runs.items():
+            if not isinstance(run, dict) or run.get("status") != "ok":
+                flows[kind] = {"error": student_error(str((run or {}).get("error", "no report")), "", self)}
+                continue
+            got = _load_returned(child.job.out_dir, "trace", f"perturbed_{kind}", [ex.out])
+            if clean is None or got is None:
+                flows[kind] = {"error": "the grading process did not return the arrays"}
+                continue
+            before = clean[ex.out].astype(np.float64)
+            after = got[ex.out].astype(np.float64)
+            fin = np.isfinite(before)
+            typical = float(np.sqrt(np.mean(before[fin] ** 2))) if fin.any() else 1.0
+            limit = max(ex.tolerance, 1e-7) * (typical or 1.0)
+            with np.errstate(invalid="ignore"):
+                moved = ~(np.abs(after - before) <= limit)
+                doubled = np.abs(after - 2 * before) <= 2 * limit
+            flows[kind] = {"size": int(before.size), "moved": int(moved.sum()), "doubled": int(doubled.sum())}
+        return flows
 
     def score_speed(self, child: Child | None) -> None:
         from gpukernels.check import compare

@@ -52,6 +52,10 @@ class Job:
     launch_timeout: float = 30.0
     cc: list = field(default_factory=lambda: [9, 0])
     arg_types: list = field(default_factory=list)  # [[name, dtype, ndim] | [name, "scalar", python type]]
+    out: str = ""  # the output array's name (sim: the traced case's output is saved for the data-flow checks)
+    # sim: instructions ("mma_f16", "shfl", ...) whose results the child perturbs in a run of the traced case of its
+    # own, each run's output saved: what the data-flow checks compare (spec.DataFlow)
+    perturb: list = field(default_factory=list)
 
     @property
     def report(self) -> str:

@@ -268,6 +268,43 @@ class WarpInstructions(Check):
         return f"{self.kind} issued once per tile product"
 
 
+@dataclass(frozen=True)
+class DataFlow(Check):
+    """The named instruction did the work: the grader runs the traced case once more with the simulator's
+    ``instruction`` returning other results (``_child._perturbation``), and the output must change as it must --
+    not a count of calls, which a decoy call whose result is thrown away satisfies.
+
+    ``instruction``: ``"mma_f16"`` (the run's mma compute D = C + 2 A B) or ``"shfl"`` (every shuffle returns the
+    value it read plus 1). ``expect``: ``"doubles"`` -- the output must come out twice the unperturbed one (it is
+    built from the products alone); ``"changes"`` -- every output element must move."""
+
+    instruction: str
+    expect: str = "changes"
+    why: str = ""
+
+    def evaluate(self, obs, shape):
+        flow = (obs.get("dataflow") or {}).get(self.instruction)
+        name = {"shfl": "the shuffles", "mma_f16": "mma_f16"}.get(self.instruction, self.instruction)
+        if not flow:
+            return False, f"data flow of {name}: the grader's run with {name} perturbed did not report"
+        if flow.get("error"):
+            return False, f"data flow of {name}: with {name} returning other values, the kernel failed: {flow['error']}"
+        size, moved, doubled = int(flow["size"]), int(flow["moved"]), int(flow["doubled"])
+        why = f" -- {self.why}" if self.why else ""
+        if self.expect == "doubles":
+            if doubled == size:
+                return True, f"data flow: the output is built from {name}'s results (doubling its products doubles it)"
+            return False, (f"data flow: with {name}'s products doubled, only {doubled} of the {size} outputs doubled "
+                           f"({size - moved} did not move at all): the result does not come from {name}{why}")
+        if moved == size:
+            return True, f"data flow: every output depends on {name}' results"
+        return False, (f"data flow: with {name} returning other values, {size - moved} of the {size} outputs did not "
+                       f"change: those results do not come from {name}{why}")
+
+    def describe(self):
+        return f"the output computed from {self.instruction}'s results"
+
+
 # ----------------------------------------------------------------------------------------------------------
 # The exercise
 # ----------------------------------------------------------------------------------------------------------
@@ -454,5 +491,5 @@ def ceil_div(a: int, b: int) -> int:
 
 
 __all__ = ["Exercise", "Speed", "Check", "MaxLoadsPerElement", "MaxStoresPerElement", "Coalesced",
-           "NoBankConflicts", "UsesShared", "NoSharedMemory", "NoRaces", "WarpInstructions", "GATES",
+           "NoBankConflicts", "UsesShared", "NoSharedMemory", "NoRaces", "WarpInstructions", "DataFlow", "GATES",
            "DEFAULT_POINTS", "load", "ceil_div", "readme_hints"]
