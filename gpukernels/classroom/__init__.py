@@ -88,16 +88,24 @@ def page_data(lesson: str, versions=None, shape=None, seed: int = 0, broken: boo
     return out
 
 
-def build_page(lesson: str, versions=None, shape=None, seed: int = 0) -> str:
-    """The page's HTML (one string, everything inlined), on a simulator or a GPU machine."""
+def build_page(lesson: str, versions=None, shape=None, seed: int = 0, next_page: str | None = None) -> str:
+    """The page's HTML (one string, everything inlined), on a simulator or a GPU machine; ``next_page`` links the
+    next lesson's page (a file beside it)."""
     from .page import render
 
-    return render(page_data_anywhere(lesson, versions, shape, seed))
+    return render(page_data_anywhere(lesson, versions, shape, seed), next_page)
 
 
-def write_page(path, lesson: str, versions=None, shape=None, seed: int = 0) -> Path:
+def next_lesson(lesson: str) -> str | None:
+    """The lesson whose page follows ``lesson``'s in the course (the order of PAGES), or None after the last."""
+    order = list(PAGES)
+    i = order.index(lesson) if lesson in order else len(order)
+    return order[i + 1] if i + 1 < len(order) else None
+
+
+def write_page(path, lesson: str, versions=None, shape=None, seed: int = 0, next_page: str | None = None) -> Path:
     path = Path(path)
-    path.write_text(build_page(lesson, versions, shape, seed), encoding="utf-8")
+    path.write_text(build_page(lesson, versions, shape, seed, next_page), encoding="utf-8")
     return path
 
 
@@ -114,8 +122,10 @@ class Page:
     def _repr_html_(self) -> str:
         import html
 
-        return (f'<iframe srcdoc="{html.escape(self.html, quote=True)}" style="width:100%;height:{self.height}px;'
-                'border:1px solid #999" sandbox="allow-scripts"></iframe>')
+        # at most 85% of the window's height: on a 720-px projector the page scrolls inside its frame, the notebook
+        # around it stays in view
+        return (f'<iframe srcdoc="{html.escape(self.html, quote=True)}" style="width:100%;'
+                f'height:min({self.height}px, 85vh);border:1px solid #999" sandbox="allow-scripts"></iframe>')
 
     def save(self, path) -> Path:
         path = Path(path)

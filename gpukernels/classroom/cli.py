@@ -65,7 +65,7 @@ def main(args, lessons: list[str], sizes: dict) -> int:
     from rich.console import Console
 
     from .._errors import LaunchError
-    from . import write_page  # on a GPU machine it traces in a simulator child (page_data_anywhere)
+    from . import next_lesson, write_page  # on a GPU machine it traces in a simulator child (page_data_anywhere)
     from .data import TooLarge
 
     lesson, versions, shape = check(args, lessons, sizes)
@@ -80,8 +80,10 @@ def main(args, lessons: list[str], sizes: dict) -> int:
         except LaunchError as err:  # a shape a version's own check refuses (cbr: a filter larger than the image)
             raise UsageError(f"--size {args.size}: {err}") from None
     if args.lesson == "all":  # every lesson's page into the folder
-        for name in gpukernels.LESSONS:
-            path = write_page(os.path.join(args.html, f"{name}.html"), name, seed=seed)
+        for name in gpukernels.LESSONS:  # each page links the next lesson's, written beside it
+            following = next_lesson(name)
+            path = write_page(os.path.join(args.html, f"{name}.html"), name, seed=seed,
+                              next_page=f"{following}.html" if following else None)
             Console().print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KB)")
         return 0
     try:

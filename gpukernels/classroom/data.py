@@ -123,10 +123,13 @@ def conflict_degree(elements, itemsize: int) -> int:
 
 
 def source_of(location: str) -> str:
-    """The text of ``file:line`` as the tracer names it (a path relative to the working directory)."""
+    """The text of ``file:line`` as the tracer names it (a path relative to the working directory or to the folder
+    holding the package: `gpukernels.sim._source.short_path`)."""
+    from ..sim._source import full_path
+
     path, _, line = location.rpartition(":")
     try:
-        return linecache.getline(os.path.abspath(path), int(line)).strip()
+        return linecache.getline(os.path.abspath(full_path(path)), int(line)).strip()
     except ValueError:
         return ""
 
@@ -154,13 +157,31 @@ class Events:
         self.read = ev["kind"] != "write"
         self.interval = ev["interval"].astype(np.int64)
         self.kind = np.select([ev["kind"] == "read", ev["kind"] == "write"], [0, 1], 2)
-        # steps: per launch, a phase starts at each interval with a shared write
+        # copies: a shared store right after its thread's global load at the same line and interval (one statement
+        # ``tile[ty, tx] = a[row, k0 + tx]``, a copy_async): what stages a tile from global memory
+        self.order = order = np.lexsort((ev["order"], self.tid, self.blk, li)) if len(ev) else np.zeros(0, np.int64)
+        self.prev = prev = np.full(len(ev), -1, np.int64)
+        prev[order[1:]] = order[:-1]
+        p = np.maximum(prev, 0)
+        self.copied = ((self.space == "shared") & self.write & (prev >= 0) & (li[p] == li) & (self.blk[p] == self.blk)
+                       & (self.tid[p] == self.tid) & (self.lid[p] == self.lid) & (self.interval[p] == self.interval)
+                       & (self.space[p] == "global") & (self.kind[p] == 0))
+        # steps: per launch, a phase starts at each interval with a shared write -- except an interval that only
+        # writes values the block computed right after a phase that staged tiles (attention's probabilities of the
+        # K/V tile just staged): that is the same tile's work, not a phase of its own
         self.steps = []  # (launch, phase, first interval, last interval)
+        self.staged = []  # per step: the shared tiles it copies from global memory
         self.step = np.zeros(len(ev), np.int64)
         for launch in range(len(self.launches)):
             mine = li == launch
             intervals = np.unique(self.interval[mine])
             starts = np.unique(self.interval[mine & (self.space == "shared") & self.write])
+            copying = set(np.unique(self.interval[mine & self.copied]).tolist())
+            keep = []
+            for s in starts.tolist():
+                if not keep or s in copying or keep[-1] not in copying:
+                    keep.append(s)
+            starts = np.array(keep, np.int64)
             if not len(starts) or (len(intervals) and intervals[0] < starts[0]):
                 starts = np.r_[intervals[:1], starts] if len(intervals) else np.zeros(1, np.int64)
             phase = np.clip(np.searchsorted(starts, self.interval[mine], side="right") - 1, 0, None)
@@ -169,6 +190,8 @@ class Events:
             for p, s in enumerate(starts.tolist()):
                 end = starts[p + 1] - 1 if p + 1 < len(starts) else last
                 self.steps.append((launch, p, int(s), int(end)))
+                here = mine & self.copied & (self.interval >= s) & (self.interval <= end)
+                self.staged.append(tuple(sorted(set(self.arrays[a] for a in np.unique(self.aid[here]).tolist()))))
             self.step[mine] = base + phase
         # the tracer's occurrence (the n-th time a thread made this access: what makes a warp access; the four
         # floats of a 16-byte load4 share one), row for row the same log as events()
@@ -243,6 +266,38 @@ class Events:
 # -------------------------------------------------------------------------------------------------------------
 
 
+def step_labels(E: Events, word: str) -> list[str]:
+    """Each step's label, from what it does. Where a launch stages the same shared tiles in several steps (a K phase,
+    a K/V tile, a channel chunk: its loop), those steps are numbered "word i of n" and a step that stages other tiles
+    says which (attention's Q before its K/V tiles); otherwise the phases are numbered as they come."""
+    from collections import Counter
+
+    labels = []
+    for launch in sorted({s[0] for s in E.steps}):
+        mine = [i for i, s in enumerate(E.steps) if s[0] == launch]
+        kernel, n = E.launches[launch].kernel, len(mine)
+        counts = Counter(E.staged[i] for i in mine if E.staged[i])
+        loop = max(counts, key=lambda k: (counts[k], mine.index(next(i for i in mine if E.staged[i] == k))),
+                   default=None)
+        looped = [i for i in mine if loop and E.staged[i] == loop]
+        for i in mine:
+            _, phase, i0, i1 = E.steps[i]
+            if n == 1:
+                labels.append(f"{kernel}: no barrier between its loads" if i0 == i1
+                              else f"{kernel}: {word} 1 of 1 (barrier intervals {i0}-{i1})")
+            elif len(looped) >= 2 and i in looped:
+                labels.append(f"{kernel}: {word} {looped.index(i) + 1} of {len(looped)}")
+            elif len(looped) >= 2 and E.staged[i]:
+                when = "before" if i < looped[0] else "after"
+                labels.append(f"{kernel}: stages {', '.join(E.staged[i])} ({when} {word} "
+                              f"{1 if when == 'before' else len(looped)})")
+            elif len(looped) >= 2:
+                labels.append(f"{kernel}: {'no tile staged' if i < looped[0] else 'after the last ' + word}")
+            else:
+                labels.append(f"{kernel}: {word} {phase + 1} of {n}")
+    return labels
+
+
 def version_data(t, name: str, idea: str, step_word: str = "phase", races: bool = False) -> dict:
     """JSON-able data of one traced version (see the module docstring)."""
     E = Events(t)
@@ -260,17 +315,8 @@ def version_data(t, name: str, idea: str, step_word: str = "phase", races: bool 
         elif a.space == "shared":
             sarrays[f"{launch}:{array}"] = {"name": array, "launch": launch, "shape": list(a.shape)}
     steps = []
-    per_launch = defaultdict(int)
-    for launch, _, _, _ in E.steps:
-        per_launch[launch] += 1
-    for launch, phase, i0, i1 in E.steps:
-        n = per_launch[launch]
-        kernel = E.launches[launch].kernel
-        if n == 1:
-            label = (f"{kernel}: no barrier between its loads" if i0 == i1
-                     else f"{kernel}: {step_word} 1 of 1 (barrier intervals {i0}-{i1})")
-        else:
-            label = f"{kernel}: {step_word} {phase + 1} of {n}"
+    labels = step_labels(E, step_word)
+    for (launch, phase, i0, i1), label in zip(E.steps, labels):
         steps.append({"launch": launch, "phase": phase, "intervals": [i0, i1], "label": label,
                       "loads": {}, "stores": {}})
     gsel = E.space == "global"
@@ -299,13 +345,12 @@ def version_data(t, name: str, idea: str, step_word: str = "phase", races: bool 
     # fills its other cells with a constant (-1: the zero padding), and the cells of a statement that never copies
     # hold values the block computed (-2: softmax's partial maxima and sums)
     tiles, stores, copying = {}, [], set()
-    order = np.lexsort((ev["order"], E.tid, E.blk, E.li)) if len(ev) else np.zeros(0, np.int64)
-    prev = np.r_[-1, order[:-1]]
+    order = E.order
     for pos in np.flatnonzero((E.space[order] == "shared") & E.write[order]).tolist():
-        r, p = int(order[pos]), int(prev[pos])
+        r = int(order[pos])
+        p = int(E.prev[r])
         src, src_array = None, None
-        if (p >= 0 and E.li[p] == E.li[r] and E.blk[p] == E.blk[r] and E.tid[p] == E.tid[r] and E.lid[p] == E.lid[r]
-                and E.interval[p] == E.interval[r] and E.space[p] == "global" and E.kind[p] == 0):
+        if E.copied[r]:
             src, src_array = int(ev["element"][p]), E.arrays[E.aid[p]]
             copying.add((int(E.li[r]), int(E.lid[r])))
         key = f"{int(E.li[r])}:{E.arrays[E.aid[r]]}"

@@ -6,16 +6,16 @@ const DATA = JSON.parse(document.getElementById("data").textContent);
 const SVGNS = "http://www.w3.org/2000/svg";
 // Okabe-Ito (colour-blind safe), chosen for distinct lightness so that greyscale keeps them apart
 // "read earlier" is a hatch (id "earlier", defined in the page) so that it differs from the count shading in greyscale
-const COL = {sel: "#B33C00", earlier: "url(#earlier)", out: "#009E73", held: "#0072B2", zero: "#BBBBBB",
+const COL = {sel: "#B33C00", earlier: "url(#earlier)", out: "#009E73", held: "#0072B2", zero: "#BBBBBB", halo: "#666666",
              computed: "#CC79A7", race: "#D55E00", grid: "#333333"};
 const SRC_COL = ["#0072B2", "#E69F00", "#56B4E9", "#666666"];  // the global array a tile stages (#CC79A7: computed)
 const fmt = (n) => Number(n).toLocaleString("en-US");
 
 // ---- sizes: every drawing is sized from its column's measured width, in px of a 1920 x 1080 design scaled by
-// U (the page's CSS does the same with --u), and text never drops below MIN px (14 in presenter mode, 10 else)
+// U (the page's CSS does the same with --u), and text never drops below MIN px (14 in presenter mode, 12 else)
 // -- so that the page fits any projector from 1280 x 720 to 3840 x 2160 without scrolling sideways.
 const U = () => Math.min(window.innerWidth / 1920, window.innerHeight / 1080);
-const MIN = () => (state.presenter ? 14 : 10);
+const MIN = () => (state.presenter ? 14 : 12);
 const px = (design) => Math.max(MIN(), Math.round(design * U()));  // a font size in px
 const textWidth = (text, size) => String(text).length * size * 0.64;  // DejaVu Sans digits and letters, roughly
 const widthOf = (box) => Math.max(120, Math.floor(box.getBoundingClientRect().width));
@@ -107,6 +107,10 @@ function heat(count, max) {  // white -> mid blue, by lightness (reads in greysc
   return `hsl(212, 60%, ${l}%)`;
 }
 
+const STROKE_MIN = 10;  // px on screen: a smaller cell is drawn without an outline
+// the drawing's scale on screen: 1 unless the column is narrower than the drawing (its viewBox shrinks it)
+function scaleOf(opts) { return opts.scale || 1; }
+
 // draws an array into at most opts.width x opts.height px (panels laid out for the largest cells); fill(e) gives
 // each element's colour; returns the svg
 function drawArray(parent, shape, fill, opts) {
@@ -127,7 +131,14 @@ function drawArray(parent, shape, fill, opts) {
       const e = p * plen + r * cols + c, f = fill(e);
       const rect = el("rect", {x: 1 + (ox + c) * cell, y: 1 + (oy + r) * cell, width: cell, height: cell,
         fill: f.fill, "data-e": e}, svg);
-      if (f.stroke) { rect.setAttribute("stroke", f.stroke); rect.setAttribute("stroke-width", Math.max(1, cell / 6)); }
+      // an outline only where the cell stays its legend's colour inside it: on cells of fewer than STROKE_MIN px
+      // a border would be most of what shows (drawn inside the cell, a tenth of it wide)
+      if (f.stroke && cell * scaleOf(opts) >= STROKE_MIN) {
+        const sw = Math.max(1, Math.round(cell / 10));
+        for (const [k, v] of [["x", 1 + (ox + c) * cell + sw / 2], ["y", 1 + (oy + r) * cell + sw / 2],
+                              ["width", cell - sw], ["height", cell - sw]]) rect.setAttribute(k, v);
+        rect.setAttribute("stroke", f.stroke); rect.setAttribute("stroke-width", sw);
+      }
       if (f.title) el("title", {}, rect, f.title);
     }
     el("rect", {x: 1 + ox * cell, y: 1 + oy * cell, width: cols * cell, height: rows * cell, fill: "none",
@@ -291,6 +302,36 @@ function describeHeld(v, tile, cells) {
   return parts.join(", ");
 }
 
+// What of a tile to draw: where the values a block staged fill a small corner of a large tile (CBR's 6 x 6 image in
+// an 18 x 66 tile), the rows and columns around them and one more on each side -- so that the zeros next to the
+// image, the halo a 3 x 3 filter reads, are cells one can see (COL.halo), not one pixel of a grey bar.
+function cropped(shape, src) {
+  const [np, rows, cols, plen] = panels(shape), whole = {shape, at: (e) => e, halo: () => false, note: ""};
+  if (plen !== rows * cols || rows < 3) return whole;  // a folded row: nothing to crop
+  let r0 = rows, r1 = -1, c0 = cols, c1 = -1;
+  for (const [e, s] of src) if (s >= 0) {
+    const r = Math.floor((e % plen) / cols), c = e % cols;
+    r0 = Math.min(r0, r); r1 = Math.max(r1, r); c0 = Math.min(c0, c); c1 = Math.max(c1, c);
+  }
+  if (r1 < 0) return whole;
+  const near = (e) => {  // a zero cell beside a staged value, in its plane
+    const p = Math.floor(e / plen), r = Math.floor((e % plen) / cols), c = e % cols;
+    for (let dr = -1; dr <= 1; dr++) for (let dc = -1; dc <= 1; dc++) {
+      const rr = r + dr, cc = c + dc;
+      if ((dr || dc) && rr >= 0 && rr < rows && cc >= 0 && cc < cols && (src.get(p * plen + rr * cols + cc) ?? -1) >= 0) return true;
+    }
+    return false;
+  };
+  r0 = Math.max(0, r0 - 1); r1 = Math.min(rows - 1, r1 + 1); c0 = Math.max(0, c0 - 1); c1 = Math.min(cols - 1, c1 + 1);
+  const h = r1 - r0 + 1, w = c1 - c0 + 1;
+  if (h * w * 2 > rows * cols) return {...whole, halo: near};  // most of the tile: draw it whole
+  const lead = shape.slice(0, shape.length - 2);
+  return {shape: [...lead, h, w], halo: near,
+          at: (e2) => { const p = Math.floor(e2 / (h * w)), r = Math.floor((e2 % (h * w)) / w), c = e2 % w;
+                        return p * plen + (r0 + r) * cols + c0 + c; },
+          note: `rows ${r0}-${r1}, columns ${c0}-${c1} shown (the rest: zeros)`};
+}
+
 function drawTiles(v, side, box, raceCells) {
   const mine = v.shared.filter((t) => t.launch === launchOf(v));
   const wrap = el("div", {class: "tiles"}, box);
@@ -301,12 +342,15 @@ function drawTiles(v, side, box, raceCells) {
     const cells = tileCells(v, tile, side), src = new Map();
     for (let i = 0; i < cells.length; i += 2) src.set(cells[i], cells[i + 1]);
     const pane = el("div", {class: "panel", "data-tile": tile.name, style: `max-width: ${width}px`}, wrap);
-    el("h3", {}, pane, `${tile.name} ${tile.shape.join("x")} (shared)`);
+    const view = cropped(tile.shape, src);
+    el("h3", {}, pane, `${tile.name} ${tile.shape.join("x")} (shared)` + (view.note ? `: ${view.note}` : ""));
     const ci = Math.max(0, v.global.findIndex((g) => g.name === tile.source));
     const racing = raceCells ? raceCells(tile.name) : null;
-    drawArray(pane, tile.shape, (e) => {
-      let fill = !src.has(e) ? "#f4f4f4" : src.get(e) === -1 ? COL.zero : src.get(e) < 0 ? COL.computed
-        : SRC_COL[ci % SRC_COL.length];
+    drawArray(pane, view.shape, (e2) => {
+      const e = view.at(e2);
+      if (src.get(e) === -1 && view.halo(e)) state.haloShown = true;
+      let fill = !src.has(e) ? "#f4f4f4" : src.get(e) === -1 ? (view.halo(e) ? COL.halo : COL.zero)
+        : src.get(e) < 0 ? COL.computed : SRC_COL[ci % SRC_COL.length];
       let stroke = null;
       if (racing && racing.has(e)) { fill = COL.race; stroke = "#000"; }
       return {fill, stroke};
@@ -460,6 +504,7 @@ function render() {
   document.getElementById("presenter").classList.toggle("on", state.presenter);
   const main = document.getElementById("main");
   main.innerHTML = "";
+  state.haloShown = false;
   SECTIONS.forEach(([id, title], i) => {
     if (id === "race" && !DATA.broken) return;
     const sec = el("div", {class: "section", id: `sec-${id}`}, main);
@@ -479,6 +524,7 @@ function render() {
       } else drawWarp(v, side, col);
     });
   });
+  document.getElementById("legend-halo").style.display = state.haloShown ? "" : "none";  // only where drawn
 }
 
 // presenter mode shows one view, its drawings sized to the screen below the header (text is never scaled down)
@@ -508,8 +554,9 @@ function init() {
     else if (e.key === "ArrowLeft") go(-1);
     else if (e.key === "ArrowDown") { state.access++; render(); }
     else if (e.key === "ArrowUp") { state.access = Math.max(0, state.access - 1); render(); }
-    else if (e.key === "PageDown" || e.key === " " || e.key === "n") { state.section = (state.section + 1) % sections; render(); }
-    else if (e.key === "PageUp" || e.key === "Backspace") { state.section = (state.section + sections - 1) % sections; render(); }
+    // Space / PgDn / PgUp change the view in presenter mode only: otherwise the page scrolls, by keyboard or clicker
+    else if (state.presenter && (e.key === "PageDown" || e.key === " " || e.key === "n")) { state.section = (state.section + 1) % sections; render(); }
+    else if (state.presenter && (e.key === "PageUp" || e.key === "Backspace")) { state.section = (state.section + sections - 1) % sections; render(); }
     else if (e.key === "p") { state.presenter = !state.presenter; render(); }
     else if (e.key === "b" || e.key === "w" || e.key === "t") { state.mode = {b: "block", w: "warp", t: "thread"}[e.key]; render(); }
     else if (/^[0-9]$/.test(e.key)) { state.sel.forEach((s) => { s.block = Number(e.key); }); render(); }

@@ -19,7 +19,7 @@ _TEMPLATE = """<!DOCTYPE html>
 <button id="mode-block">block</button><button id="mode-warp">warp</button><button id="mode-thread">thread</button>
 <button id="presenter">presenter mode</button>
 <span class="keys">keys: &larr; &rarr; step &middot; &uarr; &darr; warp access &middot; b w t select &middot;
-0-9 block &middot; p presenter &middot; space / PgDn next view</span>
+0-9 block &middot; p presenter (then space / PgDn: next view)</span>{next}
 <div id="steplabel"></div>
 <div class="legend"><span><i style="background:#B33C00"></i>read by the selection this step</span>
 <span><i style="background:repeating-linear-gradient(45deg,#B33C00 0 3px,#fff 3px 6px)"></i>read by it in
@@ -27,6 +27,7 @@ earlier steps</span>
 <span><i style="background:#009E73"></i>written by it</span>
 <span><i style="background:hsl(212,60%,60%)"></i>loads so far, all blocks (darker = more)</span>
 <span><i style="background:#BBBBBB"></i>shared cell set to zero</span>
+<span id="legend-halo"><i style="background:#666666"></i>zero beside the image (the halo)</span>
 <span><i style="background:#CC79A7"></i>shared cell computed by the block</span></div>
 </header>
 <svg width="0" height="0" style="position:absolute"><defs><pattern id="earlier" width="6" height="6"
@@ -43,7 +44,13 @@ def _asset(name: str) -> str:
     return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 
 
-def render(data: dict) -> str:
-    """The page for ``data`` (gpukernels.classroom.page_data)."""
+def render(data: dict, next_page: str | None = None) -> str:
+    """The page for ``data`` (gpukernels.classroom.page_data); ``next_page``: the file name of the next lesson's page
+    beside it (``make classroom`` writes them all into one folder), linked from the header."""
     blob = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
-    return _TEMPLATE.format(title=html.escape(data["title"]), css=_asset("page.css"), js=_asset("page.js"), data=blob)
+    nxt = ""
+    if next_page:
+        stem = next_page.rsplit(".", 1)[0]
+        nxt = f'<a id="next" href="{html.escape(next_page, quote=True)}">next lesson: {html.escape(stem)} &rarr;</a>'
+    return _TEMPLATE.format(title=html.escape(data["title"]), css=_asset("page.css"), js=_asset("page.js"), data=blob,
+                            next=nxt)

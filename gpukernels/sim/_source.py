@@ -22,7 +22,8 @@ def _machinery_dirs() -> tuple[str, ...]:
 #: gpukernels' instructions written in Python for the simulator (``load4``, ``copy_async16``, ``mma_f16``, ``ldmatrix``,
 #: ...): each call is one instruction on the GPU, so what goes wrong inside one is reported at the kernel's line that
 #: issued it (and the tracer counts it as one request there).
-INTRINSICS = tuple(os.path.join(os.path.dirname(_SIM_DIR), name) for name in ("_intrinsics.py", "_mma.py"))
+INTRINSICS = (tuple(os.path.join(os.path.dirname(_SIM_DIR), name) for name in ("_intrinsics.py", "_mma.py"))
+              + (os.path.join(_SIM_DIR, "_async.py"),))  # cp.async, its groups and waits
 
 # Frames in these directories (and the files above) are machinery, never "the kernel's line" -- except test suites
 # shipped inside them (numba-cuda's own kernel tests, which benchmarks/numba_peer.py runs on this simulator).
@@ -36,13 +37,30 @@ def is_machinery(filename: str) -> bool:
     return filename.startswith(_SKIP) and not any(t in filename for t in _TESTS)
 
 
+#: The folder that holds the gpukernels package: the repository in a checkout, site-packages in an install.
+_PACKAGE_PARENT = os.path.dirname(os.path.dirname(_SIM_DIR))
+
+
 def short_path(filename: str) -> str:
-    """A path as a student would type it: relative to the working directory when below it."""
-    try:
-        rel = os.path.relpath(filename)
-    except ValueError:  # another drive on Windows
-        return filename
-    return filename if rel.startswith("..") else rel
+    """A path as a student would type it, never one of this machine's absolute paths where a shorter one names the
+    file: relative to the working directory when below it, else relative to the folder holding the package
+    (``gpukernels/matmul/k01_naive.py`` from a notebook's folder too); other files keep their path."""
+    for base in (os.getcwd(), _PACKAGE_PARENT):
+        try:
+            rel = os.path.relpath(filename, base)
+        except ValueError:  # another drive on Windows
+            continue
+        if not rel.startswith(".."):
+            return rel
+    return filename
+
+
+def full_path(path: str) -> str:
+    """The file a `short_path` names, wherever the working directory is now (linecache needs it)."""
+    if os.path.isabs(path) or os.path.exists(path):
+        return path
+    below = os.path.join(_PACKAGE_PARENT, path)
+    return below if os.path.exists(below) else path
 
 
 def location(filename: str, lineno: int) -> str:
