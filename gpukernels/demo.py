@@ -140,7 +140,11 @@ def sim_table(rows: list[dict]):
 def print_sim_table(console, rows: list[dict]) -> None:
     from rich.markup import escape
 
-    console.print(sim_table(rows))
+    from ._terminal import fit
+
+    lesson = rows[0]["lesson"]
+    console.print(fit(sim_table(rows), console.width, prose=["loads/element", "what it changes"],
+                      more=f"a wider terminal shows them whole; help(gpukernels.{lesson}.NAME) says what a step changes"))
     for r in rows:
         if r.get("skipped"):
             console.print(f"[yellow]{r['lesson']}.{r['version']} not run at this shape:[/] {escape(r['skipped'])}",
@@ -162,7 +166,10 @@ def gpu_table(rows: list[dict], title: str = "", shapes: bool = False):
 
 
 def print_gpu_table(console, rows: list[dict], lesson: str, shape: tuple) -> None:
-    console.print(gpu_table(rows, f"{lesson} {'x'.join(map(str, shape))} on {gpukernels.device_info().get('device')}"))
+    from ._terminal import fit
+
+    console.print(fit(gpu_table(rows, f"{lesson} {'x'.join(map(str, shape))} on "
+                                      f"{gpukernels.device_info().get('device')}"), console.width))
 
 
 def _num(v, spec):

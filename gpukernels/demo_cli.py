@@ -55,7 +55,7 @@ def demo_main(argv: list[str]) -> int:
 
     from rich.console import Console
 
-    console = Console(width=150)
+    console = Console()  # the terminal's width (COLUMNS, or 80 when piped): the tables are drawn to fit it
     console.print(f"[bold]gpukernels demo[/] on {gpukernels.device_info().get('device')} "
                   f"({'real GPU timings' if gpu else 'simulator: correctness and counted traffic, no timings'})")
     try:

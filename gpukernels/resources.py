@@ -752,10 +752,13 @@ def table(rows: list[ResourceRow]):
 def print_table(rows: list[ResourceRow], console=None) -> None:
     from rich.console import Console
 
-    console = console or (Console() if sys.stdout.isatty() else Console(width=200))
+    from ._terminal import fit
+
+    console = console or Console()  # the terminal's width (COLUMNS; 80 when piped): the table is drawn to fit it
     if not rows:
         return
-    console.print(table(rows))
+    console.print(fit(table(rows), console.width, prose=["limited by", "kernel"], drop_constant=["lesson"],
+                      more="a wider terminal (COLUMNS=200) shows them whole, or --json FILE"))
     console.print(f"Shapes: {', '.join(sorted({f'{r.lesson} {r.shape}' for r in rows}))}. Compiled with "
                   f"numba.cuda.compile_ptx + nvJitLink; no GPU was used.")
 

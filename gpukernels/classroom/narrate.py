@@ -13,7 +13,10 @@ import sys
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
-from rich.table import Table
+from rich.text import Text
+
+from .._tables import Table
+from .._terminal import fit, percent
 
 
 class Narrator:
@@ -49,7 +52,7 @@ def run(lesson: str, versions=None, shape=None, wait: bool = True, console: Cons
 
     from . import PAGES, page_data_anywhere
 
-    console = console or Console(width=120)
+    console = console or Console()  # the terminal's width: every table below is drawn to fit it
     wait = wait and sys.stdin.isatty()
     n = Narrator(console, wait)
     names = list(versions or PAGES[lesson][0])
@@ -61,48 +64,51 @@ def run(lesson: str, versions=None, shape=None, wait: bool = True, console: Cons
     n.screen("The grid map", f"Each launch is a grid of blocks; each block owns a part of the output "
              f"({lesson} {shape_txt}).", *(Panel(_grid_map(v), title=v["name"], expand=False) for v in (a, b)))
 
-    t = Table(title="Coalescing: 32-byte sectors per warp access (the tracer's count)", title_justify="left")
-    for col in ("version", "line", "array", "kind", "warp accesses", "sectors", "minimum", "efficiency"):
-        t.add_column(col)
+    numbers = ("warp accesses", "sectors", "minimum", "efficiency")
+    t = Table("Coalescing: 32-byte sectors per warp access (the tracer's count)",
+              ["version", "line", "access", *numbers], right=numbers)
     for v in (a, b):
         for line in v["lines"]:
-            if line["space"] == "global":
-                t.add_row(v["name"], line["location"], line["array"], line["kind"], f"{line['requests']:,}",
-                          f"{line['sectors']:,}", f"{line['min_sectors']:,}", f"{line['efficiency']:.0%}")
+            if line["space"] == "global":  # the efficiency rounded as the page rounds it (12.5%, not 12% here)
+                t.rows.append([v["name"], _short(line["location"]), f"{line['array']} {line['kind']}",
+                               f"{line['requests']:,}", f"{line['sectors']:,}", f"{line['min_sectors']:,}",
+                               percent(line["efficiency"], 1)])
     n.screen("Coalescing", "A warp's 32 lanes load together: when they read neighbouring words, a few 32-byte "
-             "sectors serve them all; when they read a column, every lane pays its own sector.", t)
+             "sectors serve them all; when they read a column, every lane pays its own sector.",
+             fit(t, console.width, prose=["line"], more=f"gpukernels trace {lesson} names every line"))
 
-    t = Table(title="Tiling: global loads per step (all blocks)", title_justify="left")
-    for col in ("version", "step", *(g["name"] for g in a["global"] if not g["written"])):
-        t.add_column(col)
+    inputs = [g["name"] for g in a["global"] if not g["written"]]
+    t = Table("Tiling: global loads per step (all blocks)", ["version", "step", *inputs], right=tuple(inputs))
     for v in (a, b):
         for s in v["steps"]:
-            t.add_row(v["name"], s["label"], *(f"{sum(s['loads'].get(g['name'], [])):,}" for g in a["global"]
-                                               if not g["written"]))
-    reuse = Table(title="Loads per element over the whole run (tracer)", title_justify="left")
-    for col in ("version", "array", "loads", "elements", "loads / element"):
-        reuse.add_column(col)
+            t.rows.append([v["name"], s["label"], *(f"{sum(s['loads'].get(g, [])):,}" for g in inputs)])
+    numbers = ("loads", "elements", "loads / element")
+    reuse = Table("Loads per element over the whole run (tracer)", ["version", "array", *numbers], right=numbers)
     for v in (a, b):
         for g in v["global"]:
             size = 1
             for d in g["shape"]:
                 size *= d
             if g["loads"]:
-                reuse.add_row(v["name"], g["name"], f"{g['loads']:,}", f"{size:,}", f"{g['loads'] / size:.1f}")
+                reuse.rows.append([v["name"], g["name"], f"{g['loads']:,}", f"{size:,}", f"{g['loads'] / size:.1f}"])
     n.screen("Tiling and its phases", "A block stages tiles in shared memory, waits at a barrier, and reuses each "
-             "staged value many times: the slider of the page steps through these phases.", t, reuse)
+             "staged value many times: each row below is one step of the run, the loads it made. (The page, "
+             f"`gpukernels demo {lesson} --html FILE`, draws these steps one by one.)",
+             fit(t, console.width, prose=["step"]), fit(reuse, console.width))
 
     br = data["broken"]
     if br:
-        t = Table(title=f"Races in {br['name']} (the tracer's hazards)", title_justify="left")
-        for col in ("hazard", "array", "first", "second", "elements"):
-            t.add_column(col)
+        t = Table(f"Races in {br['name']} (the tracer's hazards)",
+                  ["hazard", "array", "elements", "first", "then"], right=("elements",))
+        code: dict = {}  # each line of the races, once, under the table: code is not cut to fit a column
         for r in br["races"]:
-            t.add_row(r["hazard"], r["array"], f"{r['first']['location']} {r['first']['kind']}\n"
-                      f"  {escape(r['first']['source'])}", f"{r['second']['location']} {r['second']['kind']}\n"
-                      f"  {escape(r['second']['source'])}", f"{r['elements']:,}")
+            t.rows.append([r["hazard"], r["array"], f"{r['elements']:,}",
+                           *(f"{_short(r[s]['location'])} {r[s]['kind']}" for s in ("first", "second"))])
+            for s in ("first", "second"):
+                code.setdefault(_short(r[s]["location"]), r[s]["source"].strip())
+        listing = Text("\n".join(f"  {where}  {src}" for where, src in code.items()))
         n.screen("The missing barrier", f"The same kernel with {data['missing']} removed: threads read the tile "
-                 "while others are still writing it.", t)
+                 "while others are still writing it.", fit(t, console.width, prose=["first", "then"]), listing)
     else:
         n.screen("The missing barrier", f"{lesson} has no broken variant here: see `gpukernels demo --classroom "
                  "matmul`.")
@@ -134,6 +140,12 @@ def run(lesson: str, versions=None, shape=None, wait: bool = True, console: Cons
         console.rule("[bold]Summary")
         print_sim_table(console, rows)
     return 0 if all(r["ok"] for r in rows) else 1
+
+
+def _short(location: str) -> str:
+    """``k01_naive.py:28`` for ``gpukernels/matmul/k01_naive.py:28``: the file and line, which is what a terminal
+    column has room for (the page shows the whole path)."""
+    return location.replace("\\", "/").rsplit("/", 1)[-1]
 
 
 class _Null:
