@@ -153,21 +153,40 @@ def test_drawn_shapes():
     ex = _exercise(ranges=[(1, 100), (10, 20)], extra_shapes=3)
     for seed in range(20):
         shapes = ex.draw_shapes(seed)
-        assert shapes[:1] == [(5,)] and len(shapes) == 4
+        assert shapes[:1] == [(5,)] and len(shapes) == 5
         first = shapes[1]  # large in every dimension: the top quarter of each range
         assert 76 <= first[0] <= 100 and 18 <= first[1] <= 20, first
-        for d0, d1 in shapes[1:]:
+        for d0, d1 in shapes[1:4]:
             assert 1 <= d0 <= 100 and 10 <= d1 <= 20
             assert not (d0 > 8 and d0 % 8 == 0) and not (d1 > 8 and d1 % 8 == 0)  # off the block's multiples
+        past = shapes[4]  # past the published range in every dimension, 1 to 1.5 times its top, ragged
+        assert 101 <= past[0] <= 151 and 21 <= past[1] <= 31 and all(d % 8 for d in past), past
         assert ex.draw_shapes(seed) == shapes  # the seed decides
     assert len({tuple(ex.draw_shapes(s)) for s in range(20)}) > 10
+    assert len({ex.draw_shapes(s)[-1] for s in range(20)}) > 5  # the sizes past the range change per seed too
     assert _exercise().draw_shapes(1) == [(5,)]  # no ranges: the listed shapes only
     ex = _exercise(ranges=[(8, 8)])
-    assert ex.draw_shapes(0)[1:] == [(8,), (8,)]  # 8 is not > 8: kept (and nothing else is in range)
+    assert ex.draw_shapes(0)[1:3] == [(8,), (8,)]  # 8 is not > 8: kept (and nothing else is in range)
     ex = _exercise(ranges=[(16, 17)], extra_shapes=3)  # 16, a multiple of 8, moves up to 17 (not down, out of range)
-    assert {shape for s in range(10) for shape in ex.draw_shapes(s)[1:]} == {(17,)}
+    assert {shape for s in range(10) for shape in ex.draw_shapes(s)[1:4]} == {(17,)}
     ex = _exercise(ranges=[(15, 24)], extra_shapes=1)  # the first draw is from (22, 24); 24 moves down to 23
     assert {ex.draw_shapes(s)[1] for s in range(30)} == {(22,), (23,)}
+    ex = _exercise(ranges=[(1, 10)], beyond_ranges=[(40, 41)], beyond=2)  # a spec's own range past the published
+    assert ex.draw_shapes(4)[-2:] == [(41,), (41,)]  # 40 is a multiple of 8: moved to 41
+    assert _exercise(ranges=[(1, 10)], beyond=0).draw_shapes(4)[-1] != (41,)
+
+
+def test_every_exercise_grades_sizes_past_its_published_range():
+    """Each spec draws, per seed, a shape past its ``ranges`` in every dimension (a loop capped at the top of the
+    published range fails it); its README says so."""
+    for name in sorted(p.name for p in EXERCISES.iterdir() if p.name[:2].isdigit()):
+        ex = S.load(EXERCISES / name)
+        assert ex.ranges and ex.beyond >= 1, name
+        for seed in range(3):
+            past = ex.draw_shapes(seed)[-1]
+            tops = [hi for _, hi in ex.ranges]
+            assert all(d > hi for d, hi in zip(past, tops)), (name, past, tops)
+        assert "sizes that are not listed" in (EXERCISES / name / "README.md").read_text(), name
 
 
 def test_trace_shape():

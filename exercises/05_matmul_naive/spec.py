@@ -23,6 +23,7 @@ EXERCISE = Exercise(
     launch=lambda shape: ((ceil_div(shape[1], BLOCK[0]), ceil_div(shape[0], BLOCK[1])), BLOCK),
     shapes=[(1, 1, 1), (17, 19, 5), (33, 20, 7), (8, 40, 33)],
     ranges=[(1, 66), (1, 80), (1, 66)],  # fresh shapes each run, besides the listed ones
+    beyond_ranges=[(67, 72), (81, 90), (67, 132)],  # past the ranges, K the most (the simulator's time: M N K)
     trace_ranges=[(16, 48), (32, 64), (8, 32)],  # the technique's shape: drawn fresh each run
     # rows start on 32-byte sectors and every lane of a warp has a column (idle lanes count as waste)
     trace_multiples=(1, 32, 1),

@@ -24,6 +24,7 @@ EXERCISE = Exercise(
     launch=lambda shape: ((ceil_div(shape[1], TILE), ceil_div(shape[0], TILE)), (TILE, TILE)),
     shapes=[(1, 1, 1), (17, 19, 23), (33, 16, 40), (16, 48, 32)],
     ranges=[(1, 66), (1, 96), (1, 80)],  # fresh shapes each run, besides the listed ones
+    beyond_ranges=[(67, 72), (97, 104), (81, 120)],  # past the ranges, K the most (the simulator's time: M N K)
     trace_ranges=[(17, 64), (17, 64), (17, 48)],  # the technique's shape: drawn fresh each run
     tolerance=TOLERANCE["matmul"],
     technique=[

@@ -45,6 +45,8 @@ EXERCISE = Exercise(
     params=lambda shape: {"padding": shape[7]},
     shapes=[(1, 1, 1, 1, 1, 1, 1, 0), (1, 3, 5, 7, 2, 3, 3, 1), (2, 2, 6, 9, 3, 3, 3, 1), (1, 2, 7, 5, 3, 5, 5, 2)],
     ranges=[(1, 2), (1, 4), (1, 14), (1, 18), (1, 6), (1, 5), (1, 5), (0, 2)],  # fresh shapes each run, besides the listed ones
+    # past the ranges: channels and filter past theirs, the image just past (the simulator's time grows with all)
+    beyond_ranges=[(3, 3), (5, 5), (15, 16), (19, 20), (7, 7), (6, 7), (6, 6), (3, 3)],
     constrain=constrain,
     trace_ranges=[(1, 2), (1, 3), (6, 12), (6, 12), (2, 5), (3, 3), (3, 3), (1, 1)],  # the technique's shape: drawn fresh each run
     tolerance=TOLERANCE["cbr"],

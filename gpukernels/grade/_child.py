@@ -115,7 +115,7 @@ def _run_sim(job, report, kernel) -> None:
         report.cases.append(entry)
         report.save(job.report)
         runs = [("out", None)]
-        if configure is not None and job.shuffle_seed is not None:
+        if configure is not None and job.shuffle_seed is not None and getattr(case, "shuffle", True):
             runs.append(("shuffled", int(job.shuffle_seed) + i))
         for run, seed in runs:
             arrays, args = _load_case(case)

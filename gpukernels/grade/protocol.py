@@ -26,6 +26,7 @@ class CaseJob:
     grid: list
     block: list
     shape: list
+    shuffle: bool = True  # run once more in a shuffled thread order (races); not the shapes past the ranges
 
 
 @dataclass

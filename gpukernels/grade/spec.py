@@ -11,7 +11,8 @@ An exercise's spec is a small, declarative Python file (gpu-mode's ``task.yml`` 
 * ``shapes``: problem sizes always graded for correctness (odd ones included); besides them, ``extra_shapes``
   shapes are drawn fresh every run from ``ranges`` (a (low, high) pair per dimension, up to about twice the
   largest listed size, sizes that are multiples of 8 moved off by one), so a kernel written for the listed
-  shapes only does not pass;
+  shapes only does not pass; and ``beyond`` shapes past the ranges (``beyond_ranges``), so that one written for
+  the published range only does not either;
 * ``technique``: checks on what the tracer observed (``gpukernels.trace``) at a shape drawn fresh from
   ``trace_ranges``; ``speed``: the GPU-only gate;
 * ``points`` per gate and ``hints`` per gate, in increasing order of help.
@@ -336,6 +337,11 @@ class Exercise:
     technique: Sequence[Check] = ()
     ranges: Sequence[tuple] = ()  # (low, high) per dimension: fresh correctness shapes are drawn from them
     extra_shapes: int = 2
+    #: Shapes drawn fresh each run *past* ``ranges`` (every dimension larger, and not a multiple of 8), from
+    #: ``beyond_ranges`` -- by default (high + 1, high + high // 2 + 1) per dimension. They are never published: a
+    #: kernel right only up to the sizes it was shown (a loop capped at the top of the range) fails them.
+    beyond: int = 1
+    beyond_ranges: Sequence[tuple] = ()
     trace_ranges: Sequence[tuple] = ()  # the technique's shape is drawn from them (default: ``ranges``)
     # per dimension, what the technique's shape is a multiple of: 8 floats (32 bytes) along a contiguous
     # dimension keeps every row on a sector boundary, so coalescing is measured without a ragged edge's loss
@@ -369,7 +375,14 @@ class Exercise:
             # are anywhere in the ranges.
             ranges = [(max(lo, hi - (hi - lo) // 4), hi) for lo, hi in self.ranges] if i == 0 else self.ranges
             drawn.append(self._draw(rng, ranges, avoid=8))
+        for _ in range(self.beyond if self.ranges else 0):
+            drawn.append(self._draw(rng, self.past_ranges(), avoid=8))
         return [tuple(s) for s in self.shapes] + drawn
+
+    def past_ranges(self) -> list:
+        """Where the shapes past the published range are drawn (``beyond_ranges``, or 1 to 1.5 times past each
+        dimension's high end)."""
+        return [tuple(r) for r in self.beyond_ranges] or [(hi + 1, hi + hi // 2 + 1) for _, hi in self.ranges]
 
     def draw_trace_shape(self, seed: int) -> tuple:
         """The technique's shape of one run, drawn from ``trace_ranges`` (never published)."""
