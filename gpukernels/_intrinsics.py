@@ -19,8 +19,9 @@ written as inline PTX because libNVVM does not take LLVM's ``llvm.nvvm.cp.async`
 element offsets that the kernel advances itself (one add per copy). ``nbytes`` may be 0: that writes zeros and
 reads nothing (a tile that crosses the end of K). A thread's copies complete in the order of its
 ``async_commit()`` groups; ``async_wait(n)`` waits until at most ``n`` of its groups are still in flight, and a
-barrier after it makes every thread's copies visible to the block. In the simulator the copy happens at once and
-commit and wait do nothing, which is one of the orders the hardware may take. ``cp.async`` needs sm_80 or newer.
+barrier after it makes every thread's copies visible to the block; ``async_wait_all()`` commits and waits for all.
+The simulator keeps each copy in flight until a wait covers it and reports a read (or overwrite) that comes too early
+as a hazard naming both lines (`gpukernels.sim._async`, docs/simulator.md). ``cp.async`` needs sm_80 or newer.
 """
 
 from __future__ import annotations
@@ -49,25 +50,10 @@ if _simulated():
         x[i, j + 2] = v2
         x[i, j + 3] = v3
 
-    @cuda.jit(device=True, forceinline=True)
-    def copy_async(dst, d, src, s, nbytes):
-        dst.reshape(dst.size)[d] = src.reshape(src.size)[s] if nbytes else 0.0
-
-    @cuda.jit(device=True, forceinline=True)
-    def copy_async16(dst, d, src, s, nbytes):
-        for q in range(4):
-            dst.reshape(dst.size)[d + q] = src.reshape(src.size)[s + q] if nbytes else 0.0
-
-    @cuda.jit(device=True, forceinline=True)
-    def async_commit():
-        pass
+    from .sim._async import async_commit, async_wait, async_wait_all, copy_async, copy_async16  # noqa: F401
 
     def udivmod32(a, b):
         return divmod(int(a), int(b))
-
-    @cuda.jit(device=True, forceinline=True)
-    def async_wait(n):
-        pass
 
 else:
     from llvmlite import ir
@@ -193,6 +179,14 @@ else:
             return context.get_dummy_value()
 
         return types.void(n), codegen
+
+    @intrinsic
+    def async_wait_all(typingctx):
+        def codegen(context, builder, sig, args):
+            _asm(builder, "cp.async.wait_all;", "~{memory}", [])
+            return context.get_dummy_value()
+
+        return types.void(), codegen
 
 
 def address(x: Any) -> int:

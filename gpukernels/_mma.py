@@ -327,12 +327,6 @@ def _sim_ldmatrix(count: int, trans: bool):
     return ldmatrix
 
 
-def _sim_copy_async16_f16(dst, d, src, s, nbytes):
-    fd, fs = dst.reshape(dst.size), src.reshape(src.size)
-    for q in range(8):
-        fd[d + q] = fs[s + q] if 2 * q < nbytes else np.float16(0)
-
-
 def _raw(x) -> np.ndarray:
     return np.asarray(getattr(x, "_a", x)).reshape(-1)
 
@@ -393,22 +387,12 @@ def _wgmma_operands(kind: str, fmt: str, n: int, sa, a_off, sb, b_off, b_lbo) ->
     return a.astype(np.float64), b.astype(np.float64)
 
 
-def _read_elements(fmt, n, sa, a_off, sb, b_off, b_lbo, w4) -> list:
-    """(array, flat element) of each shared element a warp's part of a wgmma reads: its 16 rows of A, and all of B
-    for the warpgroup's first warp (B is read once for the 4 warps: one reader is enough for the race check)."""
+def _operand_elements(fmt, n, sa, a_off, sb, b_off, b_lbo, w4) -> list:
+    """[(array, flat elements)] a warp's part of a wgmma reads from shared memory: its 16 rows of A, and all of B for
+    the warpgroup's first warp (B is read once for the 4 warps: one reader is enough for the race check)."""
     ia, ib = _operand_index(fmt, n, a_off, b_off, b_lbo, np.arange(16 * w4, 16 * w4 + 16))
-    out = []
-    for x, idx in ((sa, ia), (sb, ib)) if w4 == 0 else ((sa, ia),):
-        base = getattr(x, "offset", 0) // getattr(x, "isz", np.dtype(x.dtype).itemsize)
-        out += [(x, base + e) for e in idx.ravel().tolist()]
-    return out
-
-
-def _hook_reads(hook, reads) -> None:
-    # Called by wgmma and wgmma_wait (this module's code, which the tracer treats as an instruction: the hook's
-    # frame two up is theirs, so the reads are one access at the kernel line that called them)
-    for x, e in reads:
-        hook(x, e, 0)  # READ
+    return [(x, getattr(x, "offset", 0) // getattr(x, "isz", np.dtype(x.dtype).itemsize) + idx.ravel())
+            for x, idx in (((sa, ia), (sb, ib)) if w4 == 0 else ((sa, ia),))]
 
 
 def _wgmma_kind(fmt: str, n: int) -> str:
@@ -440,30 +424,6 @@ def _wgmma_all(n: int, fmt: str = "f16"):
     return collective
 
 
-class _WgmmaState:
-    """One thread's wgmma bookkeeping in the simulator: products issued but not yet waited for, per accumulator
-    array (the hardware writes them when it likes, at the latest by the wait), in commit groups."""
-
-    def __init__(self):
-        self.pending = {}  # id(acc) -> [acc, values, group]  (group None: not yet committed)
-        self.reads = []  # [group, [(array, element), ...]]: the shared reads of each traced wgmma
-        self.groups = 0
-
-    def chained(self, acc):
-        entry = self.pending.get(id(acc))
-        return entry[1] if entry is not None else None
-
-
-def _wgmma_state():
-    launch = _ctx.LAUNCH
-    per = launch.__dict__.setdefault("wgmma_state", {})
-    key = (tuple(launch.blockIdx), launch.cur.tid)
-    st = per.get(key)
-    if st is None:
-        st = per[key] = _WgmmaState()
-    return st
-
-
 def _sim_wgmma(n: int, fmt: str = "f16"):
     kind = _wgmma_kind(fmt, n)
     count = n // 2
@@ -479,60 +439,28 @@ def _sim_wgmma(n: int, fmt: str = "f16"):
         if len(acc) < count:
             raise ValueError(f"{kind}: acc must hold the thread's {count} float32 accumulators; it has {len(acc)}")
         _wgmma_check(kind, fmt, sa, a_off, sb, b_off, b_lbo)
-        # Traced: the tensor cores' shared reads, as the warp's lane 0's, at the wgmma (what they read must be
-        # written by then) and again at the wgmma_wait that completes it (nothing may overwrite it before)
-        hook, reads = _sim_arrays.HOOK, None
-        if hook is not None and launch.cur.lane == 0:
-            reads = _read_elements(fmt, n, sa, a_off, sb, b_off, b_lbo, launch.cur.warp % 4)
-            _hook_reads(hook, reads)
-        st = _wgmma_state()
+        # The tensor cores' shared reads, as the warp's lane 0's: in flight from here to the wgmma_wait that covers
+        # them (the asynchronous model checks they have landed and are fenced, and that nothing overwrites them
+        # before). Traced, the reads are also accesses at the wgmma and again at that wgmma_wait.
+        model = _async.model()
+        if launch.cur.lane == 0:
+            elems = _operand_elements(fmt, n, sa, a_off, sb, b_off, b_lbo, launch.cur.warp % 4)
+            hook, reads = launch.trace_hook, None
+            if hook is not None:
+                reads = [(x, e) for x, idx in elems for e in idx.tolist()]
+                _async._hook_reads(hook, reads)
+            model.wgmma_reads(launch.cur, _async._site_of(sys._getframe(1)), kind, elems, reads)
+        st = model.state()
         prior = st.chained(acc)
         if not accumulate:  # scale-d = 0: D = A B, whatever the accumulators held
             c = np.zeros(count, dtype=np.float32)
         else:
             c = prior if prior is not None else np.array([acc[q] for q in range(count)], dtype=np.float32)
         d = _collective(kind, ((sa, int(a_off), sb, int(b_off), int(b_lbo)), launch.cur.warp % 4, c))
-        st.pending[id(acc)] = [acc, d, None]
-        if reads:
-            st.reads.append([None, reads])
+        st.wg_pending[id(acc)] = [acc, d, None]
 
     wgmma.__name__ = wgmma.__qualname__ = kind
     return wgmma
-
-
-def _sim_wgmma_fence():
-    pass
-
-
-def _sim_wgmma_commit():
-    st = _wgmma_state()
-    for entry in st.pending.values():
-        if entry[2] is None:
-            entry[2] = st.groups
-    for entry in st.reads:
-        if entry[0] is None:
-            entry[0] = st.groups
-    st.groups += 1
-
-
-def _sim_wgmma_wait(n):
-    st = _wgmma_state()
-    hook = _sim_arrays.HOOK
-    done = st.groups - int(n)  # groups below this one are complete
-    for key, (acc, values, group) in list(st.pending.items()):
-        if group is not None and group < done:
-            for q, v in enumerate(values):
-                acc[q] = v
-            del st.pending[key]
-    if st.reads:
-        keep = []
-        for group, reads in st.reads:
-            if group is not None and group < done:
-                if hook is not None:
-                    _hook_reads(hook, reads)  # the reads end here, at the kernel's wgmma_wait
-            else:
-                keep.append([group, reads])
-        st.reads = keep
 
 
 def _sim_wgmma_zero(acc, n):
@@ -541,7 +469,7 @@ def _sim_wgmma_zero(acc, n):
 
 
 def _not_waited(name: str, acc) -> None:
-    if _wgmma_state().chained(acc) is not None:
+    if _async.model().state().chained(acc) is not None:
         raise RuntimeError(f"{name} reads accumulators whose wgmma has not been waited for (wgmma_commit, then "
                            "wgmma_wait(0)): on a GPU they may not hold the products yet")
 
@@ -571,8 +499,9 @@ def _sim_wgmma_store_add(c, acc, n, row, col):
 
 
 if _simulated():
-    from .sim import _ctx
-    from .sim import arrays as _sim_arrays
+    import sys
+
+    from .sim import _async, _ctx
     from .sim.api import COLLECTIVES, SimAtomic
 
     COLLECTIVES.update({"mma_f16": _mma_f16_all, "mma_bf16": lambda vals: _mma_f16_all(vals, bf16=True),
@@ -589,14 +518,15 @@ if _simulated():
     to_tf32 = _tf32
     ldmatrix_x1, ldmatrix_x2, ldmatrix_x4 = (_sim_ldmatrix(n, False) for n in (1, 2, 4))
     ldmatrix_x1_trans, ldmatrix_x2_trans, ldmatrix_x4_trans = (_sim_ldmatrix(n, True) for n in (1, 2, 4))
-    copy_async16_f16 = _sim_copy_async16_f16
+    copy_async16_f16 = _async.copy_async16_f16
     for _n in (64, 128, 256):
         for _fmt in _WG_FORMATS:
             COLLECTIVES[_wgmma_kind(_fmt, _n)] = _wgmma_all(_n, _fmt)
     wgmma_n64, wgmma_n128, wgmma_n256 = (_sim_wgmma(n) for n in (64, 128, 256))
     wgmma_tf32_n64, wgmma_tf32_n128, wgmma_tf32_n256 = (_sim_wgmma(n, "tf32") for n in (64, 128, 256))
-    wgmma_fence = fence_proxy_async = _sim_wgmma_fence
-    wgmma_commit, wgmma_wait = _sim_wgmma_commit, _sim_wgmma_wait
+    _async.register(wgmma_n64, wgmma_n128, wgmma_n256, wgmma_tf32_n64, wgmma_tf32_n128, wgmma_tf32_n256, proxy=True)
+    fence_proxy_async, wgmma_fence = _async.fence_proxy_async, _async.wgmma_fence
+    wgmma_commit, wgmma_wait = _async.wgmma_commit, _async._sim_wgmma_wait
     wgmma_zero, wgmma_store, wgmma_add = _sim_wgmma_zero, _sim_wgmma_store, _sim_wgmma_add
     _sim_atomic_add = SimAtomic().add  # as cuda.atomic.add in a kernel: indivisible, and traced as an atomic
     wgmma_store_add = _sim_wgmma_store_add

@@ -665,6 +665,7 @@ def _wgmma_product_kernel(n, wait_early=False, store_early=False):
         for e in range(t, 32 * n, 128):
             sb[b_at(e // n, e % n)] = b[e // n, e % n]
         _mma.wgmma_zero(acc, n)
+        _mma.fence_proxy_async()  # the stores (generic proxy) before the tensor cores' reads (async proxy)
         cuda.syncthreads()
         _mma.wgmma_fence()
         for s in range(2):
@@ -722,6 +723,7 @@ def _wgmma_tf32_kernel(add_early=False):
             sb[at(e // 16, e % 16)] = b[e % 16, e // 16]
         for q in range(32):
             acc[q] = 1.0
+        _mma.fence_proxy_async()
         cuda.syncthreads()
         _mma.wgmma_fence()
         _mma.wgmma_tf32_n64(part, sa, 8, sb, 8, 1)  # discarded by the next one's scale-d = 0

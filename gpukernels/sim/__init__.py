@@ -9,7 +9,10 @@
 * **a cooperative scheduler** (one greenlet per CUDA thread, switching only where a thread must wait), tens
   of times faster than the stock simulator's OS threads, and deterministic: the same launch runs the same
   interleaving every time; ``configure(shuffle=True, seed=...)`` explores others to flush out races;
-* **errors that name the bug** (``gpukernels.sim.errors``), each with block, thread and ``file:line``.
+* **errors that name the bug** (``gpukernels.sim.errors``), each with block, thread and ``file:line``;
+* **asynchronous copies that land late** (``cp.async``, ``wgmma``'s operand reads: ``gpukernels.sim._async``): a
+  read before the covering wait, an overwrite of what is still in flight, a missing commit, wait count or
+  ``fence.proxy.async`` is an ``AsyncHazardError`` naming the issuing line and the access.
 
 Configuration::
 
@@ -29,7 +32,8 @@ from __future__ import annotations
 from dataclasses import fields, replace
 
 from . import _state
-from ._state import NEGATIVE_INDEX, LaunchInfo, SimConfig
+from ._async import AsyncHazard, AsyncHazardError
+from ._state import ASYNC_HAZARDS, NEGATIVE_INDEX, LaunchInfo, SimConfig
 from .errors import (
     BarrierDivergenceError,
     KernelError,
@@ -56,7 +60,7 @@ class _Configured:
 
 def configure(**changes) -> _Configured:
     """Change simulator settings (see :class:`SimConfig`: seed, shuffle, preempt, timeout_s, record_schedule,
-    negative_index).
+    negative_index, async_hazards).
 
     Applies at once; used as a context manager, restores the previous settings on exit.
     """
@@ -66,6 +70,9 @@ def configure(**changes) -> _Configured:
         raise TypeError(f"unknown simulator setting(s) {sorted(unknown)}; known: {sorted(known)}")
     if "preempt" in changes and not 0 <= changes["preempt"] <= 1:
         raise ValueError("preempt is a probability, between 0 and 1")
+    if "async_hazards" in changes and changes["async_hazards"] not in ASYNC_HAZARDS:
+        raise ValueError(f"async_hazards must be one of {', '.join(map(repr, ASYNC_HAZARDS))}; "
+                         f"got {changes['async_hazards']!r}")
     if "negative_index" in changes and changes["negative_index"] not in NEGATIVE_INDEX:
         raise ValueError(f"negative_index must be one of {', '.join(map(repr, NEGATIVE_INDEX))}; "
                          f"got {changes['negative_index']!r}")
@@ -99,4 +106,6 @@ __all__ = [
     "OutOfBoundsError",
     "WarpMaskError",
     "KernelError",
+    "AsyncHazardError",
+    "AsyncHazard",
 ]

@@ -26,7 +26,7 @@ from collections import deque
 import numpy as np
 from greenlet import getcurrent, greenlet
 
-from . import _ctx, _state, arrays
+from . import _async, _ctx, _state, arrays
 from ._source import describe, location, traceback_site, user_frame
 from .api import (
     BALLOT,
@@ -261,6 +261,7 @@ class Launch:
         self.hook = None
         if tracer is not None:
             self.hook = tracer.hook_for(self)
+        self.trace_hook = self.hook  # the tracer's own (the asynchronous instructions report their accesses to it)
         if self.preempt > 0:
             inner = self.hook
             if inner is None:
@@ -272,6 +273,8 @@ class Launch:
                     _pre(a, i, k)
 
                 self.hook = both
+        # cp.async and wgmma: their model, and the check of every access against it, only where the kernel uses them
+        self.async_model = _async.AsyncModel(self) if _async.uses_async(self.fn) else None
 
     def sync_counts(self) -> tuple:
         """(barriers completed, threads arriving at them, syncwarps completed, threads calling syncwarp)."""
@@ -303,8 +306,9 @@ class Launch:
     # -- arrays ---------------------------------------------------------------------------------------------
     def new_array(self, a, name, space, key=None):
         tracer = self.tracer
-        if tracer is not None and space is arrays.LOCAL and not tracer.count_local and not self.preempt:
-            return arrays.array_class(a.ndim, False)(a, name, space, None, 0, -1)  # unobserved: plain and fast
+        if space is arrays.LOCAL and not self.preempt and (tracer is None or not tracer.count_local):
+            # unobserved: plain and fast (a thread's local arrays are no business of the asynchronous model either)
+            return arrays.array_class(a.ndim, False)(a, name, space, None, 0, -1)
         aid = tracer.register(self, a, name, space, key) if tracer is not None else -1
         return arrays.wrap(a, name, space, aid)
 
@@ -396,8 +400,7 @@ class Launch:
         token = object()
         timeout = self.config.timeout_s
         _ctx.LAUNCH = self
-        arrays.hooked = self.hook is not None
-        arrays.HOOK = self.hook
+        self._set_hooks()
         self.sched = getcurrent()
         try:
             if self.tracer is not None:
@@ -426,12 +429,25 @@ class Launch:
                 self.tracer.end(self)
         finally:
             self._swap_out()
-            arrays.HOOK = None
+            arrays.HOOK = arrays.CHECK = None
             arrays.hooked = False
             _ctx.LAUNCH = None
             self.seconds = time.perf_counter() - started
         for wb in retr:
             wb()
+
+    def _set_hooks(self):
+        check = self.async_model.check if self.async_model is not None else None
+        arrays.HOOK = self.hook or check
+        arrays.CHECK = check if self.hook is not None else None
+        arrays.hooked = arrays.HOOK is not None
+
+    def start_async(self):
+        """The first asynchronous instruction of a launch the source scan did not expect one in: the model from
+        now on (arrays made before are not observed)."""
+        self.async_model = _async.AsyncModel(self)
+        self._set_hooks()
+        return self.async_model
 
     def _work(self):
         """Body of a worker greenlet: runs CUDA threads one after another, as the scheduler hands them over.
@@ -455,6 +471,8 @@ class Launch:
         mod = self.mod
         mod.blockIdx = b
         mod.shared.new_block()
+        if self.async_model is not None:
+            self.async_model.new_block()
         threads = []
         for tid, idx, warp, lane, x, y, z in self._protos:
             g1 = x0 + x
@@ -501,6 +519,8 @@ class Launch:
                     raise self._kernel_error(t, e) from e
                 if r is _FINISHED:  # the thread returned; its worker is free for the next one
                     free.append(t.g)
+                    if self.async_model is not None:
+                        self.async_model.on_exit(t)
                     t.state = DONE
                     self.live -= 1
                     w = t.warp
@@ -555,6 +575,8 @@ class Launch:
             result = int(any(t.pred for t in waiting))
         self.waiting = []
         self.n_sync += 1
+        if self.async_model is not None:
+            self.async_model.on_barrier()
         self.n_sync_calls += len(waiting)
         if self.rng is not None:
             self.rng.shuffle(waiting)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 
 
 NEGATIVE_INDEX = ("error", "wrap")
+ASYNC_HAZARDS = ("error", "report")
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,10 @@ class SimConfig:
                    ``"error"`` (default) raises OutOfBoundsError, since it is almost always a bug; ``"wrap"``
                    counts it from the end, as Numba's GPU code does silently. Literal ones (``a[-1]``) always
                    count from the end, as in Python.
+    async_hazards -- what memory used while a cp.async or wgmma on it is still in flight does (an early read,
+                   an early overwrite, a missing commit, fence or wait; ``gpukernels.sim._async``): ``"error"``
+                   (default) raises AsyncHazardError naming both lines; ``"report"`` lets the kernel run on with the
+                   values a GPU may give it and lists the hazards in ``last_launch().async_hazards``.
     """
 
     seed: int | None = 0
@@ -35,6 +40,7 @@ class SimConfig:
     timeout_s: float | None = 60.0
     record_schedule: bool = False
     negative_index: str = "error"
+    async_hazards: str = "error"
 
 
 @dataclass
@@ -50,6 +56,7 @@ class LaunchInfo:
     schedule_digest: int
     seconds: float
     schedule: list | None = field(default=None, repr=False)
+    async_hazards: list = field(default_factory=list)  # [AsyncHazard] under configure(async_hazards="report")
 
 
 def _from_env() -> SimConfig:
@@ -60,6 +67,8 @@ def _from_env() -> SimConfig:
         cfg = replace(cfg, seed=int(os.environ["GPUKERNELS_SIM_SEED"]))
     if os.environ.get("GPUKERNELS_SIM_NEGATIVE_INDEX"):
         cfg = replace(cfg, negative_index=os.environ["GPUKERNELS_SIM_NEGATIVE_INDEX"].strip().lower())
+    if os.environ.get("GPUKERNELS_SIM_ASYNC_HAZARDS"):
+        cfg = replace(cfg, async_hazards=os.environ["GPUKERNELS_SIM_ASYNC_HAZARDS"].strip().lower())
     if os.environ.get("GPUKERNELS_SIM_TIMEOUT"):
         cfg = replace(cfg, timeout_s=float(os.environ["GPUKERNELS_SIM_TIMEOUT"]))
     return cfg
@@ -89,4 +98,5 @@ def record(launch) -> None:
         schedule_digest=launch.digest,
         seconds=getattr(launch, "seconds", 0.0),
         schedule=launch.schedule,
+        async_hazards=list(launch.async_model.hazards) if getattr(launch, "async_model", None) is not None else [],
     )

@@ -253,6 +253,8 @@ def _target(ary, idx):
         idx = ary._check(idx, arrays.ATOMIC)
         if arrays.HOOK is not None and ary.__class__.__name__.startswith("Hooked"):
             arrays.HOOK(ary, arrays._flat(ary, idx), arrays.ATOMIC)
+            if arrays.CHECK is not None:
+                arrays.CHECK(ary, arrays._flat(ary, idx), arrays.ATOMIC)
         return ary._a, idx
     return ary, idx
 

@@ -35,8 +35,10 @@ GLOBAL, SHARED, LOCAL = "global", "shared", "local"
 _ACTION = {READ: "read", WRITE: "write", ATOMIC: "atomic"}
 _VERB = {READ: "read", WRITE: "write", ATOMIC: "update"}
 
-# Set by the launch while a hooked launch runs: HOOK(array, element, kind), called from kernel code.
+# Set by the launch while a hooked launch runs: HOOK(array, element, kind), called from kernel code; CHECK, the same
+# for the asynchronous-operations model (gpukernels.sim._async) when HOOK is already the tracer's or the shuffle's.
 HOOK = None
+CHECK = None
 
 
 class SimArray:
@@ -337,12 +339,16 @@ class Hooked1(SimArray1):
             if i >= 0:
                 v = self._a[i]
                 HOOK(self, (self.offset + i * self.st[0]) // self.isz, READ)
+                if CHECK is not None:
+                    CHECK(self, (self.offset + i * self.st[0]) // self.isz, READ)
                 return v
         except (IndexError, TypeError):
             pass
         v, i = self._get_slow(i)
         if not isinstance(v, SimArray):
             HOOK(self, _flat(self, i), READ)
+            if CHECK is not None:
+                CHECK(self, _flat(self, i), READ)
         return v
 
     def __setitem__(self, i, value):
@@ -350,12 +356,16 @@ class Hooked1(SimArray1):
             if i >= 0:
                 self._a[i] = value
                 HOOK(self, (self.offset + i * self.st[0]) // self.isz, WRITE)
+                if CHECK is not None:
+                    CHECK(self, (self.offset + i * self.st[0]) // self.isz, WRITE)
                 return
         except (IndexError, TypeError):
             pass
         i = self._set_slow(i, value)
         for element in _elements(self, i):
             HOOK(self, element, WRITE)
+            if CHECK is not None:
+                CHECK(self, element, WRITE)
 
 
 class Hooked2(SimArray2):
@@ -368,12 +378,16 @@ class Hooked2(SimArray2):
                 v = self._a[idx]
                 s0, s1 = self.st
                 HOOK(self, (self.offset + i * s0 + j * s1) // self.isz, READ)
+                if CHECK is not None:
+                    CHECK(self, (self.offset + i * s0 + j * s1) // self.isz, READ)
                 return v
         except (IndexError, TypeError, ValueError):
             pass
         v, idx = self._get_slow(idx)
         if not isinstance(v, SimArray):
             HOOK(self, _flat(self, idx), READ)
+            if CHECK is not None:
+                CHECK(self, _flat(self, idx), READ)
         return v
 
     def __setitem__(self, idx, value):
@@ -383,12 +397,16 @@ class Hooked2(SimArray2):
                 self._a[idx] = value
                 s0, s1 = self.st
                 HOOK(self, (self.offset + i * s0 + j * s1) // self.isz, WRITE)
+                if CHECK is not None:
+                    CHECK(self, (self.offset + i * s0 + j * s1) // self.isz, WRITE)
                 return
         except (IndexError, TypeError, ValueError):
             pass
         idx = self._set_slow(idx, value)
         for element in _elements(self, idx):
             HOOK(self, element, WRITE)
+            if CHECK is not None:
+                CHECK(self, element, WRITE)
 
 
 class HookedN(SimArrayN):
@@ -399,12 +417,16 @@ class HookedN(SimArrayN):
             if len(idx) == self.ndim and min(idx) >= 0:
                 v = self._a[idx]
                 HOOK(self, (self.offset + sum(map(mul, idx, self.st))) // self.isz, READ)
+                if CHECK is not None:
+                    CHECK(self, (self.offset + sum(map(mul, idx, self.st))) // self.isz, READ)
                 return v
         except (IndexError, TypeError, ValueError):
             pass
         v, idx = self._get_slow(idx)
         if not isinstance(v, SimArray):
             HOOK(self, _flat(self, idx), READ)
+            if CHECK is not None:
+                CHECK(self, _flat(self, idx), READ)
         return v
 
     def __setitem__(self, idx, value):
@@ -412,12 +434,16 @@ class HookedN(SimArrayN):
             if len(idx) == self.ndim and min(idx) >= 0:
                 self._a[idx] = value
                 HOOK(self, (self.offset + sum(map(mul, idx, self.st))) // self.isz, WRITE)
+                if CHECK is not None:
+                    CHECK(self, (self.offset + sum(map(mul, idx, self.st))) // self.isz, WRITE)
                 return
         except (IndexError, TypeError, ValueError):
             pass
         idx = self._set_slow(idx, value)
         for element in _elements(self, idx):
             HOOK(self, element, WRITE)
+            if CHECK is not None:
+                CHECK(self, element, WRITE)
 
 
 _PLAIN = {1: SimArray1, 2: SimArray2, 3: SimArray3}
