@@ -304,19 +304,31 @@ def observe(t, rename: dict) -> dict:
               _first_source(r, "second")] for r in hazards.races]
     races += [f"shared array {u.array} read at {_short(u.location)} before any thread wrote it "
               f"(e.g. element {u.example_element}, thread {u.example_thread})" for u in hazards.uninitialized]
+    # reads of shared memory no thread wrote: where a computed NaN most likely comes from (the simulator's shared
+    # memory starts as NaN; a GPU's holds whatever was there)
+    unwritten = [[u.array, _short(u.location), _source_at(str(u.location))] for u in hazards.uninitialized]
     return {"arrays": arrays, "shared": shared, "races": races, "race_lines": lines, "sync": sync,
-            "collectives": collectives}
+            "collectives": collectives, "unwritten_shared": unwritten}
 
 
 def _first_source(race, which: str) -> str:
+    return _source_at(str(getattr(race, f"{which}_location", "")))
+
+
+def _source_at(loc: str) -> str:
+    """The source line at ``loc`` (``path:line``; the tracer may give the student's file by its name alone)."""
     import linecache
 
-    loc = str(getattr(race, f"{which}_location", ""))
     path, _, line = loc.rpartition(":")
     try:
-        return linecache.getline(path, int(line)).strip()
+        number = int(line)
     except ValueError:
         return ""
+    text = linecache.getline(path, number)
+    student = getattr(sys.modules.get(STUDENT_MODULE), "__file__", None)
+    if not text.strip() and student and os.path.basename(path) == os.path.basename(student):
+        text = linecache.getline(student, number)
+    return text.strip()
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -391,10 +391,10 @@ class Grading:
                 out = arrays[ex.out]
                 if out.shape != case.ref.shape or out.dtype != np.float32:
                     return f"{where}: output has shape {out.shape} ({out.dtype}), expected {case.ref.shape}"
-                check = compare(out, case.ref, ex.tolerance, scale=case.scale)
+                check = compare(out, case.ref, ex.tolerance, scale=case.scale, show=3)  # 3 examples: fits a terminal
                 if check.ok:
                     continue
-                text = f"{where}: {check}" + _nan_note(out, case.ref)
+                text = f"{where}: {check}" + _nan_note(out, case.ref, self._unwritten_shared(child))
                 races = self._races(child)
                 if run == "shuffled":
                     return (f"correct in thread order, but wrong when threads run in another order (shuffle seed "
@@ -405,6 +405,11 @@ class Grading:
                             f"with no cuda.syncthreads() between them{races}. {text}")
                 return text
         return None
+
+    def _unwritten_shared(self, child: Child) -> list:
+        """The traced run's reads of shared memory that no thread had written: [array, where, source line]."""
+        obs = (child.report.trace or {}).get("observations") or {}
+        return [u for u in obs.get("unwritten_shared") or [] if isinstance(u, list) and len(u) == 3]
 
     def _races(self, child: Child) -> str:
         """The hazards the traced run saw, with their source lines, for a message (empty when none)."""
@@ -558,8 +563,10 @@ def student_error(text: str, error_type: str, grading: Grading) -> str:
     return text
 
 
-def _nan_note(out: np.ndarray, ref: np.ndarray) -> str:
-    """Tell "never written" (still the poison's bits) from "computed NaN" (any other NaN)."""
+def _nan_note(out: np.ndarray, ref: np.ndarray, unwritten_shared: list = ()) -> str:
+    """Tell "never written" (still the poison's bits) from "computed NaN" (any other NaN), and name a computed NaN's
+    likely cause: a read of shared memory no thread wrote, when the tracer saw one (``unwritten_shared``: [array,
+    where, source line]), else the arithmetic."""
     bits = out.view(np.uint32)
     unwritten = bits == POISON_BITS
     computed = np.isnan(out) & ~unwritten & ~np.isnan(ref)
@@ -572,8 +579,16 @@ def _nan_note(out: np.ndarray, ref: np.ndarray) -> str:
     if computed.any():
         idx = tuple(int(i) for i in np.argwhere(computed)[0])
         n = int(computed.sum())
-        notes.append(f"{n} {'output is' if n == 1 else 'outputs are'} a computed NaN (e.g. at {idx}: 0/0, inf - inf "
-                     "or sqrt of a negative in your arithmetic)")
+        if unwritten_shared:  # the simulator's shared memory starts as NaN: such a read is the likely cause
+            array, where, source = unwritten_shared[0]
+            line = f" `{source}`" if source else ""
+            notes.append(f"{n} {'output is' if n == 1 else 'outputs are'} a computed NaN (e.g. at {idx}), most "
+                         f"likely from a read of shared memory no thread wrote: {array} is read at {where}{line} "
+                         "before any thread wrote it -- a cuda.syncthreads() missing between the writes and the "
+                         "reads, or an element no thread stores")
+        else:
+            notes.append(f"{n} {'output is' if n == 1 else 'outputs are'} a computed NaN (e.g. at {idx}: 0/0, "
+                         "inf - inf or sqrt of a negative in your arithmetic)")
     return (" (" + "; ".join(notes) + ")") if notes else ""
 
 

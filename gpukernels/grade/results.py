@@ -74,24 +74,41 @@ def write_json_atomically(path, doc) -> None:
     os.replace(tmp, path)
 
 
+#: Below this many columns the messages leave the table: a message column a third of an 80-column terminal wide
+#: wrapped one message over 20-odd lines. They are printed under the table then, across the terminal's width.
+WIDE = 120
+
+
 def print_table(results: list, console=None) -> None:
+    """The grades as a table; on a terminal narrower than WIDE columns, the messages below it, full width."""
     from rich.console import Console
+    from rich.padding import Padding
     from rich.table import Table
     from rich.text import Text
 
     console = console or Console()
-    table = Table(title="gpukernels grade", show_lines=True)
-    for col, kw in (("test", {}), ("points", {"justify": "right"}), ("max", {"justify": "right"}),
-                    ("message", {"overflow": "fold"})):
+    wide = console.width >= WIDE
+    table = Table(title="gpukernels grade", show_lines=wide)
+    columns = [("test", {}), ("points", {"justify": "right"}), ("max", {"justify": "right"})]
+    columns.append(("message", {"overflow": "fold"}) if wide else ("result", {}))
+    for col, kw in columns:
         table.add_column(col, **kw)
     for r in results:
         for t in r.tests:
             style = {"passed": "green", "failed": "red", "skipped": "dim"}[t.status]
-            table.add_row(Text(t.name), Text(_fmt(t.score), style=style), _fmt(t.max_score), Text(t.output))
+            note = Text(t.output) if wide else Text(t.status, style=style)
+            table.add_row(Text(t.name), Text(_fmt(t.score), style=style), _fmt(t.max_score), note)
         table.add_row(Text(r.exercise, style="bold"), Text(_fmt(r.score), style="bold"),
                       Text(_fmt(r.max_score), style="bold"),
-                      Text(f"{r.seconds:.1f} s" + (f"  ({r.submission})" if r.submission else "")))
+                      Text(f"{r.seconds:.1f} s" + (f"  ({r.submission})" if r.submission and wide else "")))
     console.print(table)
+    if not wide:  # each message under the table, across the terminal: a passed test's in one line
+        for r in results:
+            for t in r.tests:
+                style = {"passed": "green", "failed": "red", "skipped": "dim"}[t.status]
+                console.print(Text(f"{t.name}: {t.status}, {_fmt(t.score)} / {_fmt(t.max_score)}", style=style))
+                text = t.output if t.status == "failed" else t.output.splitlines()[0] if t.output else ""
+                console.print(Padding(Text(text, overflow="fold"), (0, 0, 0, 2)))
     total, maximum = sum(r.score for r in results), sum(r.max_score for r in results)
     console.print(Text(f"total: {_fmt(total)} / {_fmt(maximum)}", style="bold"))
 
