@@ -14,7 +14,14 @@ not a broken image; the build lists them.
 Hook for the classroom pages: any ``build/classroom/*.html`` (and what sits beside them) is copied into the site's
 ``classroom/`` folder, with a link back to the course at the top of each, and a short page of the course per
 classroom page puts it in the sidebar; without them the site is complete too.
-The other pages: benchmarks/NOTES.md, which the notebooks cite for the profiler's view of every step.
+Lesson notes for students: per lesson a performance page generated here from the code and the newest committed
+measurement (`gpukernels.viz.notes`: the ladder's table over the lesson's VERSIONS, its figure, why each step helps,
+the roofline, the peer). The engineering log, benchmarks/NOTES.md, stays in the repository and is not part of the
+course.
+
+For a projector: each figure is shown at least as large as its text needs to be 12 px on screen (`_size_figures`;
+in a box of its own that scrolls when the column is narrower), and search works from a folder opened in a browser
+(file://): the search page carries the text of every page (`_offline_search`) instead of fetching them.
 """
 
 from __future__ import annotations
@@ -185,6 +192,124 @@ def _classroom_pages(classroom: Path, extra: Path, src: Path) -> list[Path]:
     return stubs
 
 
+def _performance_pages(folder: Path, src: Path) -> list[Path]:
+    """Write each lesson's performance page for students (`gpukernels.viz.notes.lesson_page`), in the course's
+    order; returns them relative to ``src``."""
+    import gpukernels
+    from gpukernels.viz.notes import lesson_page
+    from gpukernels.viz.performance import load_bench
+
+    folder.mkdir(parents=True, exist_ok=True)
+    report = load_bench()
+    out = []
+    for lesson in gpukernels.LESSONS:
+        page = folder / f"{lesson}.md"
+        page.write_text(lesson_page(lesson, report, figures="../figures"))
+        out.append(page.relative_to(src))
+    return out
+
+
+#: How large a figure is shown: its text is sized (`gpukernels.viz._common.text_pt`) to be LEAST_PX tall when the
+#: PNG is shown min(its width, DISPLAY_PX) wide; the site shows it FIGURE_PX / LEAST_PX times that, so that no text of
+#: it is under FIGURE_PX on screen.
+FIGURE_PX = 12
+
+
+def _size_figures(out: Path) -> int:
+    """Set the width of every figure of the built pages (a notebook's output, a doc's image) so that its smallest
+    text is FIGURE_PX on screen, in a box that scrolls sideways where the column is narrower. Returns how many."""
+    from bs4 import BeautifulSoup
+    from PIL import Image
+
+    from gpukernels.viz._common import DISPLAY_PX, LEAST_PX
+
+    n = 0
+    for page in sorted(out.rglob("*.html")):
+        if "_static" in page.parts or "_sources" in page.parts or page.parent.name == "classroom":
+            continue
+        text = page.read_text()
+        if "<img" not in text:
+            continue
+        soup = BeautifulSoup(text, "html.parser")
+        changed = False
+        for img in soup.select("article img, [role=main] img"):
+            srcpath = (page.parent / img.get("src", "")).resolve()
+            if not srcpath.is_file() or srcpath.suffix.lower() != ".png" or img.find_parent("a", class_="reference external"):
+                continue
+            with Image.open(srcpath) as im:
+                width = im.size[0]
+            if width < 300:  # an icon or a badge, not a figure
+                continue
+            shown = round(min(width, DISPLAY_PX) * FIGURE_PX / LEAST_PX)
+            img["style"] = f"width: {shown}px; max-width: none; height: auto"
+            img["class"] = (img.get("class") or []) + ["gk-figure"]
+            box = img.find_parent("div", class_="gk-figure-box")
+            if box is None:
+                box = soup.new_tag("div", attrs={"class": "gk-figure-box"})
+                img.wrap(box)
+            n += 1
+            changed = True
+        if changed:
+            page.write_text(str(soup))
+    return n
+
+
+#: Put on the search page: the text of every page, and a fetch() that answers from it, so that search shows its
+#: snippets from a folder opened in a browser (file://), where the page's own fetch of each result is refused.
+SEARCH_SHIM = """<script>
+(function () {
+  const pages = window.GK_PAGES || {};
+  const real = window.fetch ? window.fetch.bind(window) : null;
+  window.fetch = function (url, opts) {
+    const abs = new URL(String(url), location.href).href.split("#")[0];
+    for (const [key, html] of Object.entries(pages))
+      if (new URL(key, location.href).href === abs) return Promise.resolve(new Response(html, {status: 200}));
+    return real ? real(url, opts) : Promise.reject(new Error("no fetch"));
+  };
+})();
+</script>"""
+
+
+def _offline_search(out: Path) -> int:
+    """Write _static/gk-pages.js (the main text of every page, by the path search asks for) and load it and the shim
+    on search.html before Sphinx's search script. Returns how many pages it holds."""
+    import json
+
+    from bs4 import BeautifulSoup
+
+    search = out / "search.html"
+    if not search.is_file():
+        return 0
+    pages = {}
+    for page in sorted(out.rglob("*.html")):
+        rel = page.relative_to(out).as_posix()
+        if rel.startswith(("_static/", "_sources/")) or rel in ("search.html", "genindex.html") \
+                or (page.parent.name == "classroom" and not page.stem.endswith("-page")):
+            continue
+        soup = BeautifulSoup(page.read_text(), "html.parser")
+        main = soup.find(attrs={"role": "main"})
+        if main is None:
+            continue
+        for tag in main.find_all(["img", "iframe", "script", "style", "svg", "nav", "details"]):
+            if tag.name == "details":
+                tag.unwrap()
+            else:
+                tag.decompose()
+        for tag in main.find_all(True):
+            if tag.name in ("section",) or tag.get("id"):
+                tag.attrs = {"id": tag["id"]} if tag.get("id") else {}
+            else:
+                tag.unwrap()
+        pages[rel] = f'<div role="main">{main.decode_contents()}</div>'
+    (out / "_static" / "gk-pages.js").write_text("window.GK_PAGES = " + json.dumps(pages, separators=(",", ":")) + ";\n")
+    text = search.read_text()
+    anchor = '<script src="_static/searchtools.js'
+    if anchor in text and "gk-pages.js" not in text:
+        text = text.replace(anchor, '<script src="_static/gk-pages.js"></script>\n' + SEARCH_SHIM + "\n" + anchor, 1)
+        search.write_text(text)
+    return len(pages)
+
+
 HINT = re.compile(r"^(\d+)\.\s+(.*)")
 
 
@@ -243,11 +368,8 @@ def stage(src: Path, classroom: Path = CLASSROOM) -> dict:
     shutil.copytree(ROOT / "docs", src / "docs", ignore=shutil.ignore_patterns("site"))
     for doc in sorted((src / "docs").glob("*.md")):
         pages["Start" if doc.name == "install.md" else "Lesson notes"].append(doc.relative_to(src))
-    missing = [m for md in sorted((src / "docs").glob("*.md")) for m in _note_missing_figures(md)]
-    # Each prediction beside its measurement and why they differ: the notebooks cite it at every step
-    (src / "benchmarks").mkdir()
-    shutil.copy(ROOT / "benchmarks" / "NOTES.md", src / "benchmarks" / "NOTES.md")
-    pages["Lesson notes"].append(Path("benchmarks") / "NOTES.md")
+    pages["Lesson notes"][:0] = _performance_pages(src / "docs" / "performance", src)
+    missing = [m for md in sorted((src / "docs").rglob("*.md")) for m in _note_missing_figures(md)]
     for readme in [ROOT / "exercises" / "README.md"] + sorted((ROOT / "exercises").glob("[0-9][0-9]_*/README.md")):
         dest = src / readme.relative_to(ROOT)
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -293,6 +415,8 @@ def build(out: Path, classroom: Path = CLASSROOM, quiet: bool = True) -> dict:
         raise subprocess.CalledProcessError(proc.returncode, cmd, proc.stdout, proc.stderr)
     _local_badges(out)
     pages["folded"] = _fold_outputs(out)
+    pages["figures sized"] = _size_figures(out)
+    pages["searchable offline"] = _offline_search(out)
     pages["warnings"] = [ln for ln in proc.stderr.splitlines() if "WARNING" in ln]
     return pages
 
@@ -310,6 +434,8 @@ def main(argv=None) -> int:
         return 1
     for w in pages.pop("warnings"):
         print(w, file=sys.stderr)
+    pages.pop("figures sized")
+    pages.pop("searchable offline")
     folded = pages.pop("folded")
     if folded:
         print(f"build_site: {folded} long tables and whole sources of outputs made before they were folded, folded")
