@@ -3,7 +3,11 @@ table (one row per entry of the lesson's ``VERSIONS``, in its order), its figure
 own docstring), where each step sits under the roofline, and what the library peer does differently.
 
     from gpukernels.viz.notes import lesson_page
-    print(lesson_page("softmax"))               # Markdown; tools/build_site.py writes one per lesson into the site
+    print(lesson_page("softmax"))               # Markdown
+    python -m gpukernels.viz.notes              # rewrite docs/performance/LESSON.md, one per lesson (the site's)
+
+The pages are committed (so that their links work on GitHub and in Jupyter too); tests/test_site_notes.py fails,
+naming the command above, when one differs from what the code and the committed results give now.
 
 Nothing here is typed in by hand but the peers' paragraphs (`PEERS`): the numbers are the report's (`load_bench`,
 the README's reference run), the ideas are the steps' docstrings. The engineering log (benchmarks/NOTES.md: each
@@ -169,3 +173,25 @@ def lesson_page(lesson: str, report: dict | None = None, figures: str = "../figu
               f"`gpukernels bench {lesson}` measures them again on your GPU.", ""]
     del mod
     return "\n".join(lines)
+
+
+PAGES_DIR = Path(__file__).resolve().parent.parent.parent / "docs" / "performance"
+
+
+def write_pages(folder: Path = PAGES_DIR) -> list[Path]:
+    """Write every lesson's page into ``folder`` (docs/performance/LESSON.md); returns them in the course's order."""
+    from .performance import load_bench
+
+    folder.mkdir(parents=True, exist_ok=True)
+    report = load_bench()
+    out = []
+    for lesson in _lessons():
+        path = folder / f"{lesson}.md"
+        path.write_text(lesson_page(lesson, report))
+        out.append(path)
+    return out
+
+
+if __name__ == "__main__":
+    for written in write_pages():
+        print(f"wrote {written.relative_to(PAGES_DIR.parent.parent)}")
