@@ -141,7 +141,9 @@ def watch(progress, label: str, option: str = "--size", size: str = "", limit: f
                           f"{duration(projected)} on the simulator ({launch.name}: {done} of {total} blocks in "
                           f"{duration(elapsed)}; the limit is {duration(limit)}, GPUKERNELS_SIM_LIMIT=seconds to "
                           f"change it); choose a smaller {option} or run on a GPU")
-        if not told[0] and elapsed > 1 and projected > NOTE_S:
+        # announced only when it will be allowed to run: a launch projected past the limit is refused (above, once
+        # 2 s of it are measured), and "the progress bar shows the time left" just before the refusal misled
+        if not told[0] and elapsed > 1 and NOTE_S < projected <= limit:
             told[0] = True
             progress.console.print(f"{label}: this launch alone takes {'about' if done else 'at least'} "
                                    f"{duration(projected)} on the simulator, which runs every GPU thread in Python "

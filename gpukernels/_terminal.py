@@ -21,12 +21,15 @@ def _width(text: str) -> int:
     return max((cell_len(line) for line in str(text).splitlines()), default=0)
 
 
-def fit(table, width: int, prose: Iterable[str] = (), drop_constant: Iterable[str] = (), more: str = ""):
+def fit(table, width: int, prose: Iterable[str] = (), drop_constant: Iterable[str] = (), more: str = "",
+        keep_end: Iterable[str] = ()):
     """``table`` (a `gpukernels._tables.Table`) as a rich table at most ``width`` characters wide, one line per row.
 
     ``prose``: the columns that take the width left over (cut with "..." to one line, or left out when less than
     `MIN_PROSE` is left); ``drop_constant``: columns left out when every row holds the same value (the lesson of a
-    one-lesson table); ``more``: where the reader finds a prose column that was cut or left out, for the caption."""
+    one-lesson table); ``more``: where the reader finds a prose column that was cut or left out, for the caption;
+    ``keep_end``: prose columns cut at their start instead (a source location keeps its file and line:
+    ``...k03_tiled.py:34``)."""
     from rich import box
     from rich.table import Table as RichTable
     from rich.text import Text
@@ -40,7 +43,14 @@ def fit(table, width: int, prose: Iterable[str] = (), drop_constant: Iterable[st
     # a key column is as wide as its longest cell, or its header's longest word (the header wraps, not the cells)
     key = {i: max([_width(row[i]) for row in rows] + [max(map(len, str(table.columns[i]).split()), default=1)])
            for i in keep if table.columns[i] not in prose}
+    cells = {i: max([_width(row[i]) for row in rows] + [1]) for i in key}
     spent = sum(key.values()) + GAP * (len(key) - 1)
+    while spent > width:  # still too wide: a header longer than its cells breaks inside a word (blocks/ SM)
+        i = max(key, key=lambda i: key[i] - cells[i])
+        if key[i] <= max(cells[i], 4):
+            break
+        key[i] -= 1
+        spent -= 1
     free = [i for c in prose for i in keep if table.columns[i] == c]  # in the order of `prose`: the first kept longest
     natural = {i: max([_width(row[i]) for row in rows] + [len(str(table.columns[i]))]) for i in free}
     while free and width - spent - GAP * len(free) < sum(min(natural[i], MIN_PROSE) for i in free):
@@ -58,10 +68,14 @@ def fit(table, width: int, prose: Iterable[str] = (), drop_constant: Iterable[st
     for i in shown:
         name = table.columns[i]
         if i in key:
-            t.add_column(name, justify="right" if name in table.right else "left", width=widths[i])  # header wraps
+            t.add_column(name, justify="right" if name in table.right else "left", width=widths[i],
+                         overflow="fold")  # the header wraps (or folds inside a word); the cells fit
         else:
             t.add_column(name, width=widths[i], no_wrap=True, overflow="ellipsis")
     for row in rows:
+        for i in free:
+            if table.columns[i] in keep_end and _width(row[i]) > widths[i]:
+                row[i] = "…" + row[i][len(row[i]) - widths[i] + 1:]
         t.add_row(*(Text(row[i]) for i in shown))
     caption = [table.caption] if table.caption else []
     if cut and more:

@@ -867,9 +867,10 @@ def bench_main(argv: list[str]) -> int:
                for f in args.from_json or []]
     if args.update_readme is not None:
         readme = args.update_readme
-        if not readme.is_file():
-            parser.error(f"--update-readme {str(args.update_readme)!r}: no such file; expected a README holding "
-                         "<!-- bench:begin --> ... <!-- bench:end --> (or suite:) markers")
+        if not readme.is_file():  # a folder was "no such file"
+            what = "is a folder" if readme.is_dir() else "no such file"
+            parser.error(f"--update-readme {str(args.update_readme)!r}: {what}; expected a Markdown file (such as "
+                         "README.md) holding <!-- bench:begin --> ... <!-- bench:end --> (or suite:) markers")
         output_file(args.update_readme, "--update-readme")
         kind = "suite" if args.suite or any(r.get("suite") for r in reports) else "bench"
         if f"<!-- {kind}:begin -->" not in readme.read_text(errors="replace"):
@@ -885,12 +886,12 @@ def bench_main(argv: list[str]) -> int:
     if args.from_json:
         report = merge(reports)
     else:
-        if gpukernels.MODE != "gpu":
-            print("gpukernels bench measures GPU time, and this is the CUDA simulator: it would measure nothing.\n"
+        if gpukernels.MODE != "gpu":  # nothing measured: a status that says so (it was 0, as if it had measured)
+            print("gpukernels bench measures GPU time, and this is the CUDA simulator: it measured nothing.\n"
                   "Use `gpukernels trace LESSON --version V` to count the memory traffic each version generates,\n"
                   "or run the benchmark on a machine with an NVIDIA GPU. Results measured on an H200 are in\n"
-                  "benchmarks/results/.")
-            return 0
+                  "benchmarks/results/.", file=sys.stderr)
+            return 1
         sizes = [tuple(int(v) for v in s.split(",")) for s in args.sizes] if args.sizes else None  # checked above
         log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
         jobs = args.jobs or min(16, _cores())
@@ -926,4 +927,5 @@ def bench_main(argv: list[str]) -> int:
         print_summary(report)
     if args.update_readme:
         update_readme(report, args.update_readme)
-    return 0 if all(r["ok"] for r in report["results"] if r["kind"] == "kernel") else 1
+    kernels = [r for r in report["results"] if r["kind"] == "kernel"]
+    return 0 if kernels and all(r["ok"] for r in kernels) else 1  # none measured, or one wrong: not a success

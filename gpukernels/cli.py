@@ -12,7 +12,7 @@ from pathlib import Path
 # name -> (module, function, one-line help). The function takes argv (a list of str) and returns an exit code.
 COMMANDS = {
     "info": ("gpukernels.cli", "info_main", "which backend runs kernels, what is unavailable here, package versions"),
-    "demo": ("gpukernels.demo_cli", "demo_main", "run every version of a lesson, check it, show the table and figures"),
+    "demo": ("gpukernels.demo_cli", "demo_main", "run and check every version of a lesson, print one table (--save DIR: its figures)"),
     "bench": ("gpukernels.bench", "bench_main", "time every version on a GPU against cuBLAS / torch / cuDNN"),
     "trace": ("gpukernels.trace", "trace_main", "record a launch's memory accesses: traffic, coalescing, banks, races"),
     "resources": ("gpukernels.resources", "resources_main", "registers, shared memory, spills, occupancy (no GPU)"),
@@ -240,6 +240,22 @@ def parse_size(text: str, lesson_name: str) -> tuple:
     if min(values) < 1:
         raise UsageError(f"--size {text!r}: every dimension must be at least 1; {expected}")
     return values
+
+
+def step_name(lesson: str, text, option: str = "--version") -> str:
+    """A step of ``lesson`` as a person names it -- its name (``tiled``) or its number in the ladder (``3``), as
+    ``gpukernels source`` and ``diff`` take it -- returned as its name. Raises UsageError naming ``option``, what was
+    expected and what was given."""
+    import gpukernels
+
+    names = list(gpukernels.LESSONS[lesson].VERSIONS)
+    given = str(text).strip()
+    if given in names:
+        return given
+    if given.isdigit() and 1 <= int(given) <= len(names):
+        return names[int(given) - 1]
+    raise UsageError(f"{option} {str(text)!r}: {lesson} has no such step; expected a number 1-{len(names)} or a "
+                     f"name, choose from {', '.join(names)}")
 
 
 def blank_argument(args: list[str]) -> str | None:

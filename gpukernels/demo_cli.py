@@ -16,11 +16,16 @@ def demo_main(argv: list[str]) -> int:
     from gpukernels.cli import ArgumentParser, UsageError, fail, parse_size, path_text
 
     prog = "gpukernels demo"
-    parser = ArgumentParser(prog=prog, description=demo.__doc__.split("\n")[0])
+    # what it prints is a table; the figures are written only with --save (the help promised them unasked)
+    parser = ArgumentParser(prog=prog, description="Run every version of a lesson (or of every lesson: all, the "
+                            "default), check each against the float64 reference and print a table of them: on a GPU the "
+                            "times, in the simulator the memory traffic counted. --save DIR also writes the lesson's "
+                            "figures (PNG); --html FILE writes its interactive page; --classroom narrates it here.")
     parser.add_argument("lesson", nargs="?", default="all", help=f"one of {', '.join(LESSONS)}, or all")
     parser.add_argument("--size", help="shape: 512,512,512 or 512x512x512 for matmul, or 512 for a square (a cube "
-                                       "for matmul); default: per mode")
-    parser.add_argument("--save", type=path_text, help="write the lesson's key figures (PNG) to this folder")
+                                       "for matmul); default: the lesson's demo shape (on a GPU a larger one)")
+    parser.add_argument("--save", type=path_text, metavar="DIR",
+                        help="also write the lesson's key figures (PNG) into this folder")
     from gpukernels.classroom import cli as classroom  # --html, --version, --classroom
 
     classroom.add_options(parser)

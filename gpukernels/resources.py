@@ -757,7 +757,7 @@ def print_table(rows: list[ResourceRow], console=None) -> None:
     console = console or Console()  # the terminal's width (COLUMNS; 80 when piped): the table is drawn to fit it
     if not rows:
         return
-    console.print(fit(table(rows), console.width, prose=["limited by", "kernel"], drop_constant=["lesson"],
+    console.print(fit(table(rows), console.width, prose=["kernel", "limited by"], drop_constant=["lesson"],
                       more="a wider terminal (COLUMNS=200) shows them whole, or --json FILE"))
     console.print(f"Shapes: {', '.join(sorted({f'{r.lesson} {r.shape}' for r in rows}))}. Compiled with "
                   f"numba.cuda.compile_ptx + nvJitLink; no GPU was used.")
@@ -779,6 +779,7 @@ def resources_main(argv: list[str]) -> int:
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON ('-' for stdout)")
     parser.add_argument("--no-cache", action="store_true", help="recompile even if a cached result exists")
     args = parser.parse_args(argv)
+    args.lessons = list(dict.fromkeys(args.lessons))  # a lesson named twice is reported once (it printed every row twice)
     for name in args.lessons:
         if name not in gpukernels.LESSONS:
             parser.error(f"unknown lesson {name!r}; choose from {', '.join(gpukernels.LESSONS)}")

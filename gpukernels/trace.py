@@ -1163,24 +1163,28 @@ def trace_main(argv=None) -> int:
     from . import _device
     from ._modes import run_in_mode
     from ._simtime import check_size, watch
-    from .cli import ArgumentParser, UsageError, fail, nonnegative_int, output_file, parse_size
+    from .cli import ArgumentParser, UsageError, fail, nonnegative_int, output_file, parse_size, step_name
 
     argv = sys.argv[1:] if argv is None else list(argv)
     prog = "gpukernels trace"
     parser = ArgumentParser(prog=prog, description=trace_main.__doc__)
     parser.add_argument("lesson", choices=sorted(gpukernels.LESSONS))
-    parser.add_argument("--version", help="a name from the lesson's VERSIONS (default: the last, optimized)")
+    parser.add_argument("--version", metavar="STEP", help="a step by name or number, as gpukernels source takes it "
+                        "(tiled or 3; default: the last, optimized)")
     parser.add_argument("--size", help="input shape: 64,64,32 or 64x64x32, or 64 for a square (a cube for matmul); "
                                        "default: the lesson's SHAPES['trace']")
     parser.add_argument("--seed", type=nonnegative_int, default=0, help="the inputs' random seed (default 0)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
-    parser.add_argument("--events", action="store_true", help="keep every access (for --json)")
+    parser.add_argument("--events", action="store_true", help="with --json: write every access into it too")
     args = parser.parse_args(argv)
     lesson = gpukernels.LESSONS[args.lesson]
     names = list(lesson.VERSIONS)
-    version = args.version or names[-1]
-    if version not in lesson.VERSIONS:
-        return fail(prog, f"{args.lesson} has no version {version!r}; choose from {', '.join(names)}")
+    try:  # a name or a number, as source and diff take a step
+        version = step_name(args.lesson, args.version) if args.version is not None else names[-1]
+    except UsageError as err:
+        return fail(prog, str(err))
+    if args.events and not args.json:  # the events go into the JSON file only: alone it did nothing, silently
+        return fail(prog, "--events writes every access into the --json FILE; give --json FILE with it")
     try:
         shape = parse_size(args.size, args.lesson) if args.size is not None else lesson.SHAPES["trace"]
     except UsageError as err:
@@ -1214,7 +1218,11 @@ def trace_main(argv=None) -> int:
     console = Console()
     console.print(f"[bold]{args.lesson}.{version}[/bold] shape {tuple(shape)}: {len(t.launches)} launch(es), "
                   f"traced in {t.seconds:.2f} s")
-    console.print(summary)
+    from ._terminal import fit
+
+    for table in summary.tables().values():  # each to the terminal's width: names and numbers whole, one line a row
+        console.print(fit(table, console.width, prose=["line", "lines", "kernel", "example", "shared arrays"],
+                          more="--json FILE keeps them whole", keep_end=["line", "lines"]))
     if args.json:
         data = summary.to_dict()
         if args.events:

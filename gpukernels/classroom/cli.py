@@ -8,17 +8,18 @@ import os
 
 import gpukernels
 
-from ..cli import UsageError, nonnegative_int, path_text
+from ..cli import UsageError, nonnegative_int, path_text, step_name
 
 
 def add_options(parser) -> None:
     parser.add_argument("--html", metavar="FILE", type=path_text, help="write the lesson's interactive classroom "
                         "page (one self-contained HTML file) to FILE")
-    parser.add_argument("--version", action="append", metavar="NAME", help="with --html or --classroom: a version "
-                        "to show; give it twice (default: the lesson's pair, e.g. naive and tiled)")
+    parser.add_argument("--version", action="append", metavar="STEP", help="with --html or --classroom: a step to "
+                        "show, by name or number (tiled or 3); give it twice (default: the lesson's pair, e.g. naive "
+                        "and tiled)")
     parser.add_argument("--seed", type=nonnegative_int, default=None,
                         help="with --html: the inputs' random seed (default 0)")
-    parser.add_argument("--classroom", action="store_true", help="the narrated sequence in the terminal (Enter steps)")
+    parser.add_argument("--classroom", action="store_true", help="narrate one lesson in the terminal, a screen per idea (Enter steps)")
     parser.add_argument("--no-wait", action="store_true", help="with --classroom: run straight through")
 
 
@@ -38,15 +39,15 @@ def check(args, lessons: list[str], sizes: dict) -> tuple[str, list | None, tupl
                          f"in it); for one page, name a lesson ({', '.join(PAGES)})")
     if args.lesson == "all" and args.html and (args.version or sizes):
         raise UsageError("--version and --size name one lesson's versions and shape: with them, name a lesson")
-    lesson = "matmul" if args.lesson == "all" else lessons[0]
-    names = list(gpukernels.LESSONS[lesson].VERSIONS)
+    if args.lesson == "all" and args.classroom:  # it ran matmul alone, as if matmul were all
+        raise UsageError(f"--classroom narrates one lesson; name it: gpukernels demo LESSON --classroom, LESSON one "
+                         f"of {', '.join(PAGES)}")
+    lesson = lessons[0] if args.lesson != "all" else "matmul"
     if args.version is not None:
         if len(args.version) != 2:
             raise UsageError(f"--version: {what} shows two versions side by side, so give --version twice; got "
                              f"{len(args.version)} ({', '.join(args.version)})")
-        for v in args.version:
-            if v not in names:
-                raise UsageError(f"--version {v!r}: {lesson} has no such version; choose from {', '.join(names)}")
+        args.version = [step_name(lesson, v) for v in args.version]  # names or numbers, as source and diff take
         if args.version[0] == args.version[1]:
             raise UsageError(f"--version {args.version[0]!r} given twice: {what} compares two different versions "
                              "side by side")
