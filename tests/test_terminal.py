@@ -133,3 +133,20 @@ def test_demo_help_promises_figures_only_with_save(capsys):
     code, out, err = run_main(capsys, ["--help"])
     demo_line = next(line for line in out.splitlines() if line.strip().startswith("demo "))
     assert "figures" not in demo_line.replace("(--save DIR: its figures)", "")
+
+
+@SIM_ONLY
+def test_the_classroom_sequence_fits_80_columns_and_speaks_of_the_terminal(capsys, columns):
+    """The terminal mode spoke of "the slider of the page" and ended with a table whose description column wrapped
+    each row over 6-9 lines; it also drew at 120 columns whatever the terminal's width."""
+    columns(80)
+    code, out, err = run_main(capsys, ["demo", "softmax", "--classroom", "--no-wait", "--size", "2x32"])
+    assert code == 0, err
+    lines = _lines(out)
+    assert max(map(len, lines)) <= 80, "\n".join(line for line in lines if len(line) > 80)
+    assert "slider" not in out
+    summary = lines[next(i for i, line in enumerate(lines) if "Summary" in line):]
+    rows = [line.split()[0] for line in summary if line.split() and line.split()[0] in LESSONS["softmax"].VERSIONS]
+    assert rows == list(LESSONS["softmax"].VERSIONS)  # one line per version
+    coalescing = lines[next(i for i, line in enumerate(lines) if line.startswith("Coalescing:")):]
+    assert any(line.endswith("100.0%") for line in coalescing[:12])  # rounded as the page rounds its lines
