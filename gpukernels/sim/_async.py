@@ -307,11 +307,11 @@ class AsyncModel:
             if m:
                 other = m.get(e)
                 if other is not None and not self._visible(other, t) and (other.tid != t.tid or other.group is None):
-                    self._overwrite(other, fd, e, site, "a cp.async writes", destination=True)
+                    self._overwrite(other, fd, e, site, "issues a cp.async that writes", destination=True)
             if srcs:
                 other = srcs.get(e)
                 if other is not None and not self._read_done(other, t):
-                    self._overwrite(other, fd, e, site, "a cp.async writes")
+                    self._overwrite(other, fd, e, site, "issues a cp.async that writes")
         m = self.dst.setdefault(rid, {})
         for e in range(e0, e0 + n):
             m[e] = op
