@@ -3,6 +3,7 @@
 # make demo   - run every lesson's versions, check them, print the table
 # make classroom - every lesson's interactive classroom page into build/classroom/
 # make site   - build the course site into build/site (tools/build_site.py), the classroom pages included
+# make lab    - JupyterLab and nbconvert in .venv, then JupyterLab on notebooks/ (a student's start)
 # make gpu-session - on a GPU machine: the GPU suite, compute-sanitizer, the random-shape check and the benchmark
 #                in one command of <= 9 minutes, into one results folder (benchmarks/gpu_session.py)
 ifeq ($(OS),Windows_NT)
@@ -34,7 +35,7 @@ EXTRAS ?= $(if $(CUDA_EXTRA),$(CUDA_EXTRA)$(comma))dev
 # cu12 and cu13 keeps the other's wheels: `make clean` first.
 STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
-.PHONY: test test-all test-nocuda demo install extras notebooks plots bench clean mutate classroom site gpu-session
+.PHONY: test test-all test-nocuda demo install extras lab notebooks plots bench clean mutate classroom site gpu-session
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -97,9 +98,19 @@ classroom: $(STAMP)
 	mkdir -p build/classroom
 	GPUKERNELS_DEVICE=sim $(PY) -m gpukernels demo all --html build/classroom
 
-notebooks: $(STAMP)
-	$(PY) -m pip install -q -e ".[$(EXTRAS),notebooks]"
+# The notebooks' tools in .venv -- JupyterLab (the notebooks extra) and nbconvert (`jupyter nbconvert --execute`, which
+# the README's notebook path uses to run one from the command line) -- then JupyterLab on notebooks/.
+# `make notebooks` is the same.
+LAB_STAMP := $(VENV)/.installed-lab-$(subst $(comma),-,$(EXTRAS))
+
+$(LAB_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e ".[$(EXTRAS),notebooks]" "nbconvert>=7.16,<8"
+	touch $@
+
+lab: $(LAB_STAMP)
 	$(VENV)/$(BIN)/jupyter lab notebooks
+
+notebooks: lab
 
 # Every figure of every lesson into docs/figures/ and docs/gallery.md (simulator + compiler, no GPU needed;
 # performance figures use the newest benchmarks/results/*.json, or a labelled model without one).
