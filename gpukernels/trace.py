@@ -14,6 +14,7 @@ while a trace is active, the simulator wraps kernel arrays in hooked classes tha
     t.divergence()              # [Divergence]     active lanes per warp and source line
     t.barriers()                # [Barriers]       syncthreads / syncwarp executed, shared arrays, per launch
     t.collectives()             # [{kind: count}]  tensor-core instructions (mma, ldmatrix) executed, per launch
+    t.async_events()            # [AsyncEvent]     cp.async / wgmma issued, committed, landed, waited
 
 Memory stays bounded: accesses are buffered for one block at a time and folded into per-line counters when
 the block ends. ``trace(events=True)`` also keeps the full event log (``trace(events=True, local=False)``: of global
@@ -77,6 +78,7 @@ import numpy as np
 from ._tables import Table
 from .sim import _state
 from .sim import arrays as _arrays
+from .sim._async import launch_events as _launch_async_events
 from .sim._source import INTRINSICS as _INTRINSICS, location, source_line, user_frame
 
 READ, WRITE, ATOMIC = _arrays.READ, _arrays.WRITE, _arrays.ATOMIC  # accesses()["kind"]
@@ -440,6 +442,7 @@ class Trace:
         self._events: list = []
         self._vector_calls: dict = {}  # (tid, aid, kind) -> the vector intrinsic's frame of that thread's last access
         self._warp_lanes: dict = {}
+        self._async: list = []  # [AsyncEvent] of every launch's cp.async and wgmma (async_events())
         self.seconds = 0.0
 
     # -- called by the simulator ----------------------------------------------------------------------------
@@ -543,6 +546,7 @@ class Trace:
     def end(self, launch):
         self._sync[len(self.launches) - 1] = launch.sync_counts()
         self._collectives[len(self.launches) - 1] = dict(getattr(launch, "collectives", {}))
+        self._async += _launch_async_events(launch, len(self.launches) - 1)
         self._launch = None
 
     # -- per-block analysis ----------------------------------------------------------------------------------
@@ -794,6 +798,13 @@ class Trace:
         (``mma_f16``, ``ldmatrix_x4``, ...), one per warp and call -- a kernel that multiplies on tensor cores
         issues one ``mma_f16`` per 16 x 8 x 16 product (empty for a launch that ended in an error)."""
         return [dict(self._collectives.get(li, {})) for li in range(len(self.launches))]
+
+    def async_events(self) -> list:
+        """[AsyncEvent] of every traced launch, in order: each ``cp.async`` and warp's ``wgmma`` issued, each commit,
+        each landing (the data moved) and each wait that covered it, with its thread, commit group, barrier
+        interval, line and step in its block (`gpukernels.sim._async.AsyncEvent`). Empty for launches without
+        asynchronous instructions. `gpukernels.classroom.timeline` draws them per stage."""
+        return list(self._async)
 
     def coalescing(self) -> Coalescing:
         lines: dict = {}

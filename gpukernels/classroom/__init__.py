@@ -61,7 +61,7 @@ def page_data(lesson: str, versions=None, shape=None, seed: int = 0, broken: boo
     import gpukernels
 
     from ..check import version_inputs
-    from . import data
+    from . import data, timeline
     from .racy import BROKEN
 
     mod = gpukernels.LESSONS[lesson]
@@ -79,6 +79,7 @@ def page_data(lesson: str, versions=None, shape=None, seed: int = 0, broken: boo
         # the inputs this version takes (attention's tensor-core steps: float16 copies of the same values)
         t, _ = data.record(v, version_inputs(lesson, name, inputs), f"{lesson}.{name}")
         out["versions"].append(data.version_data(t, name, v.idea, word))
+        out.setdefault("timelines", {})[name] = timeline.svg(t.async_events())  # cp.async per stage ('' if none)
     b = BROKEN.get(lesson) if broken else None
     out["broken"], out["missing"] = None, ""
     if b is not None:

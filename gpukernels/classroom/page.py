@@ -33,7 +33,7 @@ earlier steps</span>
 <svg width="0" height="0" style="position:absolute"><defs><pattern id="earlier" width="6" height="6"
 patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#fff"/>
 <rect width="3" height="6" fill="#B33C00"/></pattern></defs></svg>
-<div id="main"></div>
+<div id="main"></div>{timelines}
 <script type="application/json" id="data">{data}</script>
 <script>{js}</script>
 </body></html>
@@ -53,4 +53,11 @@ def render(data: dict, next_page: str | None = None) -> str:
         stem = next_page.rsplit(".", 1)[0]
         nxt = f'<a id="next" href="{html.escape(next_page, quote=True)}">next lesson: {html.escape(stem)} &rarr;</a>'
     return _TEMPLATE.format(title=html.escape(data["title"]), css=_asset("page.css"), js=_asset("page.js"), data=blob,
-                            next=nxt)
+                            next=nxt, timelines=_timelines(data))
+
+
+def _timelines(data: dict) -> str:
+    """The copies in flight per stage of each version that issues cp.async (gpukernels.classroom.timeline)."""
+    parts = [f'<h2>{html.escape(name)}: copies in flight</h2>{svg}' for name, svg in data.get("timelines", {}).items()
+             if svg]
+    return f'\n<section id="timelines">{"".join(parts)}</section>' if parts else ""

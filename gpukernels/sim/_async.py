@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import sys
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -76,7 +76,7 @@ class AsyncHazard:
     message: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AsyncEvent:
     """What the tracer records of an asynchronous operation: ``what`` is "issue", "commit", "land" or "wait";
     ``op`` the operation's number in its block (one per ``cp.async`` or warp's ``wgmma``; -1 for a commit or a
@@ -93,6 +93,15 @@ class AsyncEvent:
     interval: int
     location: str
     array: str
+    launch: int = -1  # the tracer's index of the launch
+
+
+def launch_events(launch, index: int) -> list:
+    """The events a traced launch recorded, stamped with its index among the tracer's launches."""
+    model = getattr(launch, "async_model", None)
+    if model is None or not model.events:
+        return []
+    return [replace(e, launch=index) for e in model.events]
 
 
 class InFlight:
