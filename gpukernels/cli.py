@@ -244,18 +244,14 @@ def parse_size(text: str, lesson_name: str) -> tuple:
 
 def step_name(lesson: str, text, option: str = "--version") -> str:
     """A step of ``lesson`` as a person names it -- its name (``tiled``) or its number in the ladder (``3``), as
-    ``gpukernels source`` and ``diff`` take it -- returned as its name. Raises UsageError naming ``option``, what was
-    expected and what was given."""
-    import gpukernels
+    ``gpukernels source`` and ``diff`` take it (`gpukernels.source.resolve`, the one rule) -- returned as its name.
+    Raises UsageError naming ``option``, what was expected and what was given."""
+    from .source import StepError, expected_step, resolve
 
-    names = list(gpukernels.LESSONS[lesson].VERSIONS)
-    given = str(text).strip()
-    if given in names:
-        return given
-    if given.isdigit() and 1 <= int(given) <= len(names):
-        return names[int(given) - 1]
-    raise UsageError(f"{option} {str(text)!r}: {lesson} has no such step; expected a number 1-{len(names)} or a "
-                     f"name, choose from {', '.join(names)}")
+    try:
+        return resolve(lesson, text, option)[1].name
+    except StepError:
+        raise UsageError(f"{option} {str(text)!r}: {lesson} has no such step; {expected_step(lesson)}") from None
 
 
 def blank_argument(args: list[str]) -> str | None:

@@ -70,9 +70,17 @@ def resolve(lesson: Any, step: Any, arg: str = "step"):
             return mod, mod.VERSIONS[names[number - 1]], number
     elif text in mod.VERSIONS:
         return mod, mod.VERSIONS[text], names.index(text) + 1
+    raise StepError(f"{arg}: {expected_step(lesson)}; got {step!r}")
+
+
+def expected_step(lesson: str) -> str:
+    """What names a step of ``lesson``, for messages: "expected a matmul step, 1-21 or one of naive, ...". One wording
+    for every command that takes a step (source, diff, and --version of trace and demo)."""
+    import gpukernels
+
+    names = list(gpukernels.LESSONS[lesson].VERSIONS)
     article = "an" if lesson[0] in "aeiou" else "a"
-    raise StepError(f"{arg}: expected {article} {lesson} step, 1-{len(names)} or one of {', '.join(names)}; "
-                    f"got {step!r}")
+    return f"expected {article} {lesson} step, 1-{len(names)} or one of {', '.join(names)}"
 
 
 # ----------------------------------------------------------------------------------------------------------

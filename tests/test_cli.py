@@ -64,7 +64,8 @@ def test_trace_and_demo_take_a_single_number():
     (("trace", "softmax", "--size", "many"), "softmax --size takes M,N"),
     (("demo", "matmul", "--size", "8x8xq"), "matmul --size takes M,N,K"),
     (("demo", "all", "--size", "8,8"), "with 'all', --size must fit every lesson"),
-    (("trace", "matmul", "--version", "fastest"), "choose from naive, coalesced, tiled"),
+    (("trace", "matmul", "--version", "fastest"), "--version 'fastest': matmul has no such step; expected a matmul "
+                                                  "step, 1-21 or one of naive, coalesced, tiled"),
     (("demo", "convolution"), f"unknown lesson 'convolution'; choose from {', '.join(LESSONS)} or all"),
     (("trace", "convolution"), "invalid choice: 'convolution' (choose from "
                                + ", ".join(repr(name) for name in sorted(LESSONS)) + ")"),

@@ -65,8 +65,8 @@ def test_percentages_round_as_the_page_rounds_them():
 
 @pytest.mark.parametrize("args, fragment", [
     # --version takes a step's name or its number everywhere (trace and demo took names only)
-    (["trace", "matmul", "--version", "22"], "--version '22': matmul has no such step; expected a number 1-21 or "
-                                            "a name, choose from naive, coalesced"),
+    (["trace", "matmul", "--version", "22"], "--version '22': matmul has no such step; expected a matmul step, "
+                                            "1-21 or one of naive, coalesced"),  # source's words for a step
     (["trace", "softmax", "--version", "0"], "--version '0': softmax has no such step"),
     (["demo", "matmul", "--classroom", "--no-wait", "--version", "1", "--version", "naive"],
      "--version 'naive' given twice"),  # 1 is naive
