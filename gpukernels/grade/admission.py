@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 ALLOWED_IMPORTS = ("numba", "numba.cuda", "math", "numpy", "__future__")
 
 # Besides those, names a kernel file may import from gpukernels itself: the tensor-core instructions Numba lacks
-# (inline PTX on a GPU, warp collectives in the simulator), pure device functions; nothing else of the package.
-ALLOWED_FROM = {"gpukernels._mma": frozenset({"mma_f16", "pack_half2"})}
+# (inline PTX on a GPU, warp collectives in the simulator) and cp.async with its groups (exercise 12), pure device
+# functions; nothing else of the package.
+ALLOWED_FROM = {"gpukernels._mma": frozenset({"mma_f16", "pack_half2"}),
+                "gpukernels._intrinsics": frozenset({"copy_async", "async_commit", "async_wait"})}
 
 # numba's scalar types and the few helpers a kernel file uses at module level or in kernels.
 NUMBA_NAMES = frozenset("""
@@ -60,7 +62,8 @@ JIT_KEYWORDS = frozenset("device fastmath inline forceinline lineinfo debug opt 
 MAX_CONSTANT_ITEMS = 256  # a tuple of tile sizes is fine; a table of precomputed answers is not
 
 RULE = ("a kernel file may hold only imports of numba, numba.cuda, math and numpy (and of the tensor-core "
-        "instructions mma_f16 and pack_half2 from gpukernels._mma), constants (literals or "
+        "instructions mma_f16 and pack_half2 from gpukernels._mma, and cp.async's copy_async, async_commit and "
+        "async_wait from gpukernels._intrinsics), constants (literals or "
         "arithmetic on earlier constants, e.g. TILE = 16), @cuda.jit functions, docstrings and comments "
         "(see exercises/README.md, 'What a kernel file may contain')")
 

@@ -261,8 +261,8 @@ class WarpInstructions(Check):
         if got == want:
             return True, f"{self.kind}: {got} warp instructions{why}"
         if got == 0:
-            return False, (f"no {self.kind} instruction: the products were not computed on tensor cores (expected "
-                           f"{want}{why})")
+            what = "the products were not computed on tensor cores" if "mma" in self.kind else "not used"
+            return False, f"no {self.kind} instruction: {what} (expected {want}{why})"
         return False, f"{self.kind}: {got} warp instructions, expected {want}{why}"
 
     def describe(self):

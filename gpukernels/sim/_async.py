@@ -137,9 +137,10 @@ class ThreadAsync:
     its proxy fences, and its wgmma groups (accumulators written at the wait that covers them)."""
 
     __slots__ = ("pending", "groups", "committed", "last_wait", "fences", "fence_bar", "wg_pending", "wg_ops",
-                 "wg_groups", "wg_done")
+                 "wg_groups", "wg_done", "issued")
 
     def __init__(self):
+        self.issued = 0  # cp.async instructions
         self.pending = []
         self.groups = deque()  # (group number, [InFlight]) committed, oldest first
         self.committed = 0
@@ -196,6 +197,17 @@ class AsyncModel:
         self.num = 0
         self.step = 0
 
+    def end_block(self) -> None:
+        """Count the block's cp.async as warp instructions (a warp's lanes issue them together: the most any lane of
+        the warp issued) among the launch's collectives, where the tracer and the grader read them."""
+        per_warp: dict = {}
+        for tid, st in self.threads.items():
+            if st.issued:
+                per_warp[tid // 32] = max(per_warp.get(tid // 32, 0), st.issued)
+        if per_warp:
+            c = self.launch.collectives
+            c["cp.async"] = c.get("cp.async", 0) + sum(per_warp.values())
+
     def state(self, t=None) -> ThreadAsync:
         t = t or self.launch.cur
         st = self.threads.get(t.tid)
@@ -246,6 +258,10 @@ class AsyncModel:
             hazard = "early read"
             why = (f"{who} waited for it at {describe(op.wait_site)}, but no cuda.syncthreads() separates that wait "
                    "from this read: another thread's copies are visible only after a barrier")
+        elif op.tid != t.tid and self.state(t).committed <= op.group:
+            hazard = "early read"  # the reader has not reached that group itself: it still uses the stage's old tile
+            why = (f"{who} issued it to refill the stage while this thread still reads the tile that was there: a "
+                   "cuda.syncthreads() must separate the last reads of a stage from the copies that refill it")
         elif owner is not None and owner.last_wait is not None and owner.last_wait[2] > op.group:
             hazard = "wrong wait count"
             wsite, n, committed = owner.last_wait
@@ -328,7 +344,9 @@ class AsyncModel:
             m = self.src.setdefault(sid, {})
             for e in range(s0, s0 + nsrc):
                 m[e] = op
-        self.state(t).pending.append(op)
+        st = self.state(t)
+        st.pending.append(op)
+        st.issued += 1
         self._event("cp.async", "issue", t, op.num, -1, site, dst.name)
 
     def commit(self, site) -> None:

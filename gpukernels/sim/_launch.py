@@ -528,6 +528,8 @@ class Launch:
                     if self.warp_bits[w]:
                         self._retry_warp(w)
             if self.live == 0:
+                if self.async_model is not None:
+                    self.async_model.end_block()
                 if self.tracer is not None:
                     self.tracer.end_block(self)
                 return
