@@ -80,7 +80,9 @@ def fit(table, width: int, prose: Iterable[str] = (), drop_constant: Iterable[st
     caption = [table.caption] if table.caption else []
     if cut and more:
         left_out = [c for c in prose if c not in [table.columns[i] for i in free]]
-        what = (" and ".join(f"'{c}'" for c in left_out) + " left out") if left_out else "cut to fit"
+        shortened = [table.columns[i] for i in free if widths[i] < natural[i]]
+        what = "; ".join(f"{' and '.join(repr(c) for c in names)} {verb}" for names, verb in
+                         ((left_out, "left out"), (shortened, "cut")) if names)
         caption.append(f"({what} at this width: {more})")
     if caption:
         t.caption = " ".join(caption)
