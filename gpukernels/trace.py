@@ -48,6 +48,9 @@ Conventions (stated so the numbers can be checked by hand):
   mean of ratios), so a line executed often weighs more. A broadcast (every lane, one float) is 1 sector for
   1 needed: 100%, nothing to fix -- although it uses 4 of the 32 bytes moved. Lanes a row apart: 32 sectors
   for 4 needed, 12.5%;
+* *lane utilisation* of a line's global accesses = the lanes that took part in its requests / (32 x requests)
+  (``LineCoalescing.lanes``, ``lane_utilisation``): one lane walking a row alone wastes no sector but uses 1/32
+  of the warp, as Nsight Compute's sectors per request (1 where 4 are ideal) shows;
 * each shared array starts at bank 0; banks are 32 words of 4 bytes; lanes reading the same word are a
   broadcast, not a conflict; the *conflict degree* of a warp access is the largest number of distinct words
   it needs from one bank (1 = conflict-free); a line's ``mean_degree`` is the ratio of the sums (wavefronts /

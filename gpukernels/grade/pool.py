@@ -192,9 +192,12 @@ def _drain(sink) -> None:
     """A started child's output stream, drained into its capped file until every writer has closed it."""
     import select
 
-    while not sink.ended:
-        select.select([sink.fd], [], [], 1.0)
-        sink.pump()
+    try:
+        while not sink.ended:
+            select.select([sink.fd], [], [], 1.0)
+            sink.pump()
+    except (OSError, ValueError):  # closed by Child.poll after its time: what was read is kept
+        pass
 
 
 def _feed(pipe, payload: bytes) -> None:
