@@ -1,4 +1,4 @@
-"""``gpukernels demo --classroom [LESSON]``: a narrated sequence in the terminal, one screen per idea, advancing
+"""``gpukernels demo LESSON --classroom``: a narrated sequence in the terminal, one screen per idea, advancing
 when the teacher presses Enter (``--no-wait``, or stdin not a terminal: straight through).
 
 The screens: the grid map, coalescing, tiling and its phases, the missing barrier, occupancy, on a GPU the
