@@ -1167,8 +1167,8 @@ def trace(events: bool = False, local: bool = True, count_local: bool = True):
 
 
 def trace_main(argv=None) -> int:
-    """gpukernels trace LESSON [--version V] [--size ...] [--json FILE]: run one lesson version on the
-    simulator under the tracer, print the tables, optionally write them as JSON."""
+    """gpukernels trace LESSON [--version STEP] [--size ...] [--json FILE [--events]]: run one step of a lesson
+    (by name or number) on the simulator under the tracer, print the tables, optionally write them as JSON."""
     import os
 
     import gpukernels
