@@ -18,6 +18,7 @@ import contextvars
 import functools
 import inspect
 import math
+import re
 import sys
 import textwrap
 from dataclasses import dataclass, field
@@ -250,7 +251,7 @@ class Version:
         self.__name__ = self.__qualname__ = self.name
         module = getattr(self.plan, "__module__", None) or __name__
         # the lesson's package (gpukernels.matmul), where students reach the step: help(matmul) lists every step
-        self.__module__ = module.rpartition(".")[0] if ".k" in module else module
+        self.__module__ = module.rpartition(".")[0] if re.search(r"\.k\d+_\w+$", module) else module
         self.__wrapped__ = self.plan
         self.__signature__ = self._signature()
         self.__doc__ = self._docstring(sys.modules.get(module))
