@@ -177,3 +177,23 @@ def record(name: str, entry: dict, path: Path = RECORD) -> None:
     data = json.loads(path.read_text()) if path.exists() else {}
     data[name] = entry
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def long_tier_after(keep, values, multi: bool = False) -> list:
+    """``values`` for ``pytest.mark.parametrize``: the first ``keep`` (or the indices in ``keep``, a tuple) run in
+    the default tier, the rest only in the long tier (marked ``slow``). The default tier checks each idea at one or
+    two small odd cases; the long tier at all of them. ``multi``: each value is a tuple of several arguments
+    (``"shape,splits"``), not one argument."""
+    from _pytest.mark.structures import ParameterSet
+
+    values = list(values)
+    kept = set(keep) if isinstance(keep, tuple) else set(range(keep))
+    out = []
+    for i, v in enumerate(values):
+        if i in kept:
+            out.append(v)
+        elif isinstance(v, ParameterSet):
+            out.append(pytest.param(*v.values, marks=[*v.marks, pytest.mark.slow], id=v.id))
+        else:
+            out.append(pytest.param(*(v if multi else (v,)), marks=pytest.mark.slow))
+    return out

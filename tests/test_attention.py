@@ -22,6 +22,8 @@ from gpukernels import attention as at
 from gpukernels._launch import LaunchError, is_device_array
 from gpukernels.check import compare
 
+from ._tiers import long_tier_after
+
 SIM = gpukernels.MODE == "sim"
 
 # float32 scores against float64: a score's absolute rounding error becomes the same *relative* error of its weight
@@ -54,7 +56,7 @@ def run_checked(name, shape, seed, causal=False, scale=None, inputs=None):
 
 
 # Without the mask tests/test_lessons.py runs every version at these shapes (and the GPU's); here the causal mask.
-@pytest.mark.parametrize("shape", at.SHAPES["test"], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", long_tier_after((2, 5), at.SHAPES["test"]), ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("name", F32_VERSIONS)
 def test_matches_reference_causal(name, shape, seed):
     run_checked(name, shape, seed, causal=True)
@@ -463,7 +465,7 @@ HALF = pytest.mark.parametrize("name", at.FLOAT16_VERSIONS)
 
 @HALF
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("shape", MMA_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", long_tier_after((1, 7), MMA_SHAPES), ids=lambda s: "x".join(map(str, s)))
 def test_mma_matches_reference(shape, causal, name, seed):
     run_mma(shape, seed, causal=causal, name=name)
 
@@ -590,8 +592,10 @@ def test_pipelined_launch_plan_and_order():
     run_mma(None, 0, inputs=(q, k1, v), name="pipelined")
 
 
-@pytest.mark.parametrize("shape", [(1, 2, 100, 70, 64), (2, 1, 17, 130, 16), (1, 1, 65, 64, 80), (1, 1, 1, 33, 128)],
-                         ids=["two-blocks", "ragged-warp", "d80", "one-row"])
+@pytest.mark.parametrize("shape", long_tier_after(1, [pytest.param((2, 1, 17, 130, 16), id="ragged-warp"),
+                                                     pytest.param((1, 2, 100, 70, 64), id="two-blocks"),
+                                                     pytest.param((1, 1, 65, 64, 80), id="d80"),
+                                                     pytest.param((1, 1, 1, 33, 128), id="one-row")]))
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_pipelined_with_32_rows_per_warp(shape, causal, seed):
     # The variant with two m16 tiles per warp (benchmarks/attention_peer.py's pipelined@W,32): rows of both tiles
@@ -849,7 +853,7 @@ def test_tf32x3_launch_plan():
     assert list(at.VERSIONS).index("tf32x3") == list(at.VERSIONS).index("split_keys") - 1
 
 
-@pytest.mark.parametrize("shape", [(1, 2, 40, 70, 16), (1, 1, 33, 47, 80), (1, 1, 17, 40, 128)],
+@pytest.mark.parametrize("shape", long_tier_after(1, [(1, 2, 40, 70, 16), (1, 1, 33, 47, 80), (1, 1, 17, 40, 128)]),
                          ids=lambda s: "x".join(map(str, s)))
 def test_tf32x3_interleaved_chains_give_the_same_bits(shape, seed):
     # 4 n-tiles' 3-mma chains issued in turn (the default) or one after another: the same operations on the same
@@ -865,7 +869,7 @@ def test_tf32x3_interleaved_chains_give_the_same_bits(shape, seed):
 
 
 @pytest.mark.parametrize("on_read", ["q", "kv", "qkv"])
-@pytest.mark.parametrize("shape", [(1, 2, 40, 70, 16), (1, 1, 33, 47, 80), (2, 1, 20, 33, 13)],
+@pytest.mark.parametrize("shape", long_tier_after(1, [(2, 1, 20, 33, 13), (1, 2, 40, 70, 16), (1, 1, 33, 47, 80)]),
                          ids=lambda s: "x".join(map(str, s)) if isinstance(s, tuple) else s)
 def test_tf32x3_split_on_read_gives_the_same_bits(on_read, shape, seed):
     # Q, K or V stored as they are and split as each fragment is read (`split_tf32_clamped`): the same products
@@ -908,7 +912,7 @@ def test_tf32x3_fits_the_gpus_shared_memory(monkeypatch, seed):
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("shape", [(1, 2, 33, 20, 64), (1, 1, 70, 45, 24), (2, 1, 17, 100, 80)],
+@pytest.mark.parametrize("shape", long_tier_after(1, [(1, 1, 70, 45, 24), (1, 2, 33, 20, 64), (2, 1, 17, 100, 80)]),
                          ids=lambda s: "x".join(map(str, s)))
 def test_tf32x3_is_as_accurate_as_float32(shape, causal, seed):
     # 3xTF32 keeps 22 of float32's 24 bits per factor: within a small factor of the CUDA-core steps' error (~1e-6

@@ -12,6 +12,8 @@ from gpukernels._launch import LaunchError
 from gpukernels.cbr import k05_winograd as wg
 from gpukernels.check import TOLERANCE, compare
 
+from ._tiers import long_tier_after
+
 # (B^T, G, A^T) of F(m x m, 3 x 3), by m: the definitions the transforms are checked against
 MATRICES = {
     2: (np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64),
@@ -43,10 +45,11 @@ def test_the_matrices_make_a_3x3_correlation_of_a_patch(m):
 
 
 @pytest.mark.parametrize("m", [2, 4])
-@pytest.mark.parametrize("shape,padding", [((1, 3, 5, 7, 2, 3, 3), 1), ((2, 5, 9, 8, 6, 3, 3), 0),
-                                           ((1, 2, 4, 3, 3, 3, 3), 2), ((1, 1, 1, 1, 1, 3, 3), 1),
-                                           ((2, 9, 11, 10, 70, 3, 3), 1), ((2, 4, 6, 8, 5, 3, 3), 1)],
-                         ids=["odd-wide", "pad0-even", "pad2", "one-pixel", "two-block-rows", "rows-of-16-bytes"])
+@pytest.mark.parametrize("shape,padding", long_tier_after((0, 2), [
+    pytest.param((1, 3, 5, 7, 2, 3, 3), 1, id="odd-wide"), pytest.param((2, 5, 9, 8, 6, 3, 3), 0, id="pad0-even"),
+    pytest.param((1, 2, 4, 3, 3, 3, 3), 2, id="pad2"), pytest.param((1, 1, 1, 1, 1, 3, 3), 1, id="one-pixel"),
+    pytest.param((2, 9, 11, 10, 70, 3, 3), 1, id="two-block-rows"),
+    pytest.param((2, 4, 6, 8, 5, 3, 3), 1, id="rows-of-16-bytes")]))
 def test_matches_the_float64_reference(shape, padding, m, seed):
     x, w, b = cbr.make_inputs(shape, seed)
     before = x.copy(), w.copy(), b.copy()
@@ -123,8 +126,10 @@ def test_rejects_other_output_tiles():
 _USED, _OTHER = (wg.TILE_SMALL, wg.TILE_LARGE), ((64, 64), (128, 64))
 
 
-@pytest.mark.parametrize("k,c,p,tile", [(1, 1, 1, t) for t in _USED + _OTHER] + [(65, 9, 70, t) for t in _USED + _OTHER]
-                         + [(3, 17, 130, t) for t in _USED]
+@pytest.mark.parametrize("k,c,p,tile", [(1, 1, 1, t) for t in _USED + _OTHER]
+                         # the default tier: each tile at one pixel, the two tiles the step uses at 65 x 9 x 70
+                         + long_tier_after(2, [(65, 9, 70, t) for t in _USED + _OTHER], multi=True)
+                         + long_tier_after(0, [(3, 17, 130, t) for t in _USED], multi=True)
                          # two rows of blocks on either tile: slow in the simulator (~20 s each); the default tier's
                          # race check runs the large tile on 130 output channels
                          + [pytest.param(129, 9, 130, t, marks=pytest.mark.slow) for t in _USED])

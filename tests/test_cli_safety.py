@@ -338,8 +338,10 @@ def _alive(pid: int) -> bool:
         return False
 
 
-KILLS = [pytest.param("SIGINT", "1", id="ctrl-c"), pytest.param("SIGTERM", "1", id="sigterm"),
-         pytest.param("SIGKILL", "0", id="sigkill-no-zygote"),
+# the default tier: one signal that can be caught and one that cannot; the long tier every signal with and without
+# the zygote
+KILLS = [pytest.param("SIGTERM", "1", id="sigterm"), pytest.param("SIGKILL", "0", id="sigkill-no-zygote"),
+         pytest.param("SIGINT", "1", id="ctrl-c", marks=pytest.mark.slow),
          pytest.param("SIGKILL", "1", id="sigkill", marks=pytest.mark.slow),
          pytest.param("SIGINT", "0", id="ctrl-c-no-zygote", marks=pytest.mark.slow),
          pytest.param("SIGTERM", "0", id="sigterm-no-zygote", marks=pytest.mark.slow)]

@@ -9,6 +9,7 @@ from gpukernels._launch import LaunchError
 from gpukernels.check import TOLERANCE, compare
 from gpukernels.matmul import k16_skinny, k18_narrow, k21_optimized
 
+from ._tiers import long_tier_after
 from .test_lessons import run_checked
 
 # ----------------------------------------------------------------------------------------------------------
@@ -56,11 +57,12 @@ def test_narrow_slices_fill_the_sms_with_warps():
     assert k18_narrow.narrow_splits(64, 256, 300, k18_narrow.narrow_kernel(64, 256, True), sms=132) == 1
 
 
-@pytest.mark.parametrize("shape", [(16, 130, 300), (5, 260, 600), (40, 300, 260), (300, 20, 520), (130, 72, 40),
+@pytest.mark.parametrize("shape", long_tier_after((0, 2, 4), [
+                                   (16, 130, 300), (5, 260, 600), (40, 300, 260), (300, 20, 520), (130, 72, 40),
                                    (70, 200, 48), (64, 256, 64),
                                    # the 64 x 256 narrow tile sliced in 2 (the slicing is (300, 20, 520)'s, on the
                                    # 128 x 32 tile): the slowest case of the file in the simulator
-                                   pytest.param((40, 300, 520), marks=pytest.mark.slow)])
+                                   pytest.param((40, 300, 520), marks=pytest.mark.slow)]))
 def test_matmul_dispatched_paths_are_correct(shape, seed):
     # skinny with A in shared memory (rows 8 and 16), the narrow tiles (ragged along both sides), clamped edge
     # blocks with 16-byte loads (K and N multiples of 4), the small-K tile
@@ -177,8 +179,8 @@ def test_cbr_optimized_runs_winograd_in_its_regime(seed):
     run_checked("cbr", "optimized", shape, seed)
 
 
-@pytest.mark.parametrize("shape", [(1, 20, 7, 9, 70, 3, 3), (2, 9, 5, 6, 3, 3, 3), (1, 5, 6, 4, 9, 1, 1),
-                                   (1, 3, 6, 4, 2, 5, 5)])
+@pytest.mark.parametrize("shape", long_tier_after((1,), [(1, 20, 7, 9, 70, 3, 3), (2, 9, 5, 6, 3, 3, 3),
+                                                        (1, 5, 6, 4, 9, 1, 1), (1, 3, 6, 4, 2, 5, 5)]))
 def test_split_c_is_correct_on_ragged_slices(shape, seed):
     # more slices than channels, empty last slices, 1x1 and 5x5 filters, K past one 64-channel block
     run_checked("cbr", "split_c", shape, seed)

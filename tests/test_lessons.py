@@ -12,17 +12,32 @@ from gpukernels import LESSONS
 from gpukernels._launch import is_device_array
 from gpukernels.check import TOLERANCE, compare, supports, tolerance, version_inputs
 
+from ._tiers import long_tier_after
 from .conftest import GPU
 
 
 def cases(kind):
     # xdist_group: with `pytest -n N --dist loadgroup` every shape of one version runs in the same worker, so on a
     # GPU each worker compiles only its versions' kernels (the largest take ~20 s each) instead of all of them.
+    # At the simulator's "test" shapes the default tier runs each version at two of them (`default_tier_shapes`),
+    # the long tier at all.
     for lesson, mod in LESSONS.items():
-        for name in mod.VERSIONS:
-            for shape in shapes(lesson, name, kind):
+        for i, name in enumerate(mod.VERSIONS):
+            mine = shapes(lesson, name, kind)
+            quick = default_tier_shapes(mine, i) if kind == "test" else mine
+            for shape in mine:
+                marks = [pytest.mark.xdist_group(f"{lesson}.{name}")] + ([] if shape in quick else [pytest.mark.slow])
                 yield pytest.param(lesson, name, shape, id=f"{lesson}-{name}-{'x'.join(map(str, shape))}",
-                                   marks=pytest.mark.xdist_group(f"{lesson}.{name}"))
+                                   marks=marks)
+
+
+def default_tier_shapes(shapes_, index: int) -> list:
+    """The two of a version's test shapes the default tier runs: the lesson's last (each lesson lists its most
+    ragged, several-tile shape last) and one of the others in turn by the version's place in the ladder, so that
+    across the ladder every shape runs in the default tier; the long tier runs every version at every shape."""
+    if len(shapes_) <= 2:
+        return list(shapes_)
+    return [shapes_[index % (len(shapes_) - 1)], shapes_[-1]]
 
 
 def shapes(lesson, name, kind="test"):
@@ -81,7 +96,8 @@ def test_cbr_padding(name, padding, seed):
 # Sq > Sk (the last queries see every key) and Sq < Sk over several K/V tiles (tiled's 32 keys at D = 16, the
 # tensor-core steps' 64: the tiles no query of a block sees are skipped); D a multiple of 16, so every step runs
 @pytest.mark.parametrize("name", list(LESSONS["attention"].VERSIONS))
-@pytest.mark.parametrize("shape", [(1, 2, 33, 20, 64), (2, 1, 17, 70, 16)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", long_tier_after(1, [(1, 2, 33, 20, 64), (2, 1, 17, 70, 16)]),
+                         ids=lambda s: "x".join(map(str, s)))
 def test_attention_causal(name, shape, seed):
     run_checked("attention", name, shape, seed, causal=True)
 
@@ -170,7 +186,7 @@ def test_softmax_extremes():
         np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=1e-6)
 
 
-@pytest.mark.parametrize("n", [1, 31, 33, 257, 1023, 4097])
+@pytest.mark.parametrize("n", long_tier_after((1, 5), [1, 31, 33, 257, 1023, 4097]))
 def test_softmax_row_lengths(n, seed):
     for name in LESSONS["softmax"].VERSIONS:
         run_checked("softmax", name, (2, n), seed)

@@ -13,19 +13,20 @@ from gpukernels._intrinsics import aligned16
 from gpukernels.resources import run_with_real_cuda
 from gpukernels.check import TOLERANCE, compare
 
+from ._tiers import long_tier_after
 from .conftest import GPU, same_kernels_as
 
 from .test_lessons import run_checked
 
 
-@pytest.mark.parametrize("name,shape", [
+@pytest.mark.parametrize("name,shape", long_tier_after((0, 2), [
     ("interior", (130, 129, 20)),  # block (0, 0) inside, three edge blocks; K = 8 + 8 + 4: a ragged last k tile
     ("interior", (128, 128, 16)),  # exactly one tile, all of it on the unguarded path
     ("deep_k", (130, 129, 37)),  # 16-deep k tiles: 16 + 16 + 5
     ("swizzled", (257, 130, 24)),  # 3 tile rows in one group of 8: the remapped block order covers every tile
     ("wave_fit", (70, 66, 20)),  # 64 x 64 tiles (4 blocks < 132 SMs): (0, 0) inside, the rest on the edges
     ("wave_fit", (64, 64, 24)),
-])
+], multi=True))
 def test_interior_and_edge_paths(name, shape, seed):
     run_checked("matmul", name, shape, seed)
 
@@ -50,13 +51,13 @@ def one_sm(monkeypatch):
     monkeypatch.setattr(matmul._common, "sm_count", lambda: 1)
 
 
-@pytest.mark.parametrize("name,shape,kernel", [
+@pytest.mark.parametrize("name,shape,kernel", long_tier_after((1, 4), [
     ("vector_loads", (130, 132, 36), "vec_kernel"),  # K, N multiples of 4: 16-byte loads inside, edges scalar
     ("vector_loads", (130, 130, 36), "swizzled_kernel"),  # N = 130: B's rows are not 16-byte aligned
     ("thread_16x8", (260, 132, 20), "wide_vec_kernel"),  # 256 x 128 tiles: (0, 0) inside, 8 + 8 + 4 deep
     ("thread_16x8", (256, 128, 16), "wide_vec_kernel"),  # exactly one tile, all of it on the fast path
     ("thread_16x8", (257, 129, 19), "wide_kernel"),  # K = 19: scalar loads everywhere
-])
+], multi=True))
 def test_vector_load_paths(name, shape, kernel, seed, one_sm):
     a, b = matmul.make_inputs(shape, seed)
     [launch] = matmul.VERSIONS[name].launches(a, b)
@@ -110,6 +111,7 @@ for name in sys.argv[1:]:
 
 
 @pytest.mark.needs_cuda_toolchain
+@pytest.mark.slow  # a compile of its own; the default tier compiles the ring (test_async_ring_compiles_to_cp_async)
 def test_load4_compiles_to_16_byte_loads():
     # The whole point of load4, checked on the real compiler (no GPU needed): the 64 x 64 kernel with it has
     # 16-byte global loads on its interior path and on its (clamped) edge path (2 runs of A and 2 of B per tile,
@@ -260,13 +262,13 @@ def _parts(shape, sk, iters):
                for t in range(tiles))
 
 
-@pytest.mark.parametrize("shape,sms,aligned,parts", [
+@pytest.mark.parametrize("shape,sms,aligned,parts", long_tier_after((1,), [
     ((130, 100, 64), 7, True, 4),  # 2 tiles (one on the edge) x 4 k tiles over 7 blocks: 4 blocks, then 3 share a tile
     ((131, 257, 37), 13, False, 3),  # 6 tiles x 3 k tiles over 13 blocks, 4-byte loads (K odd), a ragged last k tile
     ((200, 152, 40), 5, True, 2),  # 4 tiles x 3 k tiles over 5 blocks: 2.4 k tiles each, tiles cut between two
     ((128, 128, 16), 3, True, 1),  # one tile, one k tile: one block, the other two get nothing and are not launched
     pytest.param((300, 260, 64), 5, True, 2, marks=pytest.mark.slow),  # 9 tiles over 5: 4 whole, 5 shared
-])
+], multi=True))
 def test_stream_k_spread_sums_tiles_cut_between_three_blocks(shape, sms, aligned, parts):
     a, b, c, [launch] = _spread_case(shape, sms, aligned)
     tiles = -(-shape[0] // 128) * -(-shape[1] // 128)
@@ -316,14 +318,14 @@ def _run_async(kernel, shape, seed, sms, times=1):
 
 
 @same_kernels_as("matmul.async_copy")
-@pytest.mark.parametrize("shape,sms", [
+@pytest.mark.parametrize("shape,sms", long_tier_after((1,), [
     ((256, 128, 16), 1),  # one interior tile, two k tiles: fewer tiles than the ring has stages
     ((256, 128, 44), 1),  # K = 5 x 8 + 4: the last copy reads 4 of 8 k and fills the rest with zeros
     # 9 tiles, edge blocks on the register path, 6 cut between the 2 sharing blocks (50 s in the simulator: the
     # default tier runs the same shape on one SM through the public step, test_async_copy_is_stream_k_with_the_ring)
     pytest.param((520, 260, 36), 2, marks=pytest.mark.slow),
     ((300, 132, 4), 3),  # one k tile, shorter than bk
-])
+], multi=True))
 def test_async_ring_is_correct(shape, sms, seed):
     outs = _run_async(async_stream_k_kernel, shape, seed, sms, times=2)
     assert np.array_equal(outs[0], outs[1])  # the sums do not depend on which copy landed first
@@ -451,7 +453,7 @@ def test_small_products_take_the_128_thread_tile():
 
 
 @pytest.mark.parametrize("aligned", [True, False], ids=["16-byte", "4-byte"])
-@pytest.mark.parametrize("tile", [t.name for t in matmul.k21_optimized.TILES])
+@pytest.mark.parametrize("tile", long_tier_after(2, [t.name for t in matmul.k21_optimized.TILES]))
 def test_every_tile_the_estimate_weighs_is_correct(tile, aligned, seed):
     """Each tile of ``TILES``, whole and in 3 slices of K, on a product ragged along M, N and K (partial edge
     blocks, a short last slice), output NaN-poisoned, float64 reference."""
@@ -491,7 +493,7 @@ def test_few_slices_meet_in_a_workspace_and_many_by_atomics():
     assert all(est > 0 for _, _, est in cands)
 
 
-@pytest.mark.parametrize("aligned", [True, False], ids=["16-byte", "4-byte"])
+@pytest.mark.parametrize("aligned", long_tier_after(1, [False, True]), ids=["4-byte", "16-byte"])
 def test_optimized_runs_the_workspace_split_when_it_chooses_it(monkeypatch, aligned, seed):
     """The simulator's shapes are too small for the rule to choose the workspace (it does from ~384^3 on 132 SMs):
     the choice is made for it, and ``optimized`` must launch the workspace kernel, no zero pass, and be right on a
@@ -515,7 +517,7 @@ def test_optimized_runs_the_workspace_split_when_it_chooses_it(monkeypatch, alig
         run_checked("matmul", "optimized", shape, seed)
 
 
-@pytest.mark.parametrize("path", ["16-byte", "4-byte", "ring"])
+@pytest.mark.parametrize("path", long_tier_after((2,), ["16-byte", "4-byte", "ring"]))
 def test_split_through_a_workspace_is_correct_and_leaves_its_counts_zero(path, seed):
     """Slices of K meeting in a workspace (the last to arrive sums them in slice order) instead of by atomics into
     C, each k tile through registers (16-byte or 4-byte loads) or by the cp.async ring. Ragged along M, N and K, 3

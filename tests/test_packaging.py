@@ -282,6 +282,15 @@ def test_gpu_mode_without_gpu_fails_clearly():
 
 
 def test_demo_runs_in_the_simulator_or_on_the_gpu(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "gpukernels", "demo", "softmax"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "softmax" in result.stdout and "optimized" in result.stdout
+    assert not any(tmp_path.iterdir()), "demo without --save wrote files"
+
+
+@pytest.mark.slow  # the figures trace every version in the simulator: a minute and a half of CPU
+def test_demo_saves_its_figures(tmp_path):
     result = subprocess.run([sys.executable, "-m", "gpukernels", "demo", "softmax", "--save", str(tmp_path)],
                             cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -290,7 +299,7 @@ def test_demo_runs_in_the_simulator_or_on_the_gpu(tmp_path):
     assert "softmax_performance.png" in figures and "roofline.png" in figures and "softmax_reuse.png" in figures
 
 
-@pytest.mark.slow  # the default tier runs the demo itself (above); this draws every figure again in a child
+@pytest.mark.slow  # test_demo_saves_its_figures runs the demo itself (above); this draws every figure again in a child
 def test_demo_draws_its_figures_in_a_simulator_child(tmp_path):
     """On a GPU machine the tracer can't run in the demo's process: the figures come from a simulator child."""
     from rich.console import Console

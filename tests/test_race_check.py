@@ -27,6 +27,8 @@ import gpukernels
 from gpukernels import LESSONS
 from gpukernels.check import FLOAT16_TOLERANCE, TOLERANCE, case, compare, version_inputs
 
+from ._tiers import long_tier_after
+
 pytestmark = pytest.mark.skipif(gpukernels.MODE != "sim", reason="the tracer runs on the simulator")
 
 #: Every version of a lesson is traced at each of its shapes: (shape, launcher keyword arguments).
@@ -298,7 +300,7 @@ def _kernel_cases():
     yield pytest.param(_softmax_config(hybrid), id="softmax-hybrid-shared")
 
 
-@pytest.mark.parametrize("build", list(_kernel_cases()))
+@pytest.mark.parametrize("build", long_tier_after(3, _kernel_cases()))
 def test_kernel_path_has_no_hazards(build, seed):
     launches, out, ref, tol = build(seed)
 
@@ -314,9 +316,9 @@ def test_kernel_path_has_no_hazards(build, seed):
     assert check.ok, f"{names} seed={seed}: {check}"
 
 
-@pytest.mark.parametrize("path,shape", [("split_k", (16, 64, 200)), ("padded", (70, 261, 75)),
-                                        ("wgmma_split", (130, 300, 330)), ("wgmma_split", (70, 100, 200)),
-                                        ("wgmma_64x128", (69, 131, 597)), ("wgmma_64x64", (70, 72, 600))])
+@pytest.mark.parametrize("path,shape", long_tier_after((0, 3), [
+    ("split_k", (16, 64, 200)), ("padded", (70, 261, 75)), ("wgmma_split", (130, 300, 330)),
+    ("wgmma_split", (70, 100, 200)), ("wgmma_64x128", (69, 131, 597)), ("wgmma_64x64", (70, 72, 600))], multi=True))
 def test_tensor_core_dispatch_paths_have_no_hazards(path, shape, seed, monkeypatch):
     """The tensor-core dispatcher's paths for large problems, taken at a traceable shape by lending it a shallow
     split (split-K: 7 k tiles in 6 slices added into C by atomics after a zeroing launch) or a 1-SM GPU (A and B
@@ -454,6 +456,7 @@ def test_hazard_report_names_a_missing_barrier_and_a_shallow_case():
         assert want in report, report
 
 
+@pytest.mark.slow  # a minute in the simulator: the default tier race-checks winograd's steps at small shapes
 def test_winograd_large_products_tile_has_no_hazards(seed, monkeypatch):
     """Winograd's products on their 128 x 128 tile (256 threads) and F(4x4, 3x3)'s transforms, taken at a traceable
     shape by lending a 1-SM GPU and lowering F4_MIN_TILES: 20 channels are 3 k tiles through the two buffers; 130
