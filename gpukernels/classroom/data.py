@@ -158,13 +158,17 @@ class Events:
         self.interval = ev["interval"].astype(np.int64)
         self.kind = np.select([ev["kind"] == "read", ev["kind"] == "write"], [0, 1], 2)
         # copies: a shared store right after its thread's global load at the same line and interval (one statement
-        # ``tile[ty, tx] = a[row, k0 + tx]``, a copy_async): what stages a tile from global memory
+        # ``tile[ty, tx] = a[row, k0 + tx]``, a copy_async) -- or at the ``return`` of a helper in another file that
+        # the statement called (``sa[...] = half_at(a, i, j)``, whose load is ``return x[i, j]``): what stages a tile
         self.order = order = np.lexsort((ev["order"], self.tid, self.blk, li)) if len(ev) else np.zeros(0, np.int64)
         self.prev = prev = np.full(len(ev), -1, np.int64)
         prev[order[1:]] = order[:-1]
         p = np.maximum(prev, 0)
+        files = np.array([loc.rpartition(":")[0] for loc in self.locs] or [""])
+        returned = np.array([source_of(loc).startswith("return ") for loc in self.locs] or [False])
+        same_statement = (self.lid[p] == self.lid) | ((files[self.lid[p]] != files[self.lid]) & returned[self.lid[p]])
         self.copied = ((self.space == "shared") & self.write & (prev >= 0) & (li[p] == li) & (self.blk[p] == self.blk)
-                       & (self.tid[p] == self.tid) & (self.lid[p] == self.lid) & (self.interval[p] == self.interval)
+                       & (self.tid[p] == self.tid) & same_statement & (self.interval[p] == self.interval)
                        & (self.space[p] == "global") & (self.kind[p] == 0))
         # steps: per launch, a phase starts at each interval with a shared write -- except an interval that only
         # writes values the block computed right after a phase that staged tiles (attention's probabilities of the
@@ -313,7 +317,8 @@ def version_data(t, name: str, idea: str, step_word: str = "phase", races: bool 
             g["stores"] += a.stores
             g["written"] |= a.stores > 0
         elif a.space == "shared":
-            sarrays[f"{launch}:{array}"] = {"name": array, "launch": launch, "shape": list(a.shape)}
+            sarrays[f"{launch}:{array}"] = {"name": array, "launch": launch, "shape": list(a.shape),
+                                            "itemsize": a.itemsize}
     steps = []
     labels = step_labels(E, step_word)
     for (launch, phase, i0, i1), label in zip(E.steps, labels):

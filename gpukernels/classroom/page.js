@@ -332,6 +332,20 @@ function cropped(shape, src) {
           note: `rows ${r0}-${r1}, columns ${c0}-${c1} shown (the rest: zeros)`};
 }
 
+// A flat shared array that stages a 2-D matrix (the tensor-core steps' sa and sb, which the kernel addresses through
+// a layout function such as swizzled_a): drawn as shared memory is served, in lines of 128 bytes -- the 32 banks --
+// each 16-byte chunk coloured by which chunk of its matrix row it holds (0-7, CHUNK_COL). A row-major tile shows the
+// chunks in order on every line; the XOR swizzle shows as their order changing from line to line.
+const CHUNK_COL = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#8C564B"];
+function byLines(tile, from) {
+  if (tile.shape.length !== 1 || !from || from.shape.length !== 2 || !tile.itemsize) return null;
+  const per = Math.max(1, Math.floor(128 / tile.itemsize)), cols = from.shape[1];
+  return {shape: [Math.ceil(tile.shape[0] / per), per], at: (e) => e, halo: () => false,
+          colour: (s) => CHUNK_COL[Math.floor(((s % cols) * from.itemsize) / 16) % 8],
+          note: `in 128-byte lines (the 32 banks); colour: which 16-byte chunk (0-7) of a row of ${from.name} ` +
+                `each chunk holds`};
+}
+
 function drawTiles(v, side, box, raceCells) {
   const mine = v.shared.filter((t) => t.launch === launchOf(v));
   const wrap = el("div", {class: "tiles"}, box);
@@ -342,7 +356,9 @@ function drawTiles(v, side, box, raceCells) {
     const cells = tileCells(v, tile, side), src = new Map();
     for (let i = 0; i < cells.length; i += 2) src.set(cells[i], cells[i + 1]);
     const pane = el("div", {class: "panel", "data-tile": tile.name, style: `max-width: ${width}px`}, wrap);
-    const view = cropped(tile.shape, src);
+    const from = v.global.find((g) => g.name === tile.source);
+    const lines = byLines(tile, from);
+    const view = lines || cropped(tile.shape, src);
     el("h3", {}, pane, `${tile.name} ${tile.shape.join("x")} (shared)` + (view.note ? `: ${view.note}` : ""));
     const ci = Math.max(0, v.global.findIndex((g) => g.name === tile.source));
     const racing = raceCells ? raceCells(tile.name) : null;
@@ -350,7 +366,7 @@ function drawTiles(v, side, box, raceCells) {
       const e = view.at(e2);
       if (src.get(e) === -1 && view.halo(e)) state.haloShown = true;
       let fill = !src.has(e) ? "#f4f4f4" : src.get(e) === -1 ? (view.halo(e) ? COL.halo : COL.zero)
-        : src.get(e) < 0 ? COL.computed : SRC_COL[ci % SRC_COL.length];
+        : src.get(e) < 0 ? COL.computed : lines ? lines.colour(src.get(e)) : SRC_COL[ci % SRC_COL.length];
       let stroke = null;
       if (racing && racing.has(e)) { fill = COL.race; stroke = "#000"; }
       return {fill, stroke};
