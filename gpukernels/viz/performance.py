@@ -168,17 +168,31 @@ def performance_bars(lesson: str, report: dict | None = None, shape=None, arch: 
     """
     report = load_bench() if report is None else report
     memory = _memory_bound(lesson)
-    n_bars = len(bench_results(report, lesson, shape)[1]) if report is not None else 0
+    # a bar per version of VERSIONS (measured or not) and per peer
+    n_bars = (len(_versions(lesson)) + sum(r["kind"] != "kernel" for r in bench_results(report, lesson, shape)[1])
+              if report is not None else 0)
     fig = _figure(8.5, max(3.9, 1.6 + 0.3 * (n_bars or len(_versions(lesson)))))
     ax = fig.add_subplot()
     ax.tick_params(labelsize=text_pt(fig))
     if report is None or not bench_results(report, lesson, shape)[1]:
         return _performance_model(fig, ax, lesson, arch)
     shape, rs = bench_results(report, lesson, shape)
+    # every version of VERSIONS has a bar: one the run did not measure (added since) is named, with no value
+    measured = {r["name"] for r in rs if r["kind"] == "kernel"}
+    missing = [{"name": n, "kind": "missing"} for n in _versions(lesson) if n not in measured]
+    if missing:
+        order = {name: i for i, name in enumerate(_versions(lesson))}
+        rs = sorted([r for r in rs if r["kind"] == "kernel"] + missing, key=lambda r: order[r["name"]]) \
+            + [r for r in rs if r["kind"] != "kernel"]
     naive = next((r for r in rs if r["kind"] == "kernel" and r["ok"]), None)
     half = set(getattr(_lessons()[lesson], "FLOAT16_VERSIONS", ()))  # attention's tensor-core steps take float16
     names, values, labels = [], [], []
     for r in rs:
+        if r["kind"] == "missing":
+            names.append(f"{r['name']} (not in this run)")
+            values.append(0.0)
+            labels.append("not measured in this run (added since)")
+            continue
         ms = r["median_ms"]
         ok = r.get("ok", True) and ms == ms
         v = (r["bytes"] / (ms * 1e-3) / 1e9) if memory else (r["flops"] / (ms * 1e-3) / 1e12)
