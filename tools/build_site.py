@@ -211,10 +211,13 @@ def _performance_pages(folder: Path, src: Path) -> list[Path]:
 FIGURE_PX = 12
 
 
+IMG = re.compile(r"<img\b[^>]*>")
+
+
 def _size_figures(out: Path) -> int:
     """Set the width of every figure of the built pages (a notebook's output, a doc's image) so that its smallest
-    text is FIGURE_PX on screen, in a box that scrolls sideways where the column is narrower. Returns how many."""
-    from bs4 import BeautifulSoup
+    text is FIGURE_PX on screen, in a box that scrolls sideways where the column is narrower. Returns how many.
+    (Plain text edits of the <img> tags: parsing pages that embed classroom pages of a few hundred KB takes long.)"""
     from PIL import Image
 
     from gpukernels.viz._common import DISPLAY_PX, LEAST_PX
@@ -226,27 +229,31 @@ def _size_figures(out: Path) -> int:
         text = page.read_text()
         if "<img" not in text:
             continue
-        soup = BeautifulSoup(text, "html.parser")
-        changed = False
-        for img in soup.select("article img, [role=main] img"):
-            srcpath = (page.parent / img.get("src", "")).resolve()
-            if not srcpath.is_file() or srcpath.suffix.lower() != ".png" or img.find_parent("a", class_="reference external"):
-                continue
-            with Image.open(srcpath) as im:
+
+        def size(m):
+            nonlocal n
+            tag = m.group(0)
+            src = re.search(r'\ssrc="([^"]+)"', tag)
+            if not src or "gk-figure" in tag or "://" in src.group(1) or not src.group(1).endswith(".png"):
+                return tag
+            path = (page.parent / html.unescape(src.group(1))).resolve()
+            if not path.is_file():
+                return tag
+            with Image.open(path) as im:
                 width = im.size[0]
             if width < 300:  # an icon or a badge, not a figure
-                continue
+                return tag
             shown = round(min(width, DISPLAY_PX) * FIGURE_PX / LEAST_PX)
-            img["style"] = f"width: {shown}px; max-width: none; height: auto"
-            img["class"] = (img.get("class") or []) + ["gk-figure"]
-            box = img.find_parent("div", class_="gk-figure-box")
-            if box is None:
-                box = soup.new_tag("div", attrs={"class": "gk-figure-box"})
-                img.wrap(box)
+            tag = re.sub(r'\sstyle="[^"]*"', "", tag)
+            tag = re.sub(r'\sclass="([^"]*)"', r' class="\1 gk-figure"', tag) if ' class="' in tag \
+                else tag.replace("<img", '<img class="gk-figure"', 1)
+            tag = tag.replace("<img", f'<img style="width: {shown}px; max-width: none; height: auto"', 1)
             n += 1
-            changed = True
-        if changed:
-            page.write_text(str(soup))
+            return f'<div class="gk-figure-box">{tag}</div>'
+
+        new = IMG.sub(size, text)
+        if new != text:
+            page.write_text(new)
     return n
 
 
@@ -282,7 +289,15 @@ def _offline_search(out: Path) -> int:
         if rel.startswith(("_static/", "_sources/")) or rel in ("search.html", "genindex.html") \
                 or (page.parent.name == "classroom" and not page.stem.endswith("-page")):
             continue
-        soup = BeautifulSoup(page.read_text(), "html.parser")
+        text = page.read_text()
+        # only the article, without the embedded classroom pages (srcdoc) and drawings: quick to parse
+        at = text.find('role="main"')
+        if at < 0:
+            continue
+        text = text[text.rfind("<", 0, at):]
+        text = re.sub(r'\ssrcdoc="[^"]*"', "", text)
+        text = re.sub(r"<svg\b.*?</svg>", "", text, flags=re.S)
+        soup = BeautifulSoup(text, "html.parser")
         main = soup.find(attrs={"role": "main"})
         if main is None:
             continue
