@@ -415,11 +415,23 @@ def test_technique_scores_every_check(tmp_path):
     child = Child(("sim", 0), Job("sim", "09", "warp_sum", "k.py", "", str(tmp_path)), {}, 60.0)
     obs = {"arrays": {"x": {"loads": 300, "size": 300, "elements_loaded": 300}},
            "shared": {"accesses": 0, "arrays": []}, "sync": {"syncthreads": 0}, "races": []}
-    child.report = Report(stage="done", trace={"status": "ok", "observations": obs})
+    # the data-flow check's two runs, as the child saves them: the traced output, and with the shuffles perturbed
+    sums = np.linspace(-50, 50, 10).astype(np.float32)
+    np.save(output_path(str(tmp_path), "trace", "out", "out"), sums)
+    np.save(output_path(str(tmp_path), "trace", "perturbed_shfl", "out"), sums + np.float32(31))
+    child.report = Report(stage="done", trace={"status": "ok", "observations": obs,
+                                               "perturbed": {"shfl": {"status": "ok"}}})
     g.score_technique(child)
     t = g.result.test("technique")
     assert (t.status, t.score) == ("passed", 3.0) and t.output.startswith("traced at shape (300,)")
-    assert t.output.count("ok: ") == 3
+    assert t.output.count("ok: ") == 4
+    np.save(output_path(str(tmp_path), "trace", "perturbed_shfl", "out"), np.where(np.arange(10) < 3, sums, sums + 1))
+    g.result.tests.clear()
+    g.score_technique(child)  # three sums did not move: they did not come through the shuffles
+    assert "FAILED: data flow: with the shuffles returning other values, 3 of the 10 outputs did not change" in \
+        g.result.test("technique").output
+    np.save(output_path(str(tmp_path), "trace", "perturbed_shfl", "out"), sums + np.float32(31))
+    g.result.tests.clear()
     obs["races"] = ["write-after-write on out"]
     g.result.tests.clear()
     g.score_technique(child)
