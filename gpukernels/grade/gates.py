@@ -8,10 +8,11 @@ measured itself:
                stub compiles); skipped, with no points at stake, where numba-cuda's compiler is not installed
                (a Mac): not available on that platform, never the student's failure;
 2. correctness in the simulator on the listed shapes and on shapes drawn fresh this run, in thread order and
-               in a shuffled order; outputs poisoned with a NaN payload no arithmetic produces, inputs checked
-               unmodified afterwards;
-3. technique   the tracer's observations at a fresh shape (loads per element, coalescing, bank conflicts,
-               races, shared memory and barriers) against the spec's checks;
+               in a shuffled order, and on a shape past the published ranges (thread order); outputs poisoned
+               with a NaN payload no arithmetic produces, inputs checked unmodified afterwards;
+3. technique   the tracer's observations at a fresh shape (loads per element, coalescing with idle lanes as
+               waste, bank conflicts, races, shared memory and barriers) against the spec's checks, and the data
+               flow of a named instruction (the same case run with its results perturbed: ``spec.DataFlow``);
 4. speed       on a GPU only: the kernel against the lesson's baseline (on its own copy of the inputs), timed
                in turn with CUDA events, so that other work on the GPU falls on both; skipped, with no
                points at stake, in simulator mode.
@@ -446,8 +447,6 @@ class Grading:
     def _dataflow(self, child: Child, runs: dict) -> dict:
         """Per perturbed instruction, from the arrays the child returned: of the traced case's outputs, how many
         moved (past the tolerance, against the output's typical magnitude) and how many came out doubled."""
-        from gpukernels.check import compare
-
         ex, flows = self.ex, {}
         clean = _load_returned(child.job.out_dir, "trace", "out", [ex.out])
         for kind, run in runs.items():
