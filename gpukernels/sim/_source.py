@@ -41,10 +41,19 @@ def is_machinery(filename: str) -> bool:
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(_SIM_DIR))
 
 
+#: The file IPython compiles a notebook cell into (/tmp/ipykernel_784/394826653.py): named as a cell, not as a path
+_NOTEBOOK_CELL = re.compile(r"[\\/]ipykernel_\d+[\\/]\d+\.py$")
+_CELLS: dict[str, str] = {}  # "<notebook cell>" -> the last such file named so (full_path reads it back)
+
+
 def short_path(filename: str) -> str:
     """A path as a student would type it, never one of this machine's absolute paths where a shorter one names the
     file: relative to the working directory when below it, else relative to the folder holding the package
-    (``gpukernels/matmul/k01_naive.py`` from a notebook's folder too); other files keep their path."""
+    (``gpukernels/matmul/k01_naive.py`` from a notebook's folder too); a notebook cell's file is ``<notebook cell>``
+    (its line numbers are the cell's); other files keep their path."""
+    if _NOTEBOOK_CELL.search(filename):
+        _CELLS["<notebook cell>"] = filename
+        return "<notebook cell>"
     for base in (os.getcwd(), _PACKAGE_PARENT):
         try:
             rel = os.path.relpath(filename, base)
@@ -57,6 +66,8 @@ def short_path(filename: str) -> str:
 
 def full_path(path: str) -> str:
     """The file a `short_path` names, wherever the working directory is now (linecache needs it)."""
+    if path in _CELLS:
+        return _CELLS[path]
     if os.path.isabs(path) or os.path.exists(path):
         return path
     below = os.path.join(_PACKAGE_PARENT, path)
