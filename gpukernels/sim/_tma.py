@@ -1,0 +1,417 @@
+"""TMA copies and mbarriers on the simulator: the twins of `gpukernels._tma`'s instructions, on the asynchronous
+model of `gpukernels.sim._async`.
+
+**mbarrier.** Each barrier (an element of a shared ``uint64`` array) is a :class:`Barrier`: the arrivals it expects
+per phase, those still pending in the current phase, its transaction count (bytes announced by
+``arrive.expect_tx`` and not yet written by a copy), and the number of phases completed. A phase completes when no
+arrival is pending and the transaction count is zero -- exactly as the PTX ISA says -- and the next begins with the
+full count of arrivals. ``mbarrier_wait(bars, i, parity)`` returns at once when the current phase's parity is not
+``parity`` (the phase before counts as completed, as on the hardware); otherwise the thread is *parked* until the
+phase completes, and the scheduler runs the others. When every live thread is parked or at a barrier, the kernel
+would hang on a GPU: the simulator raises an :class:`~gpukernels.sim._async.AsyncHazardError` ("deadlock") that says
+which threads wait, at which line, for which phase, and what that phase still lacks (arrivals, or bytes no copy in
+flight brings). ``mbarrier_try_wait`` waits the same way and returns True (the hardware may give up earlier and
+return False; a loop around it behaves the same).
+
+**TMA copies.** ``tma_load_2d`` checks the destination's alignment (128 bytes; 1024 with the 128-byte swizzle, whose
+pattern repeats every 1024 bytes) and that the box touches the tensor, and keeps the copy in flight: a
+:class:`TmaCopy`, an ``InFlight`` of its own rules. It lands -- the box read from the tensor, elements past its
+edges as zeros, each row's 16-byte chunks swizzled as the map says, its bytes taken off the barrier's transaction
+count -- when a thread waits for the barrier's phase and no arrival is pending (the latest point the hardware
+allows), or, in shuffle mode, on a seeded draw at issue. Its destination is readable by a thread only after that
+thread's own wait has seen the phase it completed: a read before (a wait on the phase of the wrong parity returns at
+once, before the copy landed) is an "early read", or a "wrong phase" when the thread's last wait on that barrier
+returned at once on the phase before; a copy into a stage that a ``wgmma`` in flight still reads, or that another
+copy in flight still writes, is an "early overwrite". Both name the copy's line and the access's.
+
+What is not modelled: the tensor map's L2 promotion and cache hints, multicast, clusters (a block is its own
+cluster), and the proxy fence the tensor map itself needs (the simulator's map is a Python object). A thread may read
+a stage only after its own wait (CUTLASS's consumers all wait); reaching it through another thread's wait and a
+``cuda.syncthreads()`` is reported too.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from . import _async
+from ._async import READ, InFlight
+from ._source import describe
+
+_MAX_COUNT = (1 << 20) - 1  # arrivals per phase, and transaction bytes, an mbarrier counts (PTX ISA)
+_ALIGN = {0: 128, 32: 256, 64: 512, 128: 1024}  # destination alignment by swizzle: its pattern's period
+
+
+def _here() -> tuple:
+    return _async._site_of(sys._getframe())
+
+
+class Barrier:
+    """One mbarrier: its arrival count per phase, the arrivals still pending, its transaction count, the phases
+    completed (``phase`` is the current one's index: its parity is ``phase & 1``), and the copies in flight on it."""
+
+    __slots__ = ("name", "count", "pending", "tx", "phase", "copies", "init_tid", "init_bar", "init_site", "fenced",
+                 "waiters", "last_arrive")
+
+    def __init__(self, name, count, t, site):
+        self.name, self.count, self.pending, self.tx, self.phase = name, count, count, 0, 0
+        self.copies: list = []
+        self.init_tid, self.init_bar, self.init_site, self.fenced = t.tid, t.barriers, site, False
+        self.waiters: list = []  # (thread, parity, site)
+        self.last_arrive = None  # (thread index, site)
+
+
+class TmaCopy(InFlight):
+    """A ``cp.async.bulk.tensor`` in flight: it lands on its barrier's phase, and a thread may read its destination
+    once its own wait has seen that phase complete."""
+
+    __slots__ = ("state", "bar", "box", "nbytes", "phase", "tmap", "coords", "dst_byte", "raw")
+    own_rules = True
+
+    def visible(self, t) -> bool:
+        return self.landed and self.state.seen.get((t.tid, self.bar), -1) >= self.phase
+
+    def land(self) -> None:
+        if self.landed:
+            return
+        self.landed = True
+        b = self.state.bars[self.bar]
+        self.phase = b.phase  # the phase its bytes complete
+        rows, cols = self.tmap.box
+        r0, c0 = self.coords
+        src = np.asarray(getattr(self.tmap.tensor, "_ary", self.tmap.tensor))
+        box = np.zeros((rows, cols), dtype=src.dtype)  # past the tensor's edges: zeros
+        ra, rb = max(r0, 0), min(r0 + rows, src.shape[0])
+        ca, cb = max(c0, 0), min(c0 + cols, src.shape[1])
+        if ra < rb and ca < cb:
+            box[ra - r0:rb - r0, ca - c0:cb - c0] = src[ra:rb, ca:cb]
+        data = box.view(np.uint8).reshape(-1)
+        at = self.dst_byte + np.arange(data.size)
+        span = self.tmap.swizzle
+        if span:  # 16-byte chunk c of a row of the swizzle's span lands at chunk c ^ (row % (span / 16))
+            at = at ^ (((at >> 7) & (span // 16 - 1)) << 4)
+        self.raw[at] = data
+        b.tx -= self.nbytes
+        b.copies.remove(self)
+        model = self.state.model
+        rid, e0, n = self.dst
+        w = model.writes.get(rid)
+        if w:  # the last write of these elements is now the copy engine's (the async proxy), not a thread's
+            for e in range(e0, e0 + n):
+                w.pop(e, None)
+        model._event("tma", "land", model.launch.cur, self.num, self.phase, self.site, self.array)
+
+    def hazard(self, model, arr, elem, kind, site):
+        t = model.launch.cur
+        b = self.state.bars[self.bar]
+        if kind != READ:
+            return model._raise("early overwrite", self, arr, elem, site,
+                                f"writes {arr.space} array {arr.name!r} (element {elem}) at {describe(site)} while the "
+                                f"TMA copy issued by thread {self.idx} at {describe(self.site)} is still to land there "
+                                f"(it completes on mbarrier {b.name}): wait for its phase first")
+        last = self.state.last_wait.get((t.tid, self.bar))
+        phase = self.phase if self.landed else b.phase
+        hazard = "early read"
+        if last is None:
+            why = f"this thread has not waited on mbarrier {b.name} (mbarrier_wait) since"
+        elif last[2]:
+            hazard = "wrong phase"
+            why = (f"this thread's wait at {describe(last[0])} asked for parity {last[1]}, and returned at once: the "
+                   f"barrier was in phase {last[3]} (parity {last[3] & 1}), so the phase of parity {last[1]} it "
+                   f"counted as completed was the one before. The copy completes phase {phase}: wait on parity "
+                   f"{phase & 1} (a ring of S stages: k tile kt completes phase kt // S of its barrier)")
+        else:
+            why = (f"this thread's last wait on it, at {describe(last[0])}, saw phase {last[3]} complete; the copy "
+                   f"completes phase {phase}")
+        model._raise(hazard, self, arr, elem, site,
+                     f"reads {arr.space} array {arr.name!r} (element {elem}) at {describe(site)} before the TMA copy "
+                     f"issued by thread {self.idx} at {describe(self.site)} has completed its phase of mbarrier "
+                     f"{b.name} for this thread: {why}")
+
+
+class TmaState:
+    """The barriers of one block and what each thread has seen of them."""
+
+    def __init__(self, model, block):
+        self.model, self.block = model, block
+        self.bars: dict = {}  # (root id, element) -> Barrier
+        self.seen: dict = {}  # (tid, barrier key) -> the latest phase the thread's waits saw completed
+        self.last_wait: dict = {}  # (tid, barrier key) -> (site, parity, returned at once, phase index seen)
+        self.parked = 0
+
+
+def _state() -> TmaState:
+    model = _async.model()
+    st = getattr(model, "tma", None)
+    if st is None or st.block is not model.launch.blockIdx:  # a new block: new barriers
+        st = model.tma = TmaState(model, model.launch.blockIdx)
+        model.on_stuck = lambda: _stuck(st)
+    return st
+
+
+def _key(bars, i, what: str) -> tuple:
+    if getattr(bars, "space", None) != "shared" or np.dtype(bars.dtype).itemsize != 8:
+        raise TypeError(f"{what}: an mbarrier is an 8-byte element of a shared array (cuda.shared.array(n, "
+                        f"types.uint64)); got {bars!r}")
+    flat = bars.reshape(bars.size)
+    i = int(i)
+    if not 0 <= i < flat.size:
+        raise IndexError(f"{what}: mbarrier {i} of {bars.name!r}, which holds {flat.size}")
+    return (id(flat.root), (flat.offset + i * flat.st[0]) // flat.isz)
+
+
+def _name(bars, i) -> str:
+    return f"{bars.name}[{int(i)}]"
+
+
+def _barrier(st: TmaState, bars, i, what: str) -> tuple:
+    key = _key(bars, i, what)
+    b = st.bars.get(key)
+    if b is None:
+        raise RuntimeError(f"{what} on mbarrier {_name(bars, i)}, which was never initialised: one thread calls "
+                           "mbarrier_init(bars, i, count) first, then fence_mbarrier_init() and cuda.syncthreads()")
+    t = st.model.launch.cur
+    if t.tid != b.init_tid and t.barriers <= b.init_bar:
+        raise RuntimeError(f"{what} on mbarrier {b.name}, initialised by another thread at {describe(b.init_site)} "
+                           "with no cuda.syncthreads() since: this thread may see it uninitialised")
+    return key, b
+
+
+# -- the instructions -------------------------------------------------------------------------------------------
+
+
+def mbarrier_init(bars, i, count):
+    st = _state()
+    count = int(count)
+    if not 0 < count <= _MAX_COUNT:
+        raise ValueError(f"mbarrier_init: count must be 1 to {_MAX_COUNT}; got {count}")
+    key = _key(bars, i, "mbarrier_init")
+    old = st.bars.get(key)
+    if old is not None and (old.copies or old.waiters):
+        raise RuntimeError(f"mbarrier_init on mbarrier {old.name} while copies or waits on it are in flight")
+    st.bars[key] = Barrier(_name(bars, i), count, st.model.launch.cur, _here())
+
+
+def fence_mbarrier_init():
+    """``fence.mbarrier_init.release.cluster``: the thread's initialised barriers are visible to the copy engine."""
+    st = _state()
+    tid = st.model.launch.cur.tid
+    for b in st.bars.values():
+        if b.init_tid == tid:
+            b.fenced = True
+
+
+def _arrive(st, b, key, tx, what):
+    t = st.model.launch.cur
+    if b.pending == 0:
+        raise RuntimeError(f"{what} on mbarrier {b.name}: phase {b.phase} already has all its {b.count} "
+                           f"arrival{'s' if b.count != 1 else ''} (the last by thread {b.last_arrive[0]} at "
+                           f"{describe(b.last_arrive[1])}) and waits only for bytes: one arrival too many")
+    b.tx += tx
+    if abs(b.tx) > _MAX_COUNT:
+        raise ValueError(f"{what} on mbarrier {b.name}: {b.tx} transaction bytes pending, more than the {_MAX_COUNT} "
+                         "a barrier counts")
+    b.pending -= 1
+    b.last_arrive = ((t.idx.x, t.idx.y, t.idx.z), _here())
+    _progress(st, b, key)
+
+
+def mbarrier_arrive_expect_tx(bars, i, nbytes):
+    st = _state()
+    key, b = _barrier(st, bars, i, "mbarrier_arrive_expect_tx")
+    nbytes = int(nbytes)
+    if not 0 <= nbytes <= _MAX_COUNT:
+        raise ValueError(f"mbarrier_arrive_expect_tx: nbytes must be 0 to {_MAX_COUNT}; got {nbytes}")
+    _arrive(st, b, key, nbytes, "mbarrier_arrive_expect_tx")
+
+
+def mbarrier_arrive(bars, i):
+    st = _state()
+    key, b = _barrier(st, bars, i, "mbarrier_arrive")
+    _arrive(st, b, key, 0, "mbarrier_arrive")
+
+
+def _progress(st, b, key, land=False) -> None:
+    """Complete the barrier's phase if it can: no arrival pending and, once the copies in flight on it have landed
+    (at once when a thread waits: ``land``), no bytes outstanding."""
+    if b.pending:
+        return
+    if b.tx and b.copies and (land or b.waiters):
+        for op in list(b.copies):
+            op.land()
+    if b.tx == 0:
+        done = b.phase
+        b.phase += 1
+        b.pending = b.count
+        launch = st.model.launch
+        waiters, b.waiters = b.waiters, []
+        for t, parity, site in waiters:
+            st.seen[(t.tid, key)] = done
+            st.last_wait[(t.tid, key)] = (site, parity, False, done)
+            st.parked -= 1
+            if t is not launch.cur:  # (the thread that completed it by its own wait just goes on)
+                t.state = _READY
+                t.result = None
+                launch.ready.append(t)
+        if waiters:
+            st.model._event("mbarrier", "complete", launch.cur, -1, done, waiters[0][2], b.name)
+
+
+def mbarrier_wait(bars, i, parity):
+    st = _state()
+    key, b = _barrier(st, bars, i, "mbarrier_wait")
+    parity = int(parity)
+    if parity not in (0, 1):
+        raise ValueError(f"mbarrier_wait: parity is a phase bit, 0 or 1; got {parity}")
+    launch = st.model.launch
+    t, site = launch.cur, _here()
+    if b.phase & 1 != parity:  # the phase before the current one, of this parity, counts as completed
+        seen = b.phase - 1
+        st.seen[(t.tid, key)] = max(st.seen.get((t.tid, key), -1), seen)
+        st.last_wait[(t.tid, key)] = (site, parity, True, seen)
+        return
+    b.waiters.append((t, parity, site))
+    st.parked += 1
+    _progress(st, b, key, land=True)
+    if any(w[0] is t for w in b.waiters):  # still incomplete: park until another thread completes it
+        t.state = _PARKED
+        t.frame = sys._getframe(1)
+        launch.sched.switch()
+
+
+def mbarrier_try_wait(bars, i, parity):
+    """The simulator's try_wait waits until the phase completes, then returns True."""
+    mbarrier_wait(bars, i, parity)
+    return True
+
+
+def tma_load_2d(smem, dst, tmap, row, col, bars, i):
+    from .._tma import TensorMap
+
+    st = _state()
+    model = st.model
+    t, site = model.launch.cur, _here()
+    if not isinstance(tmap, TensorMap):
+        raise TypeError(f"tma_load_2d: tmap must be a TensorMap passed to the kernel (cuda.jit(extensions="
+                        f"[TENSOR_MAPS])); got {type(tmap).__name__}")
+    key, b = _barrier(st, bars, i, "tma_load_2d")
+    if not b.fenced:
+        raise RuntimeError(f"tma_load_2d completes on mbarrier {b.name}, initialised at {describe(b.init_site)} "
+                           "with no fence_mbarrier_init() after it: the copy engine may not see the initialised "
+                           "barrier")
+    if getattr(smem, "space", None) != "shared":
+        raise TypeError(f"tma_load_2d writes shared memory; {smem!r} is not a shared array")
+    flat = smem.reshape(smem.size)
+    dst, row, col = int(dst), int(row), int(col)
+    byte = flat.offset + dst * flat.st[0]
+    align = _ALIGN[tmap.swizzle]
+    if byte % align:
+        raise ValueError(f"tma_load_2d: the destination, element {dst} of {smem.name!r}, is byte {byte} of shared "
+                         f"memory, not a multiple of {align}: a TMA copy "
+                         + ("with the 128-byte swizzle needs a 1024-byte aligned destination (the swizzle's pattern "
+                            "is 8 rows of 128 bytes, taken from the address bits)" if tmap.swizzle == 128 else
+                            f"{'with the ' + str(tmap.swizzle) + '-byte swizzle ' if tmap.swizzle else ''}needs a "
+                            f"{align}-byte aligned destination"))
+    rows, cols = tmap.box
+    m, n = tmap.shape
+    if not (-(1 << 31) <= row < 1 << 31 and -(1 << 31) <= col < 1 << 31):
+        raise ValueError(f"tma_load_2d: the coordinates ({row}, {col}) are past the 32-bit range a tensor map takes")
+    if row >= m or col >= n or row + rows <= 0 or col + cols <= 0:
+        raise ValueError(f"tma_load_2d: the box of {rows} x {cols} at ({row}, {col}) lies wholly outside the "
+                         f"{m} x {n} tensor of {tmap!r}: it would copy nothing but zeros. The coordinates are the "
+                         "box's first element, in elements of the tensor (row, column) -- not tile numbers")
+    span = tmap.swizzle
+    if span and cols * tmap.dtype.itemsize != span:
+        raise NotImplementedError(f"tma_load_2d: the simulator copies swizzled boxes whose rows are exactly the "
+                                  f"swizzle's {span} bytes; this box's rows are {cols * tmap.dtype.itemsize}")
+    nbytes = tmap.box_bytes
+    isz = flat.isz
+    if byte + nbytes > flat.root.nbytes:
+        raise IndexError(f"tma_load_2d: the box's {nbytes} bytes from element {dst} of {smem.name!r} run past its "
+                         f"end ({flat.root.nbytes} bytes)")
+    rid, e0, count = id(flat.root), byte // isz, -(-nbytes // isz)
+    model.num += 1
+    op = TmaCopy("tma", model.num, t, site, (rid, e0, count), None, None, smem.name)
+    op.landed = False
+    op.state, op.bar, op.nbytes, op.tmap, op.coords, op.dst_byte = st, key, nbytes, tmap, (row, col), byte
+    op.raw = flat.root.reshape(-1).view(np.uint8)
+    op.phase = -1
+    m_dst = model.dst.setdefault(rid, {})
+    srcs = model.src.get(rid)
+    for e in range(e0, e0 + count):
+        other = m_dst.get(e)
+        if other is not None and not other.landed:
+            model._overwrite(other, flat, e, site, "issues a TMA copy that writes", destination=True)
+        if srcs:
+            other = srcs.get(e)
+            if other is not None and not model._read_done(other, t):
+                model._overwrite(other, flat, e, site, "issues a TMA copy that writes")
+        m_dst[e] = op
+    b.copies.append(op)
+    model._event("tma", "issue", t, op.num, b.phase, site, smem.name)
+    if model.rng is not None and model.rng.random() < 0.5:  # shuffle: this copy lands at once
+        op.land()
+        _progress(st, b, key)
+
+
+def fence_proxy_tensormap_acquire(tmap):
+    """``fence.proxy.tensormap::generic.acquire``: the simulator's tensor map is a Python object (nothing to order)."""
+
+
+def prefetch_tensormap(tmap):
+    """``prefetch.tensormap``: a hint."""
+
+
+# -- when nothing can run ----------------------------------------------------------------------------------------
+
+
+def _stuck(st: TmaState):
+    """Threads parked on mbarrier phases that will never complete: the kernel hangs on a GPU."""
+    if not st.parked:
+        return None
+    launch = st.model.launch
+    parts, first = [], None
+    for b in st.bars.values():
+        if not b.waiters:
+            continue
+        t, parity, site = b.waiters[0]
+        first = first or (t, site, b)
+        who = (f"{len(b.waiters)} thread{'s' if len(b.waiters) != 1 else ''} "
+               + ", ".join(str((w.idx.x, w.idx.y, w.idx.z)) for w, _, _ in b.waiters[:4])
+               + (", ..." if len(b.waiters) > 4 else ""))
+        if b.pending:
+            lacks = (f"{b.pending} of its {b.count} arrival{'s' if b.count != 1 else ''} never come"
+                     + (f" (the last one came from thread {b.last_arrive[0]} at {describe(b.last_arrive[1])}, in "
+                        f"an earlier phase or this one)" if b.last_arrive else " (no thread ever arrived)"))
+        elif b.tx > 0:
+            lacks = (f"it still expects {b.tx} transaction bytes that no copy in flight brings (arrive.expect_tx "
+                     "announced more bytes than the copies on this barrier write)")
+        else:
+            lacks = (f"the copies on it wrote {-b.tx} bytes more than arrive.expect_tx announced, so its "
+                     "transaction count never returns to zero")
+        parts.append(f"{who} wait at {describe(site)} for the phase of parity {parity} of mbarrier {b.name}, which "
+                     f"is phase {b.phase}: {lacks}")
+    others = [t for t in launch.threads if t.state not in (_PARKED, _DONE)]
+    if others:
+        parts.append(f"thread {(others[0].idx.x, others[0].idx.y, others[0].idx.z)} {others[0].where()}")
+    t, site, b = first
+    block = (launch.blockIdx.x, launch.blockIdx.y, launch.blockIdx.z)
+    text = (f"mbarrier hazard (deadlock) in kernel {launch.name!r}, block {block}: " + "; ".join(parts)
+            + ". On a GPU the kernel hangs here. A wait on the wrong phase? The phase a wait asks for is the "
+            "barrier's next completion: its parity flips each time the barrier completes (a ring of S stages: k "
+            "tile kt is phase kt // S of its barrier, parity (kt // S) & 1)")
+    from ._source import location
+
+    return _async.AsyncHazardError(text, hazard="deadlock", issue_location=location(*b.init_site),
+                                   issue_thread=None, kernel=launch.name, block=block,
+                                   thread=(t.idx.x, t.idx.y, t.idx.z), location=location(*site))
+
+
+from ._launch import DONE as _DONE, READY as _READY  # noqa: E402
+
+_PARKED = 5  # a thread state of its own: waiting for an mbarrier phase
+
+_async.register(mbarrier_init, fence_mbarrier_init, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_wait,
+                mbarrier_try_wait, tma_load_2d, fence_proxy_tensormap_acquire, prefetch_tensormap, proxy=True)
