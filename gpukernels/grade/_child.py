@@ -695,8 +695,12 @@ def zygote(mode: str) -> int:
                         os.chdir(req["cwd"])
                         os.dup2(out_w, 1)  # pipes the zygote drains: what it prints is capped, not the disk's
                         os.dup2(err_w, 2)
-                        for fd in (out_r, out_w, err_r, err_w, *pipes):
-                            os.close(fd)
+                        others = [fd for pair in sinks.values() for sink in pair for fd in (sink.fd, sink.file)]
+                        for fd in (out_r, out_w, err_r, err_w, *others):  # nothing of another child's streams
+                            try:
+                                os.close(fd)
+                            except OSError:
+                                pass
                         os.dup2(devnull, 0)
                         replies.close()
                         import io
