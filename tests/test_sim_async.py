@@ -142,7 +142,7 @@ PIPELINES = [  # (lesson, version, module whose wait is miscounted, the wait, a 
     ("tensor_core", "pipelined", "gpukernels.tensor_core.k04_pipelined", "async_wait", (64, 64, 96)),
     ("tensor_core", "wgmma", "gpukernels.tensor_core.k06_wgmma", "async_wait", (128, 256, 192)),
     ("tensor_core", "wgmma", "gpukernels.tensor_core.k06_wgmma", "wgmma_wait", (128, 256, 320)),
-    ("tensor_core", "tf32x3", "gpukernels.tensor_core.k07_tf32x3", "async_wait", (128, 128, 96)),
+    ("tensor_core", "tf32x3", "gpukernels.tensor_core.k08_tf32x3", "async_wait", (128, 128, 96)),
     ("attention", "pipelined", "gpukernels.attention.k05_pipelined", "async_wait", (1, 1, 16, 96, 64)),
     ("attention", "tf32x3", "gpukernels.attention.k06_tf32x3", "async_wait", (1, 1, 16, 96, 64)),
 ]
@@ -236,3 +236,31 @@ def test_each_print_in_a_kernel_is_one_whole_line():
                          timeout=120, check=True).stdout
     lines = [ln.strip() for ln in out.splitlines()]
     assert sorted(lines) == sorted([str(i) for i in np.ndindex(2, 2, 2)] * 4)
+
+
+# -- the record: the tracer's events and the classroom's timeline ------------------------------------------------
+
+def test_tracer_records_copies_issued_landed_waited_and_the_timeline_draws_them(fx):
+    from gpukernels.classroom import page, timeline
+
+    src, out = _copy_inputs()
+    with gpukernels.trace() as t:
+        fx.correct[1, 32](src, out)
+    events = t.async_events()
+    mine = [(e.what, e.group) for e in events if e.thread == 5]
+    # two copies, each in its own group; async_wait(1) lands group 0, async_wait(0) group 1
+    assert mine == [("issue", -1), ("commit", 0), ("issue", -1), ("commit", 1), ("land", 0), ("wait", 0),
+                    ("land", 1), ("wait", 1)]
+    assert {e.launch for e in events} == {0} and all(e.location.endswith(".py:" + e.location.split(":")[-1])
+                                                      for e in events)
+    rows = timeline.stages(events, thread=5)
+    assert [(r["group"], r["copies"]) for r in rows] == [(0, 1), (1, 1)]
+    first, second = rows
+    assert first["issued"][0] < first["committed"][0] < first["landed"][0] <= first["waited"][0]
+    assert first["waited"][1] == 0 and second["waited"][1] == 1  # group 1 waited for after the first barrier
+    assert first["wait_line"] != second["wait_line"]
+    svg = timeline.svg(events, thread=5)
+    assert svg.startswith("<svg") and svg.count("group ") >= 2 and "barrier 1" in svg
+    assert 'id="timelines"' in page._timelines({"timelines": {"correct": svg, "plain": ""}})
+    assert page._timelines({"timelines": {"plain": ""}}) == ""
+    assert t.collectives() == [{"cp.async": 2}]  # one warp, two copy instructions
