@@ -49,8 +49,9 @@ never replayed by the launchers' fast path (it declines kernels with argument ex
 maps for the arrays of that call (cached by address, shape and box).
 
 The simulator runs the same calls: a copy is in flight until a wait needs its bytes, the barrier's phases and
-transaction counts are exact, and a wait on the wrong phase, a box that misses the tensor, a misaligned
-destination or a stage read before its barrier completed is an error naming the kernel's line (docs/simulator.md).
+transaction counts are exact, and a wait on the wrong phase, a box past the end of its shared array, a misaligned
+destination or a stage read before its barrier completed is an error naming the kernel's line (a box the tensor map
+does not allow is refused where the `TensorMap` is made).
 TMA and mbarriers need sm_90; ``wgmma`` beside them sm_90a.
 """
 

@@ -27,6 +27,7 @@ import pytest
 import gpukernels
 from gpukernels import LESSONS, _fastlaunch, _launch, cbr, matmul, softmax
 from gpukernels._launch import Launch, LaunchError, Version
+from gpukernels._tma import TensorMap
 from gpukernels.check import version_inputs
 from gpukernels.matmul._common import zero_kernel
 
@@ -121,6 +122,8 @@ class FakeBackend:
         return self.workspace.setdefault(id(arr), (1 << 60) + len(self.workspace) * (1 << 32))
 
     def template(self, launch):
+        if any(isinstance(a, TensorMap) for a in launch.args):  # as numba_template: a kernel taking tensor maps
+            return None  # has argument extensions (which the simulator's jit drops), and is never replayed
         items, pointers, arrays = [], set(), []
         for a in launch.args:
             if isinstance(a, FakeDev) or _is_workspace(a):
@@ -265,7 +268,12 @@ def test_replay_matches_the_plan(fake, lesson, name):
     version = LESSONS[lesson].VERSIONS[name]
     for shape in SHAPES[lesson]:
         first = fake_inputs(lesson, shape, name=name)
+        never = _fastlaunch.STATS.get("uncached: a launch the fast path cannot replay", 0)
         version(*first, out=out_for(lesson, first))  # a miss: the checked path runs and is recorded
+        if _fastlaunch.STATS.get("uncached: a launch the fast path cannot replay", 0) > never:
+            # a kernel taking tensor maps (which hold the arrays' addresses): every call takes the checked path
+            assert any(isinstance(a, TensorMap) for la in fake.checked for a in la.args), f"{lesson}.{name} {shape}"
+            continue
         assert _fastlaunch.STATS.get("miss", 0) >= 1, _fastlaunch.STATS
         for _ in range(2):  # new arrays, same configuration: hits
             args, out = fake_inputs(lesson, shape, name=name), None

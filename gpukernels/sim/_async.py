@@ -46,7 +46,8 @@ from .errors import SimulatorError
 READ, WRITE = arrays.READ, arrays.WRITE
 
 #: The hazard kinds, in the words the messages use.
-HAZARDS = ("early read", "missing commit", "wrong wait count", "early overwrite", "missing fence")
+HAZARDS = ("early read", "missing commit", "wrong wait count", "early overwrite", "missing fence",
+           "wrong phase", "deadlock")  # the last two: mbarrier waits (gpukernels.sim._tma)
 
 
 class AsyncHazardError(SimulatorError):
@@ -111,6 +112,10 @@ class InFlight:
 
     __slots__ = ("kind", "num", "tid", "warp", "idx", "site", "dst", "src", "move", "group", "landed", "wait_bar",
                  "wait_site", "array", "reads")
+    #: True for an operation that completes on its own terms (a TMA copy, on an mbarrier's phase): its subclass says
+    #: to whom it is visible (``visible(t)``) and reports a use too early itself (``hazard(model, arr, elem, kind,
+    #: site)``)
+    own_rules = False
 
     def __init__(self, kind, num, t, site, dst, src, move, array):
         self.kind, self.num, self.site, self.dst, self.src, self.move, self.array = kind, num, site, dst, src, move, array
@@ -194,6 +199,9 @@ class AsyncModel:
         self.src: dict = {}  # root id -> {element: InFlight} reads not yet done
         self.writes: dict = {}  # root id -> {element: (tid, fences, interval, site)}: the last generic write
         self.waited: list = []  # waited for, visible to all after the next barrier
+        #: set by a blocking operation's model (an mbarrier wait): the error to raise when nothing can run and threads
+        #: are parked in it, or None when none are (the launch's own diagnosis then)
+        self.on_stuck = None
         self.num = 0
         self.step = 0
 
@@ -234,6 +242,8 @@ class AsyncModel:
                 self.writes.setdefault(rid, {})[elem] = (t.tid, self.state(t).fences, t.barriers, _access_site())
 
     def _visible(self, op, t) -> bool:
+        if op.own_rules:
+            return op.visible(t)
         return op.wait_bar is not None and (op.tid == t.tid or t.barriers > op.wait_bar)
 
     def _read_done(self, op, t) -> bool:
@@ -245,6 +255,8 @@ class AsyncModel:
 
     # -- hazards ------------------------------------------------------------------------------------------
     def _dst_hazard(self, op, arr, elem, kind, site):
+        if op.own_rules:
+            return op.hazard(self, arr, elem, kind, site)
         t = self.launch.cur
         if kind != READ:
             return self._overwrite(op, arr, elem, site, "writes", destination=True)

@@ -765,6 +765,9 @@ class Launch:
 
     def _stuck_error(self):
         """Nothing can run, yet threads are alive: say who waits for whom."""
+        stuck = self.async_model.on_stuck() if self.async_model is not None and self.async_model.on_stuck else None
+        if stuck is not None:  # threads parked on an asynchronous wait (an mbarrier phase): its model says why
+            return stuck
         for w in range(self.nwarps):
             if self.warp_bits[w]:
                 waiters = sorted(self.warp_wait[w].values(), key=lambda t: t.lane)

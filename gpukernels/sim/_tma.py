@@ -14,7 +14,9 @@ flight brings). ``mbarrier_try_wait`` waits the same way and returns True (the h
 return False; a loop around it behaves the same).
 
 **TMA copies.** ``tma_load_2d`` checks the destination's alignment (128 bytes; 1024 with the 128-byte swizzle, whose
-pattern repeats every 1024 bytes) and that the box touches the tensor, and keeps the copy in flight: a
+pattern repeats every 1024 bytes), that the box fits the shared array from there and that its coordinates are in
+the 32-bit range a tensor map takes (the box itself -- at most 256 per dimension, a row at most the swizzle's span,
+rows 16-byte multiples apart -- is checked where the `TensorMap` is made), and keeps the copy in flight: a
 :class:`TmaCopy`, an ``InFlight`` of its own rules. It lands -- the box read from the tensor, elements past its
 edges as zeros, each row's 16-byte chunks swizzled as the map says, its bytes taken off the barrier's transaction
 count -- when a thread waits for the barrier's phase and no arrival is pending (the latest point the hardware
@@ -315,13 +317,8 @@ def tma_load_2d(smem, dst, tmap, row, col, bars, i):
                             f"{'with the ' + str(tmap.swizzle) + '-byte swizzle ' if tmap.swizzle else ''}needs a "
                             f"{align}-byte aligned destination"))
     rows, cols = tmap.box
-    m, n = tmap.shape
     if not (-(1 << 31) <= row < 1 << 31 and -(1 << 31) <= col < 1 << 31):
         raise ValueError(f"tma_load_2d: the coordinates ({row}, {col}) are past the 32-bit range a tensor map takes")
-    if row >= m or col >= n or row + rows <= 0 or col + cols <= 0:
-        raise ValueError(f"tma_load_2d: the box of {rows} x {cols} at ({row}, {col}) lies wholly outside the "
-                         f"{m} x {n} tensor of {tmap!r}: it would copy nothing but zeros. The coordinates are the "
-                         "box's first element, in elements of the tensor (row, column) -- not tile numbers")
     span = tmap.swizzle
     if span and cols * tmap.dtype.itemsize != span:
         raise NotImplementedError(f"tma_load_2d: the simulator copies swizzled boxes whose rows are exactly the "
@@ -351,6 +348,10 @@ def tma_load_2d(smem, dst, tmap, row, col, bars, i):
         m_dst[e] = op
     b.copies.append(op)
     model._event("tma", "issue", t, op.num, b.phase, site, smem.name)
+    hook = model.launch.trace_hook
+    if hook is not None:  # the tracer sees the box's writes where the copy is issued (as a cp.async's)
+        for e in range(e0, e0 + count):
+            hook(flat, e - flat.offset // isz, _async.WRITE)
     if model.rng is not None and model.rng.random() < 0.5:  # shuffle: this copy lands at once
         op.land()
         _progress(st, b, key)

@@ -25,11 +25,16 @@ check every lane takes part. The ladder, one idea per step:
                    multiplies 64 x 16 of A by 16 x 256 of B read by the tensor cores straight from shared memory
                    (through descriptors of 128-byte-swizzled tiles), asynchronously, while the threads issue the next
                    ``cp.async`` copies into a 4-stage ring (196 KB of dynamic shared memory). sm_90 only.
-7. ``tf32x3``      float32 inputs at float32 accuracy: each input split once into two TF32 parts (big = tf32(x),
+7. ``tma``         step 6 fed by Hopper's Tensor Memory Accelerator: one thread asks the copy engine for a stage's
+                   tiles (``cp.async.bulk.tensor``, boxes of A and B described by tensor maps made on the host),
+                   which land already 128-byte swizzled; an ``mbarrier`` per stage counts their bytes, and every
+                   thread waits for its phase (the phase bit flips each time round the ring). Checked in the
+                   simulator and compiled for sm_90a; not yet timed on a GPU.
+8. ``tf32x3``      float32 inputs at float32 accuracy: each input split once into two TF32 parts (big = tf32(x),
                    small = tf32(x - big)), then step 6's wgmma on TF32 tiles, three products per k step, summed
                    from zero per k tile and added to the running sum by float32 adds (3xTF32). Before Hopper: the
                    same with mma.sync.
-8. ``optimized``   the dispatcher: ``optimized.choose(M, N, K)`` picks wgmma on Hopper when its 128 x 256 tiles fill
+9. ``optimized``   the dispatcher: ``optimized.choose(M, N, K)`` picks wgmma on Hopper when its 128 x 256 tiles fill
                    the GPU, else 128 x 128 tiles, 64 x 64 when those would leave SMs idle, or tf32x3 for float32
                    inputs, and says why.
 
@@ -124,10 +129,11 @@ from .k03_swizzled import swizzled, swizzled_kernel  # noqa: E402,F401
 from .k04_pipelined import pipelined, pipelined_kernel, pipelined_sync_kernel  # noqa: E402,F401
 from .k05_block_tiles import block_tiles, block_tiles_kernel, block_tiles_sync_kernel  # noqa: E402,F401
 from .k06_wgmma import wgmma, wgmma_kernel, wgmma_sync_kernel  # noqa: E402,F401
+from .k07_tma import tma, tma_kernel  # noqa: E402,F401
 from ._tf32x3_mma import tf32x3_mma_kernel  # noqa: E402,F401
-from .k07_tf32x3 import split_cols_kernel, split_rows_kernel, tf32x3, tf32x3_kernel  # noqa: E402,F401
-from .k08_optimized import choose, optimized  # noqa: E402,F401
+from .k08_tf32x3 import split_cols_kernel, split_rows_kernel, tf32x3, tf32x3_kernel  # noqa: E402,F401
+from .k09_optimized import choose, optimized  # noqa: E402,F401
 
 #: Every version, mma_global first and the dispatcher last. Tests, benchmarks, plots and docs iterate over this.
-VERSIONS = {v.name: v for v in (mma_global, ldmatrix, swizzled, pipelined, block_tiles, wgmma, tf32x3,
+VERSIONS = {v.name: v for v in (mma_global, ldmatrix, swizzled, pipelined, block_tiles, wgmma, tma, tf32x3,
                                       optimized)}

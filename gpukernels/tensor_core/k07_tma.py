@@ -8,13 +8,12 @@ reads a *box* of a matrix described by a *tensor map* and writes it into shared 
 swizzle wgmma's descriptors read. So here **one thread** (thread 0) asks for a stage's tiles -- A's 128 x 64 box,
 and B's 64 x 256 tile as four 64 x 64 boxes (with the 128-byte swizzle a box row is at most 128 bytes: B's
 64-column *atoms*, already laid out 8 KB apart as step 6 placed them) -- and the other 255 threads issue no copy at
-all. Boxes that overhang the edges of A or B are filled with zeros by the copy engine: the kernel has no edge code
-for its loads.
+all. The elements of a box past the edges of A or B (a box may lie wholly past N) are written as zeros by the copy
+engine, as step 6's cp.async zero-filled them: the kernel has no edge code for its loads.
 
 Completion is counted by an **mbarrier** per stage, the stage's *full* barrier: thread 0 arrives on it with
-``mbarrier_arrive_expect_tx`` announcing the bytes the stage's copies will write (A's box, and B's atoms that lie
-inside N: a box wholly past N would only copy zeros, so it is not asked for), and each copy takes its bytes off the
-count as it lands. The barrier's phase completes when all the bytes have landed; every thread waits for it with
+``mbarrier_arrive_expect_tx`` announcing the bytes the stage's copies will write (every box's, zeros included: 48 KB),
+and each copy takes its bytes off the count as it lands. The barrier's phase completes when all the bytes have landed; every thread waits for it with
 ``mbarrier_wait(full, s, phase)``. Stage s is filled again every ``STAGES`` k tiles, so tile kt completes phase
 kt // STAGES of its barrier, and the *phase bit* a thread waits on is (kt // STAGES) & 1: it flips each time round
 the ring. Waiting on the wrong bit returns at once (before the tile landed) or never (the kernel hangs); the
@@ -52,24 +51,25 @@ from ._common import check, rows_aligned16
 from .k06_wgmma import BK, BM, GROUP, STAGES, grouped_tile, require_hopper, wgmma_launch, wgmma_sync_kernel
 
 BN = 256  # columns of C per block
+ACC = BN // 2  # float32 accumulators per thread: 64 x BN over a warpgroup's 128 threads
 ATOM = 64  # columns of B per copy: one 128-byte swizzled row of halves, the widest box row the swizzle takes
 KEEP = 1  # wgmma groups left running while the next tile is waited for
 AHEAD = STAGES - 1 - KEEP  # tiles in flight beyond the ones the tensor cores may be reading
 THREADS = 2 * BM  # two warpgroups of 128
 A_STAGE, B_STAGE = BM * BK, BK * BN  # halves per buffer
 STAGE = A_STAGE + B_STAGE
-A_BYTES, ATOM_BYTES = 2 * A_STAGE, 2 * BK * ATOM  # what one box of A, of B, writes into shared memory
+STAGE_BYTES = 2 * STAGE  # what a stage's copies write into shared memory: A's box and B's atoms, zeros included
 LBO = BK * ATOM * 2  # bytes between B's 64-column atoms
 SHARED_BYTES = STAGES * STAGE * 2 + 1024  # + up to 1 KB to reach a 1024-byte boundary
 
 
 @cuda.jit(device=True, forceinline=True)
-def load_stage(smem, base, ta, tb, full, s, k0, row0, col0, atoms):
+def load_stage(smem, base, ta, tb, full, s, k0, row0, col0):
     # One thread: announce the stage's bytes on its full barrier, then ask the copy engine for A's box (rows row0..,
     # columns k0.. of A: K-major) and B's atoms (rows k0.. of B, 64 columns each: N-major)
-    mbarrier_arrive_expect_tx(full, s, A_BYTES + atoms * ATOM_BYTES)
+    mbarrier_arrive_expect_tx(full, s, STAGE_BYTES)
     tma_load_2d(smem, base, ta, row0, k0, full, s)
-    for j in range(atoms):
+    for j in range(BN // ATOM):
         tma_load_2d(smem, base + A_STAGE + j * BK * ATOM, tb, k0, col0 + j * ATOM, full, s)
 
 
@@ -77,7 +77,7 @@ def load_stage(smem, base, ta, tb, full, s, k0, row0, col0, atoms):
 def tma_kernel(a, b, c, ta, tb):
     smem = cuda.shared.array(0, types.float16)  # dynamic: the launch gives its size
     full = cuda.shared.array(STAGES, types.uint64)  # an mbarrier per stage: its tiles have landed
-    acc = cuda.local.array(BN // 2, float32)
+    acc = cuda.local.array(ACC, float32)
     wgmma_zero(acc, BN)
     tid = cuda.threadIdx.x
     wg = tid >> 7  # the warpgroup: rows 64 wg .. 64 wg + 63 of the block's tile
@@ -85,7 +85,6 @@ def tma_kernel(a, b, c, ta, tb):
     row0, col0 = row * BM, col * BN
     base0 = align1024(smem)
     k_tiles = (a.shape[1] + BK - 1) // BK
-    atoms = min(BN // ATOM, (b.shape[1] - col0 + ATOM - 1) // ATOM)  # B's atoms that reach inside N
     if tid == 0:
         fence_proxy_tensormap_acquire(ta)  # the maps were written by the host: acquire them for the copy engine
         fence_proxy_tensormap_acquire(tb)
@@ -94,7 +93,7 @@ def tma_kernel(a, b, c, ta, tb):
         fence_mbarrier_init()  # ... visible to the copy engine
         for s in range(AHEAD):
             if s < k_tiles:
-                load_stage(smem, base0 + s * STAGE, ta, tb, full, s, s * BK, row0, col0, atoms)
+                load_stage(smem, base0 + s * STAGE, ta, tb, full, s, s * BK, row0, col0)
     cuda.syncthreads()  # the barriers are initialised for every thread
     for kt in range(k_tiles):
         s = kt % STAGES
@@ -102,8 +101,7 @@ def tma_kernel(a, b, c, ta, tb):
         cuda.syncthreads()  # every warpgroup's products of tile kt - 2 are done: its buffer may be refilled
         nxt = kt + AHEAD
         if tid == 0 and nxt < k_tiles:  # into the buffer of tile kt - 2
-            load_stage(smem, base0 + (nxt % STAGES) * STAGE, ta, tb, full, nxt % STAGES, nxt * BK, row0, col0,
-                       atoms)
+            load_stage(smem, base0 + (nxt % STAGES) * STAGE, ta, tb, full, nxt % STAGES, nxt * BK, row0, col0)
         sa = base0 + s * STAGE + wg * 64 * BK
         sb = base0 + s * STAGE + A_STAGE
         wgmma_fence()
