@@ -364,3 +364,6 @@ def test_the_first_line_says_which_files_were_graded(tmp_path):
     assert graded_files_line(files[:1], tmp_path / "elsewhere") == (f"grading 1 file in {tmp_path / 'h'}: "
                                                                      "01_vector_add/kernel.py")
     assert "handout" not in graded_files_line(files, tmp_path) and "--submission" not in graded_files_line(files)
+    flat = [tmp_path / "sub" / "04_transpose.py"]  # a submission folder of NN_name.py files, or one such file
+    assert graded_files_line(flat, tmp_path) == "grading 1 file in sub/: 04_transpose.py"
+    assert graded_files_line(flat, tmp_path / "sub") == "grading 1 file in this folder: 04_transpose.py"

@@ -143,10 +143,12 @@ def graded_files_line(graded: list, cwd: Path | None = None) -> str:
     """The first line of ``gpukernels grade``: which files were graded, plainly -- relative to the working folder
     where they lie inside it."""
     cwd = (cwd or Path.cwd()).resolve()
-    files = [Path(p).resolve() for p in graded]
-    folder = files[0].parent.parent
-    names = ", ".join(f"{p.parent.name}/{p.name}" if p.parent.parent == folder else str(p) for p in files)
-    count = f"{len(files)} file" + ("s" if len(files) > 1 else "")
+    # (the folder of the submission, the file's name in it): NN_name/kernel.py, or NN_name.py
+    units = [(p.parent.parent, f"{p.parent.name}/{p.name}") if p.name == "kernel.py" else (p.parent, p.name)
+             for p in (Path(f).resolve() for f in graded)]
+    folder = units[0][0]
+    names = ", ".join(name if where == folder else f"{where}/{name}" for where, name in units)
+    count = f"{len(units)} file" + ("s" if len(units) > 1 else "")
     if folder == cwd:
         return f"grading {count} in this folder: {names}"
     shown = str(folder.relative_to(cwd)) + "/" if _inside(folder, cwd) else str(folder)
