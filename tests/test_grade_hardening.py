@@ -159,6 +159,20 @@ def test_perturbing_the_instruction_moves_a_real_output_and_not_a_decoys(name, k
     np.testing.assert_array_equal(again[ex.out], clean[ex.out])
 
 
+def test_every_spec_that_names_an_instruction_checks_its_data_flow():
+    """A count of calls is no proof: wherever a spec counts a warp instruction, or forbids shared memory (the
+    shuffle exercise), it also checks that the instruction's results make the output."""
+    named = {}
+    for folder in sorted(p for p in EXERCISES.iterdir() if p.name[:2].isdigit()):
+        ex = S.load(folder)
+        kinds = {c.kind for c in ex.technique if isinstance(c, S.WarpInstructions)}
+        kinds |= {"shfl" for c in ex.technique if isinstance(c, S.NoSharedMemory)}
+        flows = {c.instruction for c in ex.technique if isinstance(c, S.DataFlow)}
+        assert kinds == flows, (folder.name, kinds, flows)
+        named.update(dict.fromkeys(flows, folder.name))
+    assert named == {"mma_f16": "10_mma_fragments", "shfl": "09_warp_sum"}
+
+
 def test_data_flow_check_reads_its_observation():
     check = S.DataFlow("shfl")
     assert not check.evaluate({}, ())[0]  # no report: never a pass
