@@ -155,8 +155,32 @@ def _perturbation(kind: str):
 
     * ``mma_f16`` (and the other mma kinds): D = C + 2 A B instead of C + A B -- a result built from the products
       doubles exactly, one that only passes C through (or throws D away) does not move;
-    * ``shfl``: every shuffle (idx, up, down, xor) returns the value it read plus 1."""
+    * ``shfl``: every shuffle (idx, up, down, xor) returns the value it read plus 1;
+    * ``cp.async``: every copy lands its elements plus 1 (its zero fill too) -- a result computed from the copied
+      tiles moves, one computed from global loads beside the copies does not."""
     import contextlib
+
+    if kind == "cp.async":
+        from gpukernels.sim import _async
+
+        land = _async.InFlight.land
+
+        def landed_plus_one(op):
+            fresh = not op.landed
+            land(op)
+            if fresh and op.kind == "cp.async":
+                dv, d, _, _, _, n = op.move
+                dv[d:d + n] += 1
+
+        @contextlib.contextmanager
+        def copies():
+            _async.InFlight.land = landed_plus_one
+            try:
+                yield
+            finally:
+                _async.InFlight.land = land
+
+        return copies()
 
     from gpukernels.sim import _launch
     from gpukernels.sim.api import SHFL_DOWN, SHFL_IDX, SHFL_UP, SHFL_XOR

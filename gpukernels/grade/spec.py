@@ -275,17 +275,25 @@ class DataFlow(Check):
     ``instruction`` returning other results (``_child._perturbation``), and the output must change as it must --
     not a count of calls, which a decoy call whose result is thrown away satisfies.
 
-    ``instruction``: ``"mma_f16"`` (the run's mma compute D = C + 2 A B) or ``"shfl"`` (every shuffle returns the
-    value it read plus 1). ``expect``: ``"doubles"`` -- the output must come out twice the unperturbed one (it is
+    ``instruction``: ``"mma_f16"`` (the run's mma compute D = C + 2 A B), ``"shfl"`` (every shuffle returns the
+    value it read plus 1) or ``"cp.async"`` (every copy lands its elements plus 1). ``expect``: ``"doubles"`` -- the output must come out twice the unperturbed one (it is
     built from the products alone); ``"changes"`` -- every output element must move."""
 
     instruction: str
     expect: str = "changes"
     why: str = ""
 
+    #: the instructions the grader's child knows how to perturb (``_child._perturbation``)
+    INSTRUCTIONS = ("mma_f16", "shfl", "cp.async")
+
+    def __post_init__(self):
+        if self.instruction not in self.INSTRUCTIONS or self.expect not in ("changes", "doubles"):
+            raise ValueError(f"DataFlow: instruction must be one of {', '.join(self.INSTRUCTIONS)} and expect "
+                             f"'changes' or 'doubles', got {self.instruction!r} and {self.expect!r}")
+
     def evaluate(self, obs, shape):
         flow = (obs.get("dataflow") or {}).get(self.instruction)
-        name = {"shfl": "the shuffles", "mma_f16": "mma_f16"}.get(self.instruction, self.instruction)
+        name = {"shfl": "the shuffles", "cp.async": "the cp.async copies"}.get(self.instruction, self.instruction)
         if not flow:
             return False, f"data flow of {name}: the grader's run with {name} perturbed did not report"
         if flow.get("error"):
@@ -298,7 +306,7 @@ class DataFlow(Check):
             return False, (f"data flow: with {name}'s products doubled, only {doubled} of the {size} outputs doubled "
                            f"({size - moved} did not move at all): the result does not come from {name}{why}")
         if moved == size:
-            return True, f"data flow: every output depends on {name}' results"
+            return True, f"data flow: every output depends on the results of {name}"
         return False, (f"data flow: with {name} returning other values, {size - moved} of the {size} outputs did not "
                        f"change: those results do not come from {name}{why}")
 
