@@ -177,7 +177,8 @@ class TensorMap:
         rows, cols = self.shape
         err, tmap = drv.cuTensorMapEncodeTiled(
             getattr(drv.CUtensorMapDataType, "CU_TENSOR_MAP_DATA_TYPE_" + _DTYPES[self.dtype]), 2, self.address,
-            [cols, rows], [self.strides[0]], [self.box[1], self.box[0]], [1, 1],
+            [drv.cuuint64_t(cols), drv.cuuint64_t(rows)], [drv.cuuint64_t(self.strides[0])],
+            [drv.cuuint32_t(self.box[1]), drv.cuuint32_t(self.box[0])], [drv.cuuint32_t(1), drv.cuuint32_t(1)],
             drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
             getattr(drv.CUtensorMapSwizzle, "CU_TENSOR_MAP_SWIZZLE_NONE" if not self.swizzle
                     else f"CU_TENSOR_MAP_SWIZZLE_{self.swizzle}B"),
@@ -185,12 +186,7 @@ class TensorMap:
             drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)  # NONE: out-of-bounds elements are zero
         if err != drv.CUresult.CUDA_SUCCESS:
             raise ValueError(f"cuTensorMapEncodeTiled refused {self}: {err}")
-        words = np.frombuffer(bytes(tmap.opaque), dtype=np.uint64) if hasattr(tmap, "opaque") else None
-        if words is None or words.size != 16:  # older bindings: the struct's raw bytes
-            import ctypes
-
-            words = np.frombuffer(ctypes.string_at(int(tmap.getPtr()), 128), dtype=np.uint64)
-        return words.copy()
+        return np.array([int(w) for w in tmap.opaque], dtype=np.uint64)  # the 16 words of the opaque struct
 
     def device_array(self):
         """The encoded map in global memory (allocations start 256-byte aligned: the 64 the map needs), kept for

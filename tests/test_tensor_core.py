@@ -556,12 +556,27 @@ kernels = {"mma_global": tc.mma_global_kernel, "ldmatrix": tc.ldmatrix_kernel, "
            "pipelined": tc.pipelined_kernel, "pipelined_sync": tc.pipelined_sync_kernel,
            "block_tiles": tc.block_tiles_kernel, "block_tiles_sync": tc.block_tiles_sync_kernel,
            "tf32x3_mma": tc.tf32x3_mma_kernel, "tf32x3": tc.tf32x3_kernel, "wgmma": tc.wgmma_kernel,
-           "wgmma_sync": tc.wgmma_sync_kernel, "split_rows": tc.split_rows_kernel, "split_cols": tc.split_cols_kernel}
+           "wgmma_sync": tc.wgmma_sync_kernel, "split_rows": tc.split_rows_kernel, "split_cols": tc.split_cols_kernel,
+           "tma": tc.tma_kernel}
 from gpukernels.tensor_core.k09_optimized import WGMMA_KERNELS, WGMMA_SPLIT_KERNELS
 kernels.update({f"wgmma_split{bn}": k for bn, k in WGMMA_SPLIT_KERNELS.items()})
 kernels.update({f"wgmma_{tile}": k for tile, k in WGMMA_KERNELS.items() if tile != "128x256"})
 f3 = types.Array(types.float32, 3, "C")
-sigs = {"tf32x3_mma": (f, f, f), "tf32x3": (f3, f3, f), "split_rows": (f, f3), "split_cols": (f, f3)}
+u = types.Array(types.uint64, 1, "C")  # a tensor map in global memory
+from gpukernels import _tma
+
+
+@cuda.jit
+def tma_extras(tmap, out):  # the TMA instructions the step does not use
+    bars = cuda.shared.array(1, types.uint64)
+    _tma.prefetch_tensormap(tmap)
+    _tma.mbarrier_arrive(bars, 0)
+    out[0, 0] = _tma.mbarrier_try_wait(bars, 0, 1)
+
+
+kernels["tma_extras"] = tma_extras
+sigs = {"tf32x3_mma": (f, f, f), "tf32x3": (f3, f3, f), "split_rows": (f, f3), "split_cols": (f, f3),
+        "tma": (h, h, f, u, u), "tma_extras": (u, f)}
 words = {"mma16": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma8": "mma.sync.aligned.m16n8k8.row.col.f32.tf32",
          "ldmatrix": "ldmatrix.sync.aligned", "cp.async": "cp.async.cg.shared.global", "local": "ld.local",
          "cvt.rna": "cvt.rna.tf32.f32", "wgmma": "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16",
@@ -569,10 +584,14 @@ words = {"mma16": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma8": "
          "wgmma_tf32": "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32",
          "wgmma128": "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "red": "red.global.add.f32",
          "wgmma64": "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16",
-         "atom": "atom.global.add.f32"}
+         "atom": "atom.global.add.f32",
+         "bulk": "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
+         "try_wait": "mbarrier.try_wait.parity.shared::cta.b64", "expect_tx": "mbarrier.arrive.expect_tx.shared::cta",
+         "arrive": "mbarrier.arrive.shared::cta.b64", "init": "mbarrier.init.shared::cta.b64",
+         "tensormap": "fence.proxy.tensormap::generic.acquire", "prefetch": "prefetch.tensormap"}
 out = {}
 for name, k in kernels.items():
-    arch = getattr(k, "target", "sm_90")  # wgmma: sm_90a
+    arch = getattr(k, "target", "sm_90")  # wgmma: sm_90a (TMA and mbarriers: sm_90)
     cc = (9, 0, "a") if arch == "sm_90a" else (9, 0)
     ptx, _ = cuda.compile_ptx(k.py_func, sigs.get(name, (h, h, f)), cc=cc)
     log = _assemble(ptx, arch)
@@ -590,6 +609,18 @@ def test_kernels_compile_to_tensor_core_instructions():
     out = json.loads(run_with_real_cuda(_KERNELS_CHILD))
     for name, r in out.items():
         assert r["lmem"] == 0 and r["local"] == 0, f"{name} spills to local memory: {r}"
+        if name == "tma":
+            # one thread's bulk tensor copies (A's box and B's 4 atoms: the prologue's 2 stages unrolled, then the
+            # loop's), an mbarrier per stage initialised, armed with the stage's bytes and waited on by parity, both
+            # tensor maps acquired; step 6's 4 wgmmas per k tile and its waits, nothing serialized; no cp.async and no
+            # generic-to-async proxy fence (the copy engine and the tensor cores are both the async proxy)
+            assert r["bulk"] == 15 and r["expect_tx"] == 3 and r["init"] > 0 and r["try_wait"] > 0, r
+            assert r["tensormap"] == 2 and r["wgmma"] == 4 and r["wgmma.wait"] == 2 and not r["serialized"], r
+            assert r["cp.async"] == 0 and r["fence.proxy"] == 0 and r["mma16"] == 0, r
+            continue
+        if name == "tma_extras":
+            assert r["arrive"] == 1 and r["try_wait"] == 1 and r["prefetch"] == 1, r
+            continue
         if name.startswith("wgmma"):
             # 4 wgmmas per 64-deep k tile, the accumulators in registers throughout: ptxas would say the wgmmas are
             # "serialized" if anything read them between a wgmma and its wait (a local array, a 64-bit division)

@@ -117,11 +117,11 @@ class TmaCopy(InFlight):
         phase = self.phase if self.landed else b.phase
         hazard = "early read"
         if last is None:
-            why = f"this thread has not waited on mbarrier {b.name} (mbarrier_wait) since"
+            why = f"this thread has not waited on mbarrier {b.name} (mbarrier_wait) for the phase the copy completes"
         elif last[2]:
             hazard = "wrong phase"
             why = (f"this thread's wait at {describe(last[0])} asked for parity {last[1]}, and returned at once: the "
-                   f"barrier was in phase {last[3]} (parity {last[3] & 1}), so the phase of parity {last[1]} it "
+                   f"barrier was in phase {last[3] + 1} (parity {(last[3] + 1) & 1}), so the phase of parity {last[1]} it "
                    f"counted as completed was the one before. The copy completes phase {phase}: wait on parity "
                    f"{phase & 1} (a ring of S stages: k tile kt completes phase kt // S of its barrier)")
         else:
