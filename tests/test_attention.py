@@ -8,7 +8,9 @@
 * every bad argument is a one-line LaunchError naming it; the dispatcher follows its thresholds;
 * on the compiler (no GPU): every kernel compiles for sm_90 without local memory;
 * the float16 tensor-core step ``mma`` (its own tests, at the end: it takes float16 inputs): against float64 of its
-  float16 inputs at odd shapes, its bad D and dtype, the C-to-A fragment re-layout it relies on, its compile.
+  float16 inputs at odd shapes, its bad D and dtype, the C-to-A fragment re-layout it relies on, its compile;
+* float16 decoding, ``split_keys_f16``: its slices' partial states against their definition (empty slices included),
+  the merged output, its plan and the dispatcher's rule, races, its compile.
 """
 
 import json
@@ -349,9 +351,9 @@ def test_dispatcher_follows_readable_thresholds():
         masked = choose(8, 16, 4096, 4096, 128, causal=True, sms=132, tensor_cores=tc)
         assert "skipped" in masked.why and masked.step == ("tf32x3" if tc else "tiled")
     assert "stops at its query" in choose(1, 1, 1, 4096, 128, causal=True, sms=132).why
-    assert at.optimized.steps == ("fused_rows", "tiled", "pipelined", "tf32x3", "split_keys")
+    assert at.optimized.steps == ("fused_rows", "tiled", "pipelined", "tf32x3", "split_keys", "split_keys_f16")
     assert list(at.VERSIONS)[-1] == "optimized"
-    # float16: the tensor cores at every shape, decoding included
+    # float16: the tensor cores at every shape -- decoding with many heads included; with few, split_keys_f16
     for shape in [(8, 16, 4096, 4096, 128), (64, 32, 1, 4096, 128), (1, 4, 512, 512, 64)]:
         assert choose(*shape, half=True, sms=132).step == "pipelined"
     assert "float16" in choose(1, 1, 1, 1, 16, half=True, sms=132).why
@@ -370,17 +372,17 @@ def test_optimized_few_keys_past_d96_runs_blocks_of_4_warps(d, causal, seed):
 
 
 def test_optimized_runs_what_it_chose(monkeypatch, seed):
-    from gpukernels.attention import k08_optimized
+    from gpukernels.attention import k09_optimized
 
     q, k, v = at.make_inputs((1, 2, 33, 20, 64), seed)
     assert at.optimized.launches(q, k, v)[-1].kernel is at.tf32x3_kernel_for(64)  # the simulator is an H200
     assert at.optimized.describe(q, k, v).startswith("tf32x3")
     for causal in (False, True):
         run_checked("optimized", None, seed, causal=causal, inputs=(q, k, v))
-    monkeypatch.setattr(k08_optimized, "compute_capability", lambda: (7, 5))  # no TF32 tensor cores
+    monkeypatch.setattr(k09_optimized, "compute_capability", lambda: (7, 5))  # no TF32 tensor cores
     assert at.optimized.launches(q, k, v)[0].kernel is at.fused_rows_kernel_for(2)  # 6 tiles for 132 SMs
     assert "fused_rows" in at.optimized.describe(q, k, v)
-    monkeypatch.setattr(k08_optimized, "sm_count", lambda: 2)  # a 2-SM GPU: 4 tiles fill it
+    monkeypatch.setattr(k09_optimized, "sm_count", lambda: 2)  # a 2-SM GPU: 4 tiles fill it
     assert at.optimized.launches(q, k, v)[0].kernel is at.tiled_kernel_for(64)
     assert at.optimized.describe(q, k, v, causal=True).startswith("tiled")
     for causal in (False, True):
@@ -662,7 +664,7 @@ def _traced_mma(causal, seed, name="mma"):
 
 
 @pytest.mark.skipif(not SIM, reason="the tracer runs on the simulator")
-@HALF
+@pytest.mark.parametrize("name", ["mma", "pipelined"])  # split_keys_f16's blocks of 16 rows: its own test, below
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_mma_has_no_races(causal, name, seed):
     t = _traced_mma(causal, seed, name)
@@ -893,17 +895,17 @@ def test_tf32x3_split_on_read_gives_the_same_bits(on_read, shape, seed):
 def test_tf32x3_fits_the_gpus_shared_memory(monkeypatch, seed):
     # Hopper's 227 KB per block holds 8 warps' Q tile at D = 128; an A100's 163 KB holds 4, a GPU with 99 KB 2 warps
     # with tiles of 16 keys -- the plan, the dispatcher's reason and the result follow
-    from gpukernels.attention import k06_tf32x3, k08_optimized
+    from gpukernels.attention import k06_tf32x3, k09_optimized
 
     assert at.tf32x3_config(128) == (8, 32) and at.tf32x3_config(64) == (4, 32)
-    assert k08_optimized.choose(1, 1, 40, 50, 128, tensor_cores=True).config["on_read"] == "q"  # few keys
+    assert k09_optimized.choose(1, 1, 40, 50, 128, tensor_cores=True).config["on_read"] == "q"  # few keys
     for limit, config in ((163 * 1024, (4, 32)), (99 * 1024, (2, 16))):
         monkeypatch.setattr(k06_tf32x3, "shared_per_block", lambda limit=limit: limit)
         assert at.tf32x3_config(128) == config and k06_tf32x3.shared_bytes(128, *config) <= limit
         q, k, v = at.make_inputs((1, 1, 40, 50, 128), seed)
         la = at.tf32x3.launches(q, k, v)[-1]
         assert la.kernel.tile == (16 * config[0], config[1], 128) and la.shared_bytes <= limit
-        choice = k08_optimized.choose(1, 1, 40, 50, 128, tensor_cores=True)
+        choice = k09_optimized.choose(1, 1, 40, 50, 128, tensor_cores=True)
         assert choice.config["rows"] == 16 * config[0] and f"tiles of {config[1]} keys" in choice.why
         assert "on_read" not in choice.config and "few keys" not in choice.why  # blocks already of <= 4 warps
         run_checked("tf32x3", None, seed, causal=True, inputs=(q, k, v))
@@ -1055,3 +1057,181 @@ def test_split_keys_plan_and_dispatch(seed):
     run_checked("optimized", None, seed, inputs=(q, k, v))
     assert at.splits_for(6, 1000, sms=132) == 3 and at.splits_for(6, 100, sms=132) == 1
     assert at.splits_for(132 * 24, 10**6, sms=132) == 1 and at.splits_for(132 * 12, 10**6, sms=132) == 2
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Decoding in float16: split_keys_f16
+# ----------------------------------------------------------------------------------------------------------
+
+# (shape, splits asked for): Sq of 1, 2, 3, 5 (one query tile of 16) and 70 (5, the early ones seeing few keys under
+# the mask), Sk of 1, 33, 530, 1000 and 130 (partial last tiles), D of 16 to 128; None: split_plan's own
+SPLIT_F16_CASES = [((1, 2, 3, 530, 16), 3), ((1, 1, 70, 130, 16), 3), ((2, 1, 5, 1000, 64), None),
+                   ((1, 1, 1, 33, 128), None), ((2, 3, 2, 1000, 128), 5), ((1, 2, 1, 1, 16), 4),
+                   ((1, 1, 3, 1000, 80), 7), ((2, 2, 5, 530, 48), None)]
+
+
+def _f16_states(q, k, v, causal, chunk, splits):
+    """Each row's partial state by its definition, in float64: (m, l, acc) of its visible keys in each slice (m, l
+    None for a slice without one), and the terms' sizes for the bounds."""
+    b, h, sq, d = q.shape
+    sk = k.shape[2]
+    q64, k64, v64 = (x.astype(np.float64).reshape(b * h, -1, d) for x in (q, k, v))
+    s = np.einsum("rid,rjd->rij", q64, k64) / np.sqrt(d)
+    s_abs = np.einsum("rid,rjd->rij", np.abs(q64), np.abs(k64)) / np.sqrt(d)
+    for r in range(b * h * sq):
+        bh, i = divmod(r, sq)
+        seen = min(sk, i + 1) if causal else sk
+        for run in range(splits):
+            j0, j1 = run * chunk, min(seen, (run + 1) * chunk)
+            if j1 <= j0:
+                yield r, run, None
+                continue
+            m = s[bh, i, j0:j1].max()
+            w = np.exp(s[bh, i, j0:j1] - m)
+            yield r, run, (m, w.sum(), w @ v64[bh, j0:j1], w @ np.abs(v64[bh, j0:j1]), s_abs[bh, i, j0:j1].max())
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape,splits", long_tier_after((0, 1), SPLIT_F16_CASES, multi=True),
+                         ids=lambda x: "x".join(map(str, x)) if isinstance(x, tuple) else str(x))
+def test_split_keys_f16_merges_its_slices(shape, splits, causal, seed):
+    # Slices of whole K/V tiles, the last partial; under the mask, blocks of early queries whose slices lie past
+    # their last key (the empty state: the merge must weigh it 0). Output, m, l and acc poisoned with NaN; the states
+    # checked against their definition, the output against float64 of the float16 inputs.
+    q, k, v = half_inputs(shape, seed)
+    before = q.copy(), k.copy(), v.copy()
+    ref = at.reference(q, k, v, causal=causal)
+    out = np.full(ref.shape, np.nan, np.float32)
+    part, merge = at.split_keys_f16_launches(q, k, v, out, causal, 1 / np.sqrt(shape[-1]), splits)
+    b, h, sq, sk, d = shape
+    chunk, n = int(part.args[-1]), part.grid[1]
+    keys = min(sk, sq) if causal else sk
+    assert chunk % 64 == 0 and (n - 1) * chunk < keys <= n * chunk  # whole tiles, no slice past the keys
+    assert part.grid == (b * h * -(-sq // 16), n) and part.block == (32,) and merge.kernel is at.merge_kernel_for(
+        -(-d // 32))
+    pm, pl, pacc = part.args[3:6]
+    assert pm.shape == pl.shape == (b * h * sq, n) and pacc.shape == (b * h * sq, n, d)
+    for x in (pm, pl, pacc):
+        x.fill(np.nan)
+    part()
+    merge()
+    check = compare(out, ref, TOLERANCE_F16)
+    assert check.ok, f"split_keys_f16 {shape} splits={n} causal={causal} seed={seed}: {check}"
+    empty = 0
+    for r, run, state in _f16_states(q, k, v, causal, chunk, n):
+        if state is None:  # a slice without a key the row sees: the state the merge drops
+            assert pm[r, run] == -np.inf and pl[r, run] == 0 and not pacc[r, run].any(), (r, run)
+            empty += 1
+            continue
+        m, l_, acc, acc_abs, s_abs = state
+        err_s = 4e-6 * s_abs + 1e-6  # a float32 score of float16 products: its terms' size, not its value
+        assert abs(pm[r, run] - m) <= err_s, (r, run, pm[r, run], m)
+        assert abs(pl[r, run] - l_) <= (2 * err_s + 1e-5) * l_, (r, run, pl[r, run], l_)
+        # P V takes the weights rounded to float16: 2^-11 of each, relative
+        assert np.all(np.abs(pacc[r, run] - acc) <= (2 * err_s + 2.0**-10) * acc_abs + 1e-30), (r, run)
+    assert empty == (sum(max(0, n - -(-min(sk, i + 1) // chunk)) for i in range(sq)) * b * h if causal else 0)
+    for x, x0 in zip((q, k, v), before):
+        assert np.array_equal(x, x0)
+
+
+def test_split_keys_f16_plan_and_dispatch(seed):
+    # slices: enough one-warp blocks for SLICE_BLOCKS per SM, none shorter than MIN_TILES tiles of 64 keys
+    assert at.slices_for(32, 128, sms=132) == 17 and at.slices_for(32, 7, sms=132) == 1
+    assert at.slices_for(4 * 132, 10**4, sms=132) == 1 and at.slices_for(2 * 132, 10**4, sms=132) == 2
+    assert at.split_plan(32, 1, 8192, False, sms=132) == {"splits": 16, "chunk": 512}  # 17 asked: 8 tiles each
+    assert at.split_plan(32, 1, 8192, True, sms=132) == {"splits": 1, "chunk": 64}  # query 0 sees key 0 alone
+    assert at.split_plan(1, 70, 130, True, sms=132, splits=3) == {"splits": 2, "chunk": 64}  # 2 tiles: 2 slices
+    choose = at.optimized.choose
+    for sq in (1, 4):
+        decode = choose(1, 32, sq, 8192, 128, half=True, sms=132)
+        assert decode.step == "split_keys_f16" and decode.config == {"splits": 16, "chunk": 512}, decode
+        assert "32 blocks would give the 132 SMs fewer than 4 each" in decode.why and "512 blocks" in decode.why
+        assert "predicted" in decode.why
+    assert choose(1, 32, 16, 8192, 64, half=True, sms=132).step == "split_keys_f16"  # one m16 tile of queries
+    assert choose(1, 32, 17, 8192, 64, half=True, sms=132).step == "pipelined"
+    assert choose(64, 32, 1, 4096, 128, half=True, sms=132).step == "pipelined"  # 2048 blocks fill the SMs
+    assert choose(1, 32, 1, 8192, 128, causal=True, half=True, sms=132).step == "pipelined"
+    assert choose(1, 32, 1, 448, 128, half=True, sms=132).step == "pipelined"  # 7 tiles: slices of fewer than 4
+    assert choose(1, 32, 1, 449, 128, half=True, sms=132).config == {"splits": 2, "chunk": 256}
+    assert choose(1, 32, 1, 8192, 128, sms=132).step == "split_keys"  # float32: its own
+    q, k, v = half_inputs((1, 2, 1, 600, 64), seed)  # 10 tiles, 2 heads: 2 slices of 5 tiles
+    part, merge = at.optimized.launches(q, k, v)
+    assert part.kernel is at.split_keys_f16_kernel_for(64) and merge.kernel is at.merge_kernel_for(2)
+    assert part.grid == (2, 2) and part.args[-1] == 320
+    assert at.optimized.describe(q, k, v).startswith("split_keys_f16")
+    run_mma(None, seed, inputs=(q, k, v), name="optimized")
+    # K or V off a 16-byte boundary cannot be copied by cp.async: pipelined's launch (step 4's kernel) instead
+    q, k, v = half_inputs((1, 1, 2, 70, 16), seed)
+    buf = np.zeros(k.size + 1, np.float16)
+    k1 = buf[1:].reshape(k.shape)
+    k1[...] = k
+    assert [la.kernel for la in at.split_keys_f16.launches(q, k1, v)] == [at.mma_kernel_for(16)]
+    run_mma(None, seed, inputs=(q, k1, v), name="split_keys_f16")
+    assert list(at.VERSIONS).index("split_keys_f16") == list(at.VERSIONS).index("split_keys") + 1
+
+
+@pytest.mark.skipif(not SIM, reason="the tracer runs on the simulator")
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_split_keys_f16_has_no_races_and_skips_empty_slices(causal, seed):
+    # 70 queries (5 blocks of 16) against 130 keys in slices of one tile: without the mask every block loads all
+    # 130 keys (3 slices); with it the keys up to query 69 make 2 slices, the blocks of queries 0-63 load the first
+    # tile and walk nothing of the second (empty for them), the block of 64-69 loads both -- the third tile, masked
+    # for every query, is never read
+    from gpukernels.sim import BarrierDivergenceError, WarpMaskError
+
+    q, k, v = half_inputs((1, 1, 70, 130, 16), seed)
+    out = np.full((1, 1, 70, 16), np.nan, np.float32)
+    try:
+        with gpukernels.trace(count_local=False) as t:
+            for la in at.split_keys_f16_launches(q, k, v, out, causal, 0.25, 3):
+                la()
+    except (BarrierDivergenceError, WarpMaskError) as err:
+        pytest.fail(f"{type(err).__name__}: {err}")
+    assert compare(out, at.reference(q, k, v, causal=causal), TOLERANCE_F16).ok
+    _assert_no_hazards(t)
+    loads = {x.array: x.loads for x in t.traffic()}
+    keys = 5 * 130 if not causal else 4 * 64 + 128
+    assert loads["k"] == loads["v"] == keys * 16
+
+
+_SPLIT_F16_CHILD = r"""
+import json, re, sys
+from numba import cuda, types
+from gpukernels import attention as at
+from gpukernels.resources import _assemble, _jit_options
+h3, f2, f3 = (types.Array(types.float16, 3, "C"), types.Array(types.float32, 2, "C"),
+              types.Array(types.float32, 3, "C"))
+out = {}
+for d in map(int, sys.argv[1:]):
+    k = at.split_keys_f16_kernel_for(d)
+    ptx, _ = cuda.compile_ptx(k.py_func, (h3, h3, h3, f2, f2, f3, types.float32, types.boolean, types.int64),
+                              cc=(9, 0), **_jit_options(k))
+    log = _assemble(ptx, "sm_90")
+    res = re.search(r"used (\d+) registers.*?(\d+) bytes smem.*?(\d+) bytes lmem", log, re.S)
+    spill = re.search(r"(\d+) bytes spill stores", log)
+    out[d] = {"registers": int(res[1]), "smem": int(res[2]), "lmem": int(res[3]), "spill": int(spill[1]) if spill else 0,
+              "local": ptx.count("ld.local") + ptx.count("st.local"), "mma": ptx.count("mma.sync.aligned.m16n8k16"),
+              "ldmatrix": ptx.count("ldmatrix.sync"), "cp_async": ptx.count("cp.async.cg.shared.global"),
+              "ex2": ptx.count("ex2.approx")}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.needs_cuda_toolchain
+@pytest.mark.parametrize("dims", [pytest.param((128,), id="d128"),
+                                  pytest.param(tuple(range(16, 129, 16)), id="all", marks=pytest.mark.slow)])
+def test_split_keys_f16_compiles_without_local_memory(dims):
+    # the default tier compiles the largest D (the most registers), the long tier all eight
+    from gpukernels.resources import run_with_real_cuda
+
+    out = json.loads(run_with_real_cuda(_SPLIT_F16_CHILD, *map(str, dims)))
+    assert len(out) == len(dims)
+    for d, r in out.items():
+        d, nd = int(d), int(d) // 16
+        # pipelined's tile loop, unrolled: its mmas, ldmatrix reads and exp2 per score; the three copy loops (V, the
+        # first K, the next K) of 64 rows by one warp, 32 // (D / 8) rows a pass; registers only
+        assert r["lmem"] == 0 and r["local"] == 0 and r["spill"] == 0, f"D = {d}: {r}"
+        assert r["mma"] == 8 * nd + 4 * (d // 8) and r["ldmatrix"] == 8 * nd, r
+        assert r["cp_async"] == 3 * -(-64 // (32 // (d // 8))) and r["ex2"] >= 32, r
+        assert r["smem"] - 2 * 64 * (d + 8) * 2 in (0, 1024) and r["registers"] <= 255, r  # (+ ptxas' 1 KB)
+

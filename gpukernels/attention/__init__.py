@@ -48,10 +48,15 @@ Each step changes one thing, and its file's docstring says what and why (``k03_t
                    idle, so each row's keys are split into runs, a warp per (row, run) walks its run as fused_rows
                    does and writes its partial softmax state (m, l, acc), and a second kernel merges each row's
                    states by the online softmax's rescale (FlashAttention's flash-decoding).
-8. ``optimized``   the dispatcher: ``optimized.choose(B, H, Sq, Sk, D, causal, half)`` sends float16 to the tensor
-                   cores (pipelined); float32 with few queries to a warp per row, its keys split (split_keys) where
-                   the rows alone would not fill the GPU, else to tf32x3 -- or, on a GPU without tensor cores, to
-                   tiled or (too few tiles to fill the GPU) fused_rows; and says why.
+8. ``split_keys_f16`` float16 decoding (``k08_split_keys_f16.py``): step 7's split and merge with step 5's tensor-core
+                   loop -- each head's keys cut into slices of whole K/V tiles, a one-warp block per (query tile,
+                   head, slice) walking its slice as pipelined does and writing its partial state (m, l, acc), then
+                   step 7's merge kernel.
+9. ``optimized``   the dispatcher: ``optimized.choose(B, H, Sq, Sk, D, causal, half)`` sends float16 to the tensor
+                   cores (pipelined; for few queries whose blocks would not fill the GPU, split_keys_f16); float32
+                   with few queries to a warp per row, its keys split (split_keys) where the rows alone would not
+                   fill the GPU, else to tf32x3 -- or, on a GPU without tensor cores, to tiled or (too few tiles to
+                   fill the GPU) fused_rows; and says why.
 
 Count the work first: 4*B*H*Sq*Sk*D FLOPs (2 for Q K^T, 2 for P V; the exponentials not counted) over at least
 4*B*H*(2*Sq + 2*Sk)*D bytes (read q, k, v, write out). At 8 x 16 x 4096^2 x 128 that is 1.1 TFLOP over 1.1 GB,
@@ -75,9 +80,10 @@ Rows of a cache past its valid keys should be finite (zeros) -- as they must be 
 
 Regimes (``SHAPES["suite"]``): **training** (thousands of queries and keys, many heads: many tiles);
 **long context** (8k-16k tokens, few sequences: the tiles still fill the GPU, each block walks many K/V tiles);
-**cross attention** (many queries against few keys: 77 text tokens; short K/V walks); **decode** (one query per
-head against a long cache: no tile of queries to share, a warp per row; where those warps are too few to fill the
-GPU, each row's keys split across warps); **few heads** (a small batch of short sequences:
+**cross attention** (many queries against few keys: 77 text tokens; short K/V walks); **decode** (1 to 4 queries
+per head against a long cache: no tile of queries to share, a warp per row; where those warps are too few to fill the
+GPU, each row's keys split across warps -- in float16, across blocks of one warp, a slice of K/V tiles each);
+**few heads** (a small batch of short sequences:
 too few tiles for the SMs -- for float32 on a GPU without tensor cores, a warp per row).
 """
 
@@ -176,12 +182,13 @@ SHAPES = {
     # the benchmark's causal case, run with causal=True (the same shape as bench's first)
     "bench_causal": [(8, 16, 4096, 4096, 128)],
     # The public suite, by regime (see the docstring). Decoding's one query per head and cross attention's few keys
-    # sit on the other side of optimized's rules from training's tiles.
+    # sit on the other side of optimized's rules from training's tiles; decoding with 32 heads (one sequence, 1 or 4
+    # queries) is where float16 splits its keys (split_keys_f16), with 2048 heads where it does not.
     "suite": {
         "training": [(8, 16, 4096, 4096, 128), (32, 16, 1024, 1024, 64), (16, 12, 512, 512, 64)],
         "long_context": [(4, 32, 8192, 8192, 64), (1, 32, 16384, 16384, 128)],
         "cross_attention": [(16, 8, 1024, 77, 64), (8, 16, 4096, 256, 80)],
-        "decode": [(64, 32, 1, 4096, 128), (8, 32, 1, 32768, 128)],
+        "decode": [(64, 32, 1, 4096, 128), (8, 32, 1, 32768, 128), (1, 32, 1, 8192, 128), (1, 32, 4, 8192, 128)],
         "few_heads": [(1, 4, 512, 512, 64)],
     },
 }
@@ -227,11 +234,14 @@ from .k06_tf32x3 import (TF32X3_KERNELS, VALUE_ORDER, padded_width, split_rows_k
                          split_values_kernel, tf32x3, tf32x3_config, tf32x3_kernel_for, tf32x3_launches)
 from .k07_split_keys import (MIN_CHUNK, SPLIT_KEYS_KERNELS, merge_kernel_for, split_keys,  # noqa: E402,F401
                              split_keys_kernel_for, split_keys_launches, splits_for)
-from .k08_optimized import (FEW_KEYS, FILL, FUSED_MAX_SQ, choose, describe, keys_walked,  # noqa: E402,F401
+from .k08_split_keys_f16 import (SPLIT_KEYS_F16_KERNELS, slices_for, split_keys_f16,  # noqa: E402,F401
+                                 split_keys_f16_kernel_for, split_keys_f16_launches, split_plan)
+from .k09_optimized import (FEW_KEYS, FILL, FUSED_MAX_SQ, choose, describe, keys_walked,  # noqa: E402,F401
                             optimized)
 
-#: Every version, naive first and the dispatcher last. Tests, benchmarks, plots and docs iterate over this. ``mma``
-#: and ``pipelined`` take float16 inputs, ``optimized`` either, the others (tf32x3 too) float32: ``FLOAT16_VERSIONS`` names the
-#: float16 ones.
-VERSIONS = {v.name: v for v in (naive, fused_rows, tiled, mma, pipelined, tf32x3, split_keys, optimized)}
-FLOAT16_VERSIONS = ("mma", "pipelined")
+#: Every version, naive first and the dispatcher last. Tests, benchmarks, plots and docs iterate over this. ``mma``,
+#: ``pipelined`` and ``split_keys_f16`` take float16 inputs, ``optimized`` either, the others (tf32x3 too) float32:
+#: ``FLOAT16_VERSIONS`` names the float16 ones.
+VERSIONS = {v.name: v for v in (naive, fused_rows, tiled, mma, pipelined, tf32x3, split_keys, split_keys_f16,
+                                optimized)}
+FLOAT16_VERSIONS = ("mma", "pipelined", "split_keys_f16")

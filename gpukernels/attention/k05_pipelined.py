@@ -237,41 +237,27 @@ def plan(heads: int, sq: int, d: int, sms: int | None = None) -> dict:
 
 
 @functools.cache
-def _kernel(d: int, warps: int):
-    nd, no, ns = d // 16, d // 8, KEYS // 8  # k16 slices of a row; 8-wide n-tiles of O; 8-key n-tiles of S
-    pitch = d + 8  # a tile row: d halves + 16 bytes, so that the 8 rows of an ldmatrix matrix fall in different banks
-    tile = KEYS * pitch
-    rows, threads = 16 * warps, 32 * warps
-    load_q, add_pv, store_rows = fragment_steps(d)
-    softmax = softmax_step(KEYS, no)
+def tile_walk(d: int, warps: int):
+    """The tile loop of the kernel of 16 rows per warp (`_kernel`), as a device function that ``split_keys_f16`` calls
+    too: ``m0, m1, l0, l1 = walk(k, v, ks, vs, qf, s, acc, base, first, last, sq, sk, w0, row, t, j8, r8, cr, cc,
+    causal, scale2)`` walks keys ``first`` .. ``last`` - 1 (``first`` a multiple of KEYS, ``last`` > ``first``) in
+    K/V tiles through the shared buffers ``ks`` and ``vs``, from an empty state (``acc`` zeroed by ``load_q``), and
+    returns the warp's rows' running max (log2 units) and this lane's part of their running sums."""
+    nd, ns = d // 16, KEYS // 8  # k16 slices of a row; 8-key n-tiles of S
+    pitch = d + 8  # a tile row: d halves + 16 bytes (`_kernel`)
+    softmax = softmax_step(KEYS, d // 8)
+    _, add_pv, _ = fragment_steps(d)
+    copy_tile, _ = tile_copy(d, 32 * warps)
 
-    copy_tile, _ = tile_copy(d, threads)
-    place = block_place(d, rows, threads)
-
-    @cuda.jit(fastmath=True)
-    def pipelined_kernel(q, k, v, out, scale2, causal):
-        # q, k, v: (BH, S, D) float16, out (BH, Sq, D) float32; scale2 = scale * log2(e). Block x: the query tile
-        # and head of `block_tile`; warp w rows q0 + 16 w .. + 15; lane 4 g + t rows g, g + 8.
-        ks = cuda.shared.array(tile, types.float16, alignment=16)
-        vs = cuda.shared.array(tile, types.float16, alignment=16)
-        qf = cuda.local.array((nd, 4), uint32)
-        s = cuda.local.array((ns, 4), float32)
-        acc = cuda.local.array((no, 4), float32)
-        warp, g, t, j8, r8, sq, sk, bh, q0, cr, cc = place(q, k)
-        w0 = q0 + 16 * warp  # the warp's first query
-        row = w0 + g
-        base = bh * sk * d + cc
-
-        load_q(q, bh, row, t, qf, acc)
+    @cuda.jit(device=True, forceinline=True, fastmath=True)
+    def walk(k, v, ks, vs, qf, s, acc, base, first, last, sq, sk, w0, row, t, j8, r8, cr, cc, causal, scale2):
         m0 = m1 = float32(-math.inf)  # running max (in log2 units) of rows row and row + 8
         l0 = l1 = float32(0.0)
-
-        keys = min(sk, q0 + rows) if causal else sk
-        tiles = (keys + KEYS - 1) // KEYS
-        copy_tile(k, ks, base, 0, sk, cr, cc)
+        tiles = (last - first + KEYS - 1) // KEYS
+        copy_tile(k, ks, base, first, sk, cr, cc)
         async_commit()
         for it in range(tiles):
-            k0 = it * KEYS
+            k0 = first + it * KEYS
             async_wait(0)
             cuda.syncthreads()  # K(it) is in; every warp is done with V(it - 1)
             copy_tile(v, vs, base, k0, sk, cr, cc)
@@ -300,7 +286,39 @@ def _kernel(d: int, warps: int):
             if live:
                 m0, m1, l0, l1 = softmax(s, acc, k0, sk, w0, row, t, causal, scale2, m0, m1, l0, l1)
                 add_pv(s, vs, acc, r8, j8)
+        return m0, m1, l0, l1
 
+    return walk
+
+
+@functools.cache
+def _kernel(d: int, warps: int):
+    nd, no, ns = d // 16, d // 8, KEYS // 8  # k16 slices of a row; 8-wide n-tiles of O; 8-key n-tiles of S
+    pitch = d + 8  # a tile row: d halves + 16 bytes, so that the 8 rows of an ldmatrix matrix fall in different banks
+    tile = KEYS * pitch
+    rows, threads = 16 * warps, 32 * warps
+    load_q, _, store_rows = fragment_steps(d)
+    walk = tile_walk(d, warps)
+    place = block_place(d, rows, threads)
+
+    @cuda.jit(fastmath=True)
+    def pipelined_kernel(q, k, v, out, scale2, causal):
+        # q, k, v: (BH, S, D) float16, out (BH, Sq, D) float32; scale2 = scale * log2(e). Block x: the query tile
+        # and head of `block_tile`; warp w rows q0 + 16 w .. + 15; lane 4 g + t rows g, g + 8.
+        ks = cuda.shared.array(tile, types.float16, alignment=16)
+        vs = cuda.shared.array(tile, types.float16, alignment=16)
+        qf = cuda.local.array((nd, 4), uint32)
+        s = cuda.local.array((ns, 4), float32)
+        acc = cuda.local.array((no, 4), float32)
+        warp, g, t, j8, r8, sq, sk, bh, q0, cr, cc = place(q, k)
+        w0 = q0 + 16 * warp  # the warp's first query
+        row = w0 + g
+        base = bh * sk * d + cc
+
+        load_q(q, bh, row, t, qf, acc)
+        keys = min(sk, q0 + rows) if causal else sk  # causal: the tiles after the block's last query are skipped
+        m0, m1, l0, l1 = walk(k, v, ks, vs, qf, s, acc, base, 0, keys, sq, sk, w0, row, t, j8, r8, cr, cc, causal,
+                              scale2)
         store_rows(out, acc, l0, l1, bh, row, t, sq)
 
     pipelined_kernel.tile = (rows, KEYS, d)

@@ -37,11 +37,12 @@ ROW_WARPS = 24  # warps an SM holds of fused_rows' loop (76 registers: 6 blocks 
 MIN_CHUNK = 256  # keys per run at least: a shorter run is mostly the partial state's write and merge
 
 
-def splits_for(rows: int, keys: int, sms: int | None = None) -> int:
-    """Runs of keys per query row: enough (row, run) warps to fill the GPU's SMs with ROW_WARPS each, but no run
-    shorter than MIN_CHUNK keys; 1 when the rows fill the GPU by themselves."""
+def splits_for(rows: int, keys: int, sms: int | None = None, per_sm: int = ROW_WARPS, least: int = MIN_CHUNK) -> int:
+    """Runs of keys per query row: enough (row, run) warps to fill the GPU's SMs with ``per_sm`` (ROW_WARPS) each, but
+    no run shorter than ``least`` (MIN_CHUNK) keys; 1 when the rows fill the GPU by themselves. (``split_keys_f16``
+    asks the same of its blocks and K/V tiles.)"""
     sms = sms or sm_count()
-    return max(1, min(ceil_div(sms * ROW_WARPS, max(rows, 1)), keys // MIN_CHUNK))
+    return max(1, min(ceil_div(sms * per_sm, max(rows, 1)), keys // least))
 
 
 @functools.cache
@@ -119,20 +120,33 @@ def merge_kernel_for(dpl: int):
 SPLIT_KEYS_KERNELS = [f(n) for n in range(1, 5) for f in (split_keys_kernel_for, merge_kernel_for)]
 
 
+def partial_states(out, splits: int) -> tuple:
+    """``(pm, pl, pacc)``: room for ``splits`` partial states of each of out's rows -- (rows, splits), (rows, splits)
+    and (rows, splits, D) float32, on the device where ``out`` is."""
+    b, h, sq, dim = out.shape
+    alloc = cuda.device_array if is_device_array(out) else np.empty
+    rows = b * h * sq
+    return alloc((rows, splits), np.float32), alloc((rows, splits), np.float32), alloc((rows, splits, dim), np.float32)
+
+
+def merge_launch(pm, pl, pacc, out) -> Launch:
+    """The launch of `merge_kernel_for` that merges each row's states into ``out`` (B, H, Sq, D), a warp per row."""
+    o3 = heads(out)
+    return Launch(merge_kernel_for(dims_per_lane(o3.shape[2])), (ceil_div(pm.shape[0], FUSED_WARPS),),
+                  (WARP, FUSED_WARPS), (pm, pl, pacc, o3))
+
+
 def split_keys_launches(q, k, v, out, causal: bool, scale: float, splits: int | None = None) -> list[Launch]:
-    q3, k3, v3, o3 = heads(q), heads(k), heads(v), heads(out)
+    q3, k3, v3 = heads(q), heads(k), heads(v)
     bhs, sq, dim = q3.shape
     rows = bhs * sq
     keys = min(k3.shape[1], sq) if causal else k3.shape[1]  # the most keys a row sees
     splits = splits or splits_for(rows, keys)
     chunk = ceil_div(keys, splits)
-    alloc = cuda.device_array if is_device_array(out) else np.empty
-    pm, pl, pacc = alloc((rows, splits), np.float32), alloc((rows, splits), np.float32), \
-        alloc((rows, splits, dim), np.float32)
-    dpl = dims_per_lane(dim)
-    return [Launch(split_keys_kernel_for(dpl), (ceil_div(rows * splits, FUSED_WARPS),), (WARP, FUSED_WARPS),
-                   (q3, k3, v3, pm, pl, pacc, np.float32(scale), causal, np.int64(chunk))),
-            Launch(merge_kernel_for(dpl), (ceil_div(rows, FUSED_WARPS),), (WARP, FUSED_WARPS), (pm, pl, pacc, o3))]
+    pm, pl, pacc = partial_states(out, splits)
+    return [Launch(split_keys_kernel_for(dims_per_lane(dim)), (ceil_div(rows * splits, FUSED_WARPS),),
+                   (WARP, FUSED_WARPS), (q3, k3, v3, pm, pl, pacc, np.float32(scale), causal, np.int64(chunk))),
+            merge_launch(pm, pl, pacc, out)]
 
 
 @version("attention", check, kernels=SPLIT_KEYS_KERNELS)

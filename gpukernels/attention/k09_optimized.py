@@ -1,11 +1,17 @@
-"""Step 8 of the attention lesson, ``optimized``: the dispatcher -- per dtype and shape, ``pipelined``, ``tf32x3``,
-``split_keys``, ``fused_rows`` or ``tiled``, by rules a student can call and read (``attention.optimized.choose(B, H, Sq, Sk, D,
-causal, half)``).
+"""Step 9 of the attention lesson, ``optimized``: the dispatcher -- per dtype and shape, ``pipelined``,
+``split_keys_f16``, ``tf32x3``, ``split_keys``, ``fused_rows`` or ``tiled``, by rules a student can call and read
+(``attention.optimized.choose(B, H, Sq, Sk, D, causal, half)``).
 
-**float16 inputs** go to the tensor cores: ``pipelined`` (step 5), at every shape -- on an H200 it is the fastest
-step wherever it can run, from one query per head (decoding) to 16k tokens -- with its own plan (two m16 tiles of
-queries per warp where its blocks fill the SMs, `gpukernels.attention.k05_pipelined.plan`). D must be a multiple of
-16, as for the tensor-core steps themselves. **float32 inputs**, by these rules:
+**float16 inputs** go to the tensor cores: ``pipelined`` (step 5) -- on an H200 the fastest step wherever it can run,
+with its own plan (two m16 tiles of queries per warp where its blocks fill the SMs,
+`gpukernels.attention.k05_pipelined.plan`) -- except for **decoding with few heads**: at most SPLIT_MAX_SQ = 16
+queries per head (one m16 tile) where a block per (query tile, head) would give the SMs fewer than SLICE_BLOCKS = 4
+blocks each and the keys make slices of at least 4 K/V tiles (`split_keys_f16.slices_for` > 1; e.g. 1 x 32 heads x
+8192 keys: 32 blocks for 132 SMs). There ``split_keys_f16`` (step 8) cuts the keys into slices, a one-warp block
+each, and merges their states. This rule is predicted, from float32's ``split_keys`` (1.87x torch on a decode of
+8 x 32 x 32768 keys, where a warp per row ran below torch) and from ``pipelined``'s 0.21x FlashAttention-2 at
+1 x 32 x 1 x 8192 x 128 on an H100 -- until a GPU run times ``split_keys_f16`` itself. D must be a multiple of 16,
+as for the tensor-core steps themselves. **float32 inputs**, by these rules:
 
 1. **Few queries** (Sq <= FUSED_MAX_SQ = 8, decoding one token at a time): a warp per query row. A tile of queries
    would be at least three quarters padding, and a warp per row wastes nothing; with so few queries attention is a
@@ -41,12 +47,16 @@ from ..tensor_core._common import itemsize
 from ._common import MAX_D, check, check_half
 from .k02_fused_rows import FUSED_ROWS_KERNELS, FUSED_WARPS, dims_per_lane, fused_rows_launches
 from .k03_tiled import TILE_ROWS, TILED_KERNELS, padded_dims, tile_keys, tiled_launches
+from .k05_pipelined import KEYS as HALF_KEYS  # pipelined's K/V tiles (tf32x3's KEYS is its own)
 from .k05_pipelined import PIPELINED_KERNELS, WIDE_D, WIDE_WARPS, pipelined_launches
 from .k05_pipelined import plan as pipelined_plan
 from .k06_tf32x3 import KEYS, TF32X3_KERNELS, padded_width, tf32x3_config, tf32x3_kernel_for, tf32x3_launches
 from .k07_split_keys import MIN_CHUNK, SPLIT_KEYS_KERNELS, split_keys_launches, splits_for
+from .k08_split_keys_f16 import (MIN_TILES, SLICE_BLOCKS, SPLIT_KEYS_F16_KERNELS, SPLIT_WARPS,
+                                 split_keys_f16_launches, split_plan)
 
 FUSED_MAX_SQ = 8  # at most this many queries per head: a warp per row (a 32-row tile would be mostly padding)
+SPLIT_MAX_SQ = 16 * SPLIT_WARPS  # float16: at most this many queries per head, one m16 tile, for split_keys_f16
 FILL = 1.0  # tiled needs at least this many blocks per SM; fewer: fused_rows
 #: tf32x3 past D = 96 (blocks of 8 warps, one per SM) with blocks that walk at most this many keys on average: blocks
 #: of 4 warps with Q split as read (102 KB at D = 128), two per SM, so that one's fixed work -- Q's tile copied and
@@ -75,6 +85,17 @@ def choose(b: int, h: int, sq: int, sk: int, d: int, causal: bool = False, half:
     sms = sms or sm_count()
     if tensor_cores is None:
         tensor_cores = compute_capability() >= (8, 0)
+    if half and sq <= SPLIT_MAX_SQ:
+        split = split_plan(b * h, sq, sk, causal, sms)
+        if split["splits"] > 1:
+            blocks, tiles = b * h * ceil_div(sq, SPLIT_MAX_SQ), split["chunk"] // HALF_KEYS
+            return Choice("split_keys_f16", split,
+                          f"float16, {sq} quer{'y' if sq == 1 else 'ies'} per head (<= {SPLIT_MAX_SQ}) x "
+                          f"{count(b * h, 'head')}: {count(blocks, 'block')} would give the {sms} SMs fewer than "
+                          f"{SLICE_BLOCKS} each; the keys in {split['splits']} slices of {split['chunk']} ({tiles} K/V "
+                          f"tiles of {HALF_KEYS}, >= {MIN_TILES}), {count(blocks * split['splits'], 'block')} of one warp "
+                          f"on the tensor cores, then a merge of each row's {split['splits']} partial softmax states "
+                          f"(a rule predicted from float32's split_keys until a GPU run times this step)")
     if half:
         layout = pipelined_plan(b * h, sq, d, sms)
         rows = layout["rows_per_warp"] * layout["warps"]
@@ -161,9 +182,10 @@ FEW_KEYS_KERNELS = [tf32x3_kernel_for(d, 4, KEYS, "q") for d in range(WIDE_D + 1
 
 
 @version("attention", check_any, kernels=FUSED_ROWS_KERNELS + TILED_KERNELS + PIPELINED_KERNELS + TF32X3_KERNELS
-         + FEW_KEYS_KERNELS + SPLIT_KEYS_KERNELS)
+         + FEW_KEYS_KERNELS + SPLIT_KEYS_KERNELS + SPLIT_KEYS_F16_KERNELS)
 def optimized(q, k, v, out, causal=False, scale=None):
-    """The dispatcher: float16 on tensor cores (pipelined); float32 a warp per query row for few queries (their keys
+    """The dispatcher: float16 on tensor cores (pipelined; decoding with few heads, its keys split into slices:
+    split_keys_f16); float32 a warp per query row for few queries (their keys
     split across warps where the rows are too few to fill the GPU), else 3xTF32
     on the tensor cores (tf32x3) -- or, on a GPU without them, tiles of 32 queries sharing K/V tiles in shared memory
     (tiled), or a warp per row where those tiles would not fill the GPU."""
@@ -171,6 +193,8 @@ def optimized(q, k, v, out, causal=False, scale=None):
     choice = choose(b, h, sq, k.shape[2], d, causal, is_half(q))
     if choice.step == "split_keys":
         return split_keys_launches(q, k, v, out, causal, scale, choice.config["splits"])
+    if choice.step == "split_keys_f16":
+        return split_keys_f16_launches(q, k, v, out, causal, scale, choice.config["splits"])
     if choice.step == "tf32x3":
         config = choice.config
         return tf32x3_launches(q, k, v, out, causal, scale, config["rows"] // 16, config["keys"],
@@ -186,5 +210,5 @@ def describe(q, k, v, causal=False, scale=None) -> str:
 
 
 optimized.choose = choose
-optimized.steps = ("fused_rows", "tiled", "pipelined", "tf32x3", "split_keys")  # what it dispatches to
+optimized.steps = ("fused_rows", "tiled", "pipelined", "tf32x3", "split_keys", "split_keys_f16")  # what it runs
 optimized.describe = describe
