@@ -199,6 +199,7 @@ class AsyncModel:
         self.src: dict = {}  # root id -> {element: InFlight} reads not yet done
         self.writes: dict = {}  # root id -> {element: (tid, fences, interval, site)}: the last generic write
         self.waited: list = []  # waited for, visible to all after the next barrier
+        self.flats: dict = {}  # id(array) -> (array, flat view, first element): see _flat
         #: set by a blocking operation's model (an mbarrier wait): the error to raise when nothing can run and threads
         #: are parked in it, or None when none are (the launch's own diagnosis then)
         self.on_stuck = None
@@ -327,17 +328,17 @@ class AsyncModel:
     def issue_copy(self, dst, d, src, s, n, nsrc, site) -> None:
         """Thread ``cur`` copies ``nsrc`` elements ``src.flat[s:]`` to ``dst.flat[d:]`` and zero-fills the rest of ``n``."""
         t = self.launch.cur
-        fd = dst.reshape(dst.size)
-        fs = src.reshape(src.size)
-        e0 = (fd.offset + d * fd.st[0]) // fd.isz
-        s0 = (fs.offset + s * fs.st[0]) // fs.isz
-        _in_bounds(fd, d, n)
-        if nsrc:
-            _in_bounds(fs, s, nsrc)
-        rid, sid = id(fd.root), id(fs.root)
+        dv, dbase = self._flat(dst)
+        sv, sbase = self._flat(src)
+        if d < 0 or d + n > len(dv):
+            _in_bounds(dst.reshape(dst.size), d, n)
+        if nsrc and (s < 0 or s + nsrc > len(sv)):
+            _in_bounds(src.reshape(src.size), s, nsrc)
+        e0, s0 = dbase + d, sbase + s
+        rid, sid = id(dst.root), id(src.root)
         self.num += 1
-        op = InFlight("cp.async", self.num, t, site, (rid, e0, n), (sid, s0, nsrc), (fd._a, d, fs._a, s, nsrc, n),
-                      dst.name)
+        op = InFlight("cp.async", self.num, t, site, (rid, e0, n), (sid, s0, nsrc), (dv, d, sv, s, nsrc, n), dst.name)
+        fd = dst
         m = self.dst.get(rid)
         srcs = self.src.get(rid)
         for e in range(e0, e0 + n):
@@ -360,6 +361,20 @@ class AsyncModel:
         st.pending.append(op)
         st.issued += 1
         self._event("cp.async", "issue", t, op.num, -1, site, dst.name)
+
+    def _flat(self, x) -> tuple:
+        """(a flat NumPy view of ``x``'s elements, the element of its allocation where it starts), kept per array:
+        a kernel hands the same arrays to every copy."""
+        got = self.flats.get(id(x))
+        if got is None or got[0] is not x:
+            a = x._a
+            if a.flags.c_contiguous:
+                got = (x, a.reshape(-1), x.offset // x.isz)
+            else:  # the simulator's own view (a copy would be refused there, named)
+                f = x.reshape(x.size)
+                got = (x, f._a, f.offset // f.isz)
+            self.flats[id(x)] = got
+        return got[1], got[2]
 
     def commit(self, site) -> None:
         t = self.launch.cur
