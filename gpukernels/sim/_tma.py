@@ -349,12 +349,29 @@ def tma_load_2d(smem, dst, tmap, row, col, bars, i):
     b.copies.append(op)
     model._event("tma", "issue", t, op.num, b.phase, site, smem.name)
     hook = model.launch.trace_hook
-    if hook is not None:  # the tracer sees the box's writes where the copy is issued (as a cp.async's)
-        for e in range(e0, e0 + count):
-            hook(flat, e - flat.offset // isz, _async.WRITE)
+    if hook is not None:  # the tracer sees the copy where it is issued (as a cp.async's): the box's reads, its writes
+        _trace_box(hook, model.launch, tmap, row, col, flat, e0 - flat.offset // isz, count)
     if model.rng is not None and model.rng.random() < 0.5:  # shuffle: this copy lands at once
         op.land()
         _progress(st, b, key)
+
+
+def _trace_box(hook, launch, tmap, row, col, flat, first, count) -> None:
+    """What the tracer sees of one copy, as one instruction of the kernel's line: the box's elements inside the tensor
+    read from the kernel's own argument that holds it (when it is one), then the ``count`` elements written from
+    ``first`` of the shared array ``flat``."""
+    data = np.asarray(getattr(tmap.tensor, "_ary", tmap.tensor))
+    arg = next((x for x in launch.kargs if getattr(x, "root", None) is data), None)
+    if arg is not None:
+        rows, cols = tmap.box
+        m, n = tmap.shape
+        st0, st1 = arg.st
+        for r in range(max(row, 0), min(row + rows, m)):
+            base = arg.offset + r * st0
+            for c in range(max(col, 0), min(col + cols, n)):
+                hook(arg, (base + c * st1) // arg.isz, READ)
+    for e in range(first, first + count):
+        hook(flat, e, _async.WRITE)
 
 
 def fence_proxy_tensormap_acquire(tmap):
