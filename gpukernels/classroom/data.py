@@ -321,9 +321,9 @@ def version_data(t, name: str, idea: str, step_word: str = "phase", races: bool 
                                             "itemsize": a.itemsize}
     steps = []
     labels = step_labels(E, step_word)
-    for (launch, phase, i0, i1), label in zip(E.steps, labels):
+    for (launch, phase, i0, i1), label, staged in zip(E.steps, labels, E.staged):
         steps.append({"launch": launch, "phase": phase, "intervals": [i0, i1], "label": label,
-                      "loads": {}, "stores": {}})
+                      "staged": list(staged), "loads": {}, "stores": {}})
     gsel = E.space == "global"
     for name_ in garrays:
         size = int(np.prod(garrays[name_]["shape"])) if garrays[name_]["shape"] else 1
