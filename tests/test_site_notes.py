@@ -58,3 +58,24 @@ def test_the_site_has_lesson_notes_and_no_engineering_log(tmp_path):
         assert "](../benchmarks/NOTES.md" not in text and "](benchmarks/NOTES.md" not in text, page
         found = PROCESS_TALK.findall(text)
         assert not found, f"{page.relative_to(tmp_path / 'src')}: {found}"
+
+
+#: A path of the machine a notebook ran on: the repository's, or any absolute path to a .py file (POSIX, Windows)
+MACHINE_PATH = re.compile(re.escape(str(ROOT)) + r"|(?<![\w./:])/(?:[\w.+-]+/)+[\w.+-]+\.py\b|\b[A-Za-z]:\\[^\s\"'<>]+\.py\b")
+
+
+def test_committed_notebooks_name_no_machine_path():
+    """What the site renders of a notebook -- its outputs, the classroom page each embeds (an iframe's srcdoc) --
+    names files relative to the package or the repository (gpukernels/matmul/k01_naive.py:28), never by a path of
+    the machine it ran on (the browser test, tests/test_site_student.py, reads the built pages the same way)."""
+    import html
+    import json
+
+    found = []
+    for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb")):
+        for i, cell in enumerate(json.loads(nb.read_text())["cells"]):
+            for out in cell.get("outputs", []):
+                for text in [out.get("text", "")] + [v for k, v in out.get("data", {}).items() if k.startswith("text/")]:
+                    text = html.unescape(html.unescape("".join(text) if isinstance(text, list) else text))
+                    found += [f"{nb.name}, cell {i}: {m.group(0)!r}" for m in list(MACHINE_PATH.finditer(text))[:2]]
+    assert not found, "\n".join(found[:20])

@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.needs_browser, pytest.mark.slow,
                                  reason="needs sphinx and myst-nb (pip install -e '.[dev]')")]
 
 #: An absolute path of a machine: this repository's, or any absolute POSIX or Windows path to a .py file
-MACHINE_PATH = re.compile(re.escape(str(ROOT)) + r"|(?<![\w.])/(?:[\w.+-]+/)+[\w.+-]+\.py\b|\b[A-Za-z]:\\[^\s\"'<>]+\.py\b")
+MACHINE_PATH = re.compile(re.escape(str(ROOT)) + r"|(?<![\w./:])/(?:[\w.+-]+/)+[\w.+-]+\.py\b|\b[A-Za-z]:\\[^\s\"'<>]+\.py\b")
 PROJECTOR = (1280, 720)
 FIGURE_PX = 12  # the least text size of a figure as shown
 
