@@ -360,7 +360,8 @@ def test_dispatcher_follows_readable_thresholds():
     assert list(at.VERSIONS)[0] == "naive"
 
 
-@pytest.mark.parametrize("d, causal", [(128, False), (100, True)], ids=["D=128", "D=100-causal"])
+@pytest.mark.parametrize("d, causal", long_tier_after(1, [pytest.param(100, True, id="D=100-causal"),
+                                                         pytest.param(128, False, id="D=128")]))
 def test_optimized_few_keys_past_d96_runs_blocks_of_4_warps(d, causal, seed):
     # 70 queries against 40 keys past D = 96: few keys, so blocks of 4 warps (2 of 64 rows) with Q split as read,
     # checked against float64 with a NaN-poisoned output
@@ -416,6 +417,7 @@ print(json.dumps(out))
 
 
 @pytest.mark.needs_cuda_toolchain
+@pytest.mark.slow  # a compile of its own; the default tier compiles the tensor-core steps' kernels
 def test_kernels_compile_without_local_memory():
     from gpukernels.resources import run_with_real_cuda
 
@@ -829,7 +831,7 @@ def test_block_order_covers_every_tile_once_longest_first(q_tiles, heads):
         assert [t for _, t in group] == sorted((t for _, t in group), reverse=True)  # the longest walks first
 
 
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("causal", long_tier_after(1, [True, False]), ids=["causal", "full"])
 def test_several_query_tiles_of_a_partial_head_group(causal, seed):
     # 5 heads: a group of 4 and one of 1; 130 queries: 3 tiles of 64 rows (tf32x3) or 2 of 128 / 5 of 32 (pipelined)
     shape = (1, 5, 130, 20, 16)
@@ -981,6 +983,7 @@ print(json.dumps(out))
 
 
 @pytest.mark.needs_cuda_toolchain
+@pytest.mark.slow  # a compile of its own; the default tier compiles the tensor-core steps' kernels
 def test_tf32x3_compiles_to_tf32_mma_without_local_memory():
     from gpukernels.resources import run_with_real_cuda
 

@@ -178,7 +178,7 @@ def test_few_columns_take_the_skinny_step_through_the_dispatcher(seed):
 
 
 @pytest.mark.parametrize("shape", [(70, 66, 600), pytest.param((130, 129, 520), marks=pytest.mark.slow),
-                                   (64, 64, 768)])
+                                   pytest.param((64, 64, 768), marks=pytest.mark.slow)])
 def test_split_k_slices(shape, seed):
     kernel, splits = k17_split_k.split_k_plan(*shape[:2], shape[2], aligned=True)
     assert splits > 1 and kernel.split_k
@@ -453,7 +453,7 @@ def test_small_products_take_the_128_thread_tile():
 
 
 @pytest.mark.parametrize("aligned", [True, False], ids=["16-byte", "4-byte"])
-@pytest.mark.parametrize("tile", long_tier_after(2, [t.name for t in matmul.k21_optimized.TILES]))
+@pytest.mark.parametrize("tile", long_tier_after(1, [t.name for t in matmul.k21_optimized.TILES]))
 def test_every_tile_the_estimate_weighs_is_correct(tile, aligned, seed):
     """Each tile of ``TILES``, whole and in 3 slices of K, on a product ragged along M, N and K (partial edge
     blocks, a short last slice), output NaN-poisoned, float64 reference."""
