@@ -326,6 +326,8 @@ def test_a_killed_graders_folder_is_removed_by_the_next_run_and_a_live_ones_is_n
             os.killpg(proc.pid, signal.SIGKILL)  # the session it started, should anything of it remain
     (killed,) = tmp.glob("gpukernels-grade-*")
     assert (killed / "0000_01_vector_add" / "inputs").is_dir()  # left behind: inputs, outputs, reports
+    past = time.time() - 10  # older than the instant a run takes to lock its new folder, however fast this was
+    os.utime(killed, (past, past))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     young = tmp / f"{scratch.PREFIX}{os.getpid()}-young"  # a live process's, not locked yet
     young.mkdir()
