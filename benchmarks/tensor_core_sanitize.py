@@ -6,8 +6,8 @@
 The shapes take every path: (33, 17, 31) has rows that are not 16-byte aligned (the ring filled by loads and
 stores), odd edges in M, N and K; (256, 264, 72) has aligned rows (cp.async), several k tiles, whole and edge
 blocks of 128 x 128 and 64 x 64. tf32x3 gets float32 inputs. Then the dispatcher's split-K, padded and wgmma
-split-K paths (DISPATCH), and wgmma's other block shapes (BLOCKS). Outputs start as NaN. Exit status 1 on a wrong
-result.
+split-K paths (DISPATCH), wgmma's other block shapes (BLOCKS), and the tma step where its ring goes round more than
+once (PHASES). Outputs start as NaN. Exit status 1 on a wrong result.
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ DISPATCH = [(16, 64, 4096), (1280, 2555, 71), (384, 1024, 16384), (4224, 100, 40
 #: on a shape with whole and edge tiles in both directions and a ragged last k tile
 BLOCKS = [(128, 8, 64), (64, 8, 64), (256, 4, 64), (128, 4, 128)]
 BLOCK_SHAPE = (200, 328, 200)
+#: The tma step with more k tiles than its 4 stages (each stage's mbarrier completes a second and third phase: the
+#: phase bit flips), whole and edge tiles both ways, B's last boxes wholly past N
+PHASES = [(200, 328, 648), (130, 520, 328)]
 
 
 def main() -> int:
@@ -55,6 +58,13 @@ def main() -> int:
         bad += not check.ok
         print(f"optimized    {'x'.join(map(str, shape)):12s} {check}  [{tc.optimized.describe(a, b)[:60]}]", flush=True)
     bad += blocks()
+    for shape in PHASES:
+        a, b = tc.make_inputs(shape, seed=1)
+        out = np.full(shape[:2], np.nan, np.float32)
+        tc.tma(a, b, out=out)
+        check = compare(out, tc.reference(a, b), 1e-3)
+        bad += not check.ok
+        print(f"tma          {'x'.join(map(str, shape)):12s} {check}", flush=True)
     return 1 if bad else 0
 
 
