@@ -8,8 +8,8 @@ missing or miscounted wait, a missing commit or barrier is a hazard the correctn
 
 from gpukernels import matmul
 from gpukernels.check import TOLERANCE
-from gpukernels.grade.spec import (Exercise, MaxLoadsPerElement, NoRaces, UsesShared, WarpInstructions, ceil_div,
-                                   readme_hints)
+from gpukernels.grade.spec import (DataFlow, Exercise, MaxLoadsPerElement, NoRaces, UsesShared, WarpInstructions,
+                                   ceil_div, readme_hints)
 
 TILE = 16
 THREADS = TILE * TILE
@@ -42,6 +42,7 @@ EXERCISE = Exercise(
     tolerance=TOLERANCE["matmul"],
     technique=[
         WarpInstructions("cp.async", copies, why="every thread copies its element of both tiles of every k tile"),
+        DataFlow("cp.async", why="multiply from the tiles the copies bring, not from global memory"),
         MaxLoadsPerElement("a", lambda shape: ceil_div(shape[1], TILE), why="stage tiles of a in shared memory"),
         MaxLoadsPerElement("b", lambda shape: ceil_div(shape[0], TILE), why="stage tiles of b in shared memory"),
         UsesShared(),
