@@ -39,32 +39,26 @@ BLOCK_SHAPE = (200, 328, 200)
 PHASES = [(200, 328, 648), (130, 520, 328)]
 
 
+def run(name: str, version, shape, dtype=np.float16, note=lambda a, b: "") -> int:
+    """``version`` on fresh inputs of ``shape`` into a NaN-poisoned output, checked against float64: 1 if wrong."""
+    a, b = tc.make_inputs(shape, seed=1, dtype=dtype)
+    out = np.full(shape[:2], np.nan, np.float32)
+    version(a, b, out=out)
+    check = compare(out, tc.reference(a, b), 1e-3)
+    print(f"{name:12s} {'x'.join(map(str, shape)):12s} {check}{note(a, b)}", flush=True)
+    return int(not check.ok)
+
+
 def main() -> int:
     bad = 0
     for shape in SHAPES:
         for name, version in tc.VERSIONS.items():
-            dtype = np.float32 if name == "tf32x3" else np.float16
-            a, b = tc.make_inputs(shape, seed=1, dtype=dtype)
-            out = np.full(shape[:2], np.nan, np.float32)
-            version(a, b, out=out)
-            check = compare(out, tc.reference(a, b), 1e-3)
-            bad += not check.ok
-            print(f"{name:12s} {'x'.join(map(str, shape)):12s} {check}", flush=True)
+            bad += run(name, version, shape, np.float32 if name == "tf32x3" else np.float16)
     for shape in DISPATCH:
-        a, b = tc.make_inputs(shape, seed=1)
-        out = np.full(shape[:2], np.nan, np.float32)
-        tc.optimized(a, b, out=out)
-        check = compare(out, tc.reference(a, b), 1e-3)
-        bad += not check.ok
-        print(f"optimized    {'x'.join(map(str, shape)):12s} {check}  [{tc.optimized.describe(a, b)[:60]}]", flush=True)
+        bad += run("optimized", tc.optimized, shape, note=lambda a, b: f"  [{tc.optimized.describe(a, b)[:60]}]")
     bad += blocks()
     for shape in PHASES:
-        a, b = tc.make_inputs(shape, seed=1)
-        out = np.full(shape[:2], np.nan, np.float32)
-        tc.tma(a, b, out=out)
-        check = compare(out, tc.reference(a, b), 1e-3)
-        bad += not check.ok
-        print(f"tma          {'x'.join(map(str, shape)):12s} {check}", flush=True)
+        bad += run("tma", tc.tma, shape)
     return 1 if bad else 0
 
 

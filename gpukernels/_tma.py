@@ -267,29 +267,29 @@ else:
         # the data pointer of a (global) array, as a 64-bit generic address
         return builder.ptrtoint(context.make_array(ty)(context, builder, value=v).data, _I64)
 
-    @intrinsic
-    def mbarrier_init(typingctx, bars, i, count):
-        if not (_is_bars(bars, i) and isinstance(count, types.Integer)):
-            return None
+    def _with_operand(name: str, text: str):
+        # an instruction on mbarrier bars[i] ($0: its shared address) with one 32-bit operand ($1: a count of
+        # arrivals, of bytes, or a parity)
+        def typer(typingctx, bars, i, v):
+            if not (_is_bars(bars, i) and isinstance(v, types.Integer)):
+                return None
 
-        def codegen(context, builder, sig, args):
-            _asm(builder, ir.VoidType(), "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}",
-                 [_bar(context, builder, sig, args), _i32(context, builder, args[2], sig.args[2])])
-            return context.get_dummy_value()
+            def codegen(context, builder, sig, args):
+                _asm(builder, ir.VoidType(), text, "r,r,~{memory}",
+                     [_bar(context, builder, sig, args), _i32(context, builder, args[2], sig.args[2])])
+                return context.get_dummy_value()
 
-        return types.void(bars, i, count), codegen
+            return types.void(bars, i, v), codegen
 
-    @intrinsic
-    def mbarrier_arrive_expect_tx(typingctx, bars, i, nbytes):
-        if not (_is_bars(bars, i) and isinstance(nbytes, types.Integer)):
-            return None
+        typer.__name__ = name
+        return intrinsic(typer)
 
-        def codegen(context, builder, sig, args):
-            _asm(builder, ir.VoidType(), "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r,~{memory}",
-                 [_bar(context, builder, sig, args), _i32(context, builder, args[2], sig.args[2])])
-            return context.get_dummy_value()
-
-        return types.void(bars, i, nbytes), codegen
+    mbarrier_init = _with_operand("mbarrier_init", "mbarrier.init.shared::cta.b64 [$0], $1;")
+    mbarrier_arrive_expect_tx = _with_operand("mbarrier_arrive_expect_tx",
+                                              "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;")
+    # try_wait in a loop, inside the PTX (labels are local to the braces, so the loop may be inlined many times)
+    mbarrier_wait = _with_operand("mbarrier_wait", "{ .reg .pred p; WAIT: mbarrier.try_wait.parity.shared::cta.b64 p, "
+                                  "[$0], $1; @!p bra WAIT; }")
 
     @intrinsic
     def mbarrier_arrive(typingctx, bars, i):
@@ -315,20 +315,6 @@ else:
             return builder.icmp_unsigned("!=", done, ir.Constant(_I32, 0))
 
         return types.boolean(bars, i, parity), codegen
-
-    @intrinsic
-    def mbarrier_wait(typingctx, bars, i, parity):
-        # try_wait in a loop, inside the PTX (labels are local to the braces, so the loop may be inlined many times)
-        if not (_is_bars(bars, i) and isinstance(parity, types.Integer)):
-            return None
-
-        def codegen(context, builder, sig, args):
-            _asm(builder, ir.VoidType(), "{ .reg .pred p; WAIT: mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1; "
-                 "@!p bra WAIT; }", "r,r,~{memory}",
-                 [_bar(context, builder, sig, args), _i32(context, builder, args[2], sig.args[2])])
-            return context.get_dummy_value()
-
-        return types.void(bars, i, parity), codegen
 
     def _is_map(tmap) -> bool:
         return isinstance(tmap, types.Array) and tmap.dtype == types.uint64 and tmap.ndim == 1

@@ -89,15 +89,23 @@ def test_encode_gives_the_driver_the_description(monkeypatch):
 # ----------------------------------------------------------------------------------------------------------
 
 
+@cuda.jit(device=True)
+def init_barriers(bars, count):
+    # thread 0 initialises every barrier of ``bars`` for ``count`` arrivals a phase, visible to the copy engine; then
+    # to every thread
+    if cuda.threadIdx.x == 0:
+        for s in range(bars.shape[0]):
+            mbarrier_init(bars, s, count)
+        fence_mbarrier_init()
+    cuda.syncthreads()
+
+
 @cuda.jit(extensions=[TENSOR_MAPS])
 def one_box(tmap, out, row, col, nbytes):
     smem = cuda.shared.array(2048, types.uint8)
     bars = cuda.shared.array(1, types.uint64)
     t = cuda.threadIdx.x
-    if t == 0:
-        mbarrier_init(bars, 0, 1)
-        fence_mbarrier_init()
-    cuda.syncthreads()
+    init_barriers(bars, 1)
     if t == 0:
         mbarrier_arrive_expect_tx(bars, 0, nbytes)
         tma_load_2d(smem, 0, tmap, row, col, bars, 0)
@@ -142,11 +150,7 @@ def ring(tmap, out, rounds):
     smem = cuda.shared.array(2048, types.float16)
     bars = cuda.shared.array(2, types.uint64)
     t = cuda.threadIdx.x
-    if t == 0:
-        for s in range(2):
-            mbarrier_init(bars, s, 2)
-        fence_mbarrier_init()
-    cuda.syncthreads()
+    init_barriers(bars, 2)
     for q in range(rounds):
         s = q % 2
         if t == 0:
@@ -172,10 +176,7 @@ def planted(tmap, out, what):
     smem = cuda.shared.array(2816, types.float16)  # 5.5 KB
     bars = cuda.shared.array(1, types.uint64)
     t = cuda.threadIdx.x
-    if t == 0:
-        mbarrier_init(bars, 0, 1)
-        fence_mbarrier_init()
-    cuda.syncthreads()
+    init_barriers(bars, 1)
     if t == 0:
         dst = 0
         if what == 1:
