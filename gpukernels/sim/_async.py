@@ -28,7 +28,8 @@ run on with the values a GPU might have given it. ``docs/simulator.md`` says wha
 
 The record is the base of the next asynchronous operations (TMA copies, ``mbarrier`` transaction counts): an
 operation is an :class:`InFlight` with destination and source ranges and a way to complete it (:meth:`InFlight.land`),
-completed by whatever waits for it (a ``wait_group`` here, an ``mbarrier`` phase there) through :meth:`AsyncModel.waited`.
+completed by whatever waits for it (a ``wait_group`` here, an ``mbarrier`` phase there) through
+:meth:`AsyncModel.complete`.
 """
 
 from __future__ import annotations
@@ -402,10 +403,14 @@ class AsyncModel:
         st = self.state(t)
         while len(st.groups) > n:
             group, ops = st.groups.popleft()
-            self._land(t, ops, site)
-            self.waited_for(t, st, ops, site)
+            self.complete(t, ops, site)
         st.last_wait = (site, n, st.committed)
         self._event("cp.async", "wait", t, -1, st.committed - n - 1, site)
+
+    def complete(self, t, ops, site) -> None:
+        """``ops`` land (if they have not) and are waited for by thread ``t`` at ``site``: what a wait does."""
+        self._land(t, ops, site)
+        self.waited_for(t, self.state(t), ops, site)
 
     def waited_for(self, t, st, ops, site) -> None:
         """Mark ``ops`` waited for by ``t`` (visible to it now, to every thread after the next barrier), and their
