@@ -2,16 +2,17 @@
 ``split_keys_f16``, ``tf32x3``, ``split_keys``, ``fused_rows`` or ``tiled``, by rules a student can call and read
 (``attention.optimized.choose(B, H, Sq, Sk, D, causal, half)``).
 
-**float16 inputs** go to the tensor cores: ``pipelined`` (step 5) -- on an H200 the fastest step wherever it can run,
-with its own plan (two m16 tiles of queries per warp where its blocks fill the SMs,
+**float16 inputs** go to the tensor cores: ``pipelined`` (step 5) -- on an H200 the fastest step wherever it can
+run, with its own plan (two m16 tiles of queries per warp where its blocks fill the SMs,
 `gpukernels.attention.k05_pipelined.plan`) -- except for **decoding with few heads**: at most SPLIT_MAX_SQ = 16
 queries per head (one m16 tile) where a block per (query tile, head) would give the SMs fewer than SLICE_BLOCKS = 4
 blocks each and the keys make slices of at least 4 K/V tiles (`split_keys_f16.slices_for` > 1; e.g. 1 x 32 heads x
 8192 keys: 32 blocks for 132 SMs). There ``split_keys_f16`` (step 8) cuts the keys into slices, a one-warp block
-each, and merges their states. This rule is predicted, from float32's ``split_keys`` (1.87x torch on a decode of
-8 x 32 x 32768 keys, where a warp per row ran below torch) and from ``pipelined``'s 0.21x FlashAttention-2 at
-1 x 32 x 1 x 8192 x 128 on an H100 -- until a GPU run times ``split_keys_f16`` itself. D must be a multiple of 16,
-as for the tensor-core steps themselves. **float32 inputs**, by these rules:
+each, and merges their states. This rule is predicted, from float32's ``split_keys`` (on an H200, 2026-12-05: 1.87x
+torch's SDPA at 8 x 32 x 1 x 32768 x 128, 2.6 TB/s of K and V, where a warp per row took 15 times as long) and from
+``pipelined``'s 0.21x FlashAttention-2 at 1 x 32 x 1 x 8192 x 128 (0.255 against 0.054 ms on an H100, December 2026)
+-- until a GPU run times ``split_keys_f16`` itself. D must be a multiple of 16, as for the tensor-core steps
+themselves. **float32 inputs**, by these rules:
 
 1. **Few queries** (Sq <= FUSED_MAX_SQ = 8, decoding one token at a time): a warp per query row. A tile of queries
    would be at least three quarters padding, and a warp per row wastes nothing; with so few queries attention is a
