@@ -6,6 +6,8 @@
         python3 benchmarks/sdpa_kernels.py sdpa32   # torch's float32 attention kernel
     ncu ... -k regex:pipelined --launch-count 2 python3 benchmarks/sdpa_kernels.py pipe   # attention.pipelined,
                                                                                    # not causal, then causal
+    ncu ... -k regex:"split_keys|merge|flash" python3 benchmarks/sdpa_kernels.py decode   # float16 decoding at
+        # 1 x 32 x 1 x 8192 x 128: split_keys_f16's two launches, then SDPA's flash backend on the same inputs
 
 At 8 x 16 x 4096^2 x 128 (benchmarks/NOTES.md, attention: what the float32 peer is).
 """
@@ -22,7 +24,7 @@ from numba import cuda  # noqa: E402
 from gpukernels import attention as at  # noqa: E402
 
 what = sys.argv[1]
-shape = (8, 16, 4096, 4096, 128)
+shape = (1, 32, 1, 8192, 128) if what == "decode" else (8, 16, 4096, 4096, 128)
 b, h, sq, sk, d = shape
 q, k, v = at.make_inputs(shape, seed=7)
 if what == "names":
@@ -50,3 +52,14 @@ elif what == "pipe":
                                             causal=causal):
             launch()
         cuda.synchronize()
+elif what == "decode":
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    t = [torch.from_numpy(x.astype(np.float16)).cuda() for x in (q, k, v)]
+    out = torch.empty((b, h, sq, d), device="cuda")
+    for launch in at.split_keys_f16.launches(*(cuda.as_cuda_array(x) for x in t), out=cuda.as_cuda_array(out)):
+        launch()
+    cuda.synchronize()
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        F.scaled_dot_product_attention(*t)
+    torch.cuda.synchronize()
+
