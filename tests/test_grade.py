@@ -37,8 +37,16 @@ FIXTURES = Path(__file__).parent / "fixtures" / "submissions"
 NAMES = list(available(EXERCISES))
 TIMEOUT = 120.0  # generous: the suite runs on 2 busy cores; the infinite loop has its own, short limit
 SEEDS = 3
-# The default tier grades every fixture and solution with one seed; the long tier adds the other SEEDS - 1.
+# The default tier grades every solution with one seed, and of the fixtures those it takes to see each check of each
+# exercise catch what it catches (`default_tier_fixtures`), with one seed; the long tier grades the other fixtures
+# with one seed and every fixture and solution with SEEDS - 1 more.
 SEED_TIERS = [pytest.param(1, id="1seed"), pytest.param(SEEDS - 1, id=f"{SEEDS - 1}more", marks=pytest.mark.slow)]
+# (exercises, seeds, which fixtures): the default tier in one grader run (one pool of workers to start); the long
+# tier in three groups of exercises, which pytest-xdist spreads over its workers
+FIXTURE_TIERS = [pytest.param("01-99", 1, "default", id="01-99-1seed")] + [
+    pytest.param(group, seeds, which, id=f"{group}-{label}", marks=pytest.mark.slow)
+    for group in ("01-04", "05-09", "10-99") for seeds, which, label in ((1, "rest", "1seed-rest"),
+                                                                          (SEEDS - 1, "all", f"{SEEDS - 1}more"))]
 SLOW = {"01_vector_add/infinite_loop"}  # graded alone, with a short time limit
 
 STATEMENT = re.compile(r"Expected: pass (?P<passed>[\w, ]+?)(?:; fail (?P<gate>\w+) \(\"(?P<fragment>[^\"]+)\"\))?"
@@ -156,12 +164,28 @@ def _grade_many(files, seeds_per_file: int, speed: bool, timeout: float = TIMEOU
     return owners, results, seeds
 
 
+def default_tier_fixtures(files) -> set:
+    """The fixtures the default tier grades: every refused one (admission is cheap: nothing runs) and, of each
+    exercise, the first (by name) of those stating each gate they fail or that they pass every gate -- so each check
+    of each exercise is seen to catch what it catches, or to let a right variant through; the long tier grades the
+    rest."""
+    keep, seen = set(), set()
+    for path in sorted(files):
+        gate = statement(path)["gate"]
+        if gate == "admission" or (path.parent.name, gate) not in seen:
+            keep.add(_key(path))
+            seen.add((path.parent.name, gate))
+    return keep
+
+
 @pytest.mark.needs_cuda_toolchain  # the stated scores count the compiles gate (test_no_toolchain: without it)
-@pytest.mark.parametrize("n_seeds", SEED_TIERS)
-@pytest.mark.parametrize("group", ["01-04", "05-09", "10-19"])
-def test_every_fixture_scores_what_it_says_with_fresh_seeds(group, n_seeds):
+@pytest.mark.parametrize("group,n_seeds,which", FIXTURE_TIERS)
+def test_every_fixture_scores_what_it_says_with_fresh_seeds(group, n_seeds, which):
     lo, hi = group.split("-")
     files = [p for p in FIXTURE_FILES if lo <= p.parent.name[:2] <= hi and _key(p) not in SLOW]
+    if which != "all":
+        quick = default_tier_fixtures(FIXTURE_FILES)
+        files = [p for p in files if (_key(p) in quick) == (which == "default")]
     owners, results, seeds = _grade_many(files, n_seeds, speed=False)
     problems = [f"{msg} [seed {s}]" for o, r, s in zip(owners, results, seeds)
                 for msg in _mismatches([o], [r], speed=False)]
