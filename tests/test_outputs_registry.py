@@ -28,8 +28,6 @@ NOT_RUN = "Not in this benchmark run"
 
 #: Notebooks whose committed outputs are older than the registry and wait for a GPU re-run (not regenerated here).
 STALE: dict = {  # name -> why, e.g. "its versions table has 19 of 21 rows; re-run the notebook on the GPU"
-    "05_tensor_cores": "its versions tables have 8 of tensor_core's 9 rows (no tma, step 7); re-run the notebook",
-    "06_attention": "its versions tables have 8 of attention's 9 rows (no split_keys_f16, step 8); re-run the notebook",
 }
 
 
