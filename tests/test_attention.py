@@ -1212,7 +1212,8 @@ for d in map(int, sys.argv[1:]):
     log = _assemble(ptx, "sm_90")
     res = re.search(r"used (\d+) registers.*?(\d+) bytes smem.*?(\d+) bytes lmem", log, re.S)
     spill = re.search(r"(\d+) bytes spill stores", log)
-    out[d] = {"registers": int(res[1]), "smem": int(res[2]), "lmem": int(res[3]), "spill": int(spill[1]) if spill else 0,
+    out[d] = {"registers": int(res[1]), "smem": int(res[2]), "lmem": int(res[3]),
+              "spill": int(spill[1]) if spill else 0,
               "local": ptx.count("ld.local") + ptx.count("st.local"), "mma": ptx.count("mma.sync.aligned.m16n8k16"),
               "ldmatrix": ptx.count("ldmatrix.sync"), "cp_async": ptx.count("cp.async.cg.shared.global"),
               "ex2": ptx.count("ex2.approx")}

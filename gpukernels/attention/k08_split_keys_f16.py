@@ -23,8 +23,8 @@ exp(m_s - M) is then 2^(m_s / ln 2 - M / ln 2), the same rescale.
 A block holds one warp, 16 query rows: with few queries the other warps of ``pipelined``'s block (4, or 8 past D =
 96) would only copy, and each thread holds 220 registers at D = 128 (ptxas for sm_90, 2026-12-07) -- one such block
 per SM. A block of one warp holds one K and one V tile in shared memory (35 KB at D = 128), so an SM runs several
-(`gpukernels resources` reports how many), each with its own copies in flight. ``slices_for`` picks enough slices for SLICE_BLOCKS blocks per SM, each slice at least MIN_TILES K/V tiles
-(MIN_CHUNK keys, as ``split_keys``' runs).
+(`gpukernels resources` reports how many), each with its own copies in flight. ``slices_for`` picks enough slices
+for SLICE_BLOCKS blocks per SM, each slice at least MIN_TILES K/V tiles (MIN_CHUNK keys, as ``split_keys``' runs).
 
 A slice with no key for some row -- under the causal mask, past that query's last key, or a block's whole slice past
 its queries (a query tile of an early query sees few keys) -- has m = -inf, l = 0 and acc = 0: weight exp(-inf - M) = 0

@@ -94,9 +94,9 @@ def choose(b: int, h: int, sq: int, sk: int, d: int, causal: bool = False, half:
                           f"float16, {sq} quer{'y' if sq == 1 else 'ies'} per head (<= {SPLIT_MAX_SQ}) x "
                           f"{count(b * h, 'head')}: {count(blocks, 'block')} would give the {sms} SMs fewer than "
                           f"{SLICE_BLOCKS} each; the keys in {split['splits']} slices of {split['chunk']} ({tiles} K/V "
-                          f"tiles of {HALF_KEYS}, >= {MIN_TILES}), {count(blocks * split['splits'], 'block')} of one warp "
-                          f"on the tensor cores, then a merge of each row's {split['splits']} partial softmax states "
-                          f"(a rule predicted from float32's split_keys until a GPU run times this step)")
+                          f"tiles of {HALF_KEYS}, >= {MIN_TILES}), {count(blocks * split['splits'], 'block')} of one "
+                          f"warp on the tensor cores, then a merge of each row's {split['splits']} partial softmax "
+                          f"states (a rule predicted from float32's split_keys until a GPU run times this step)")
     if half:
         layout = pipelined_plan(b * h, sq, d, sms)
         rows = layout["rows_per_warp"] * layout["warps"]
