@@ -120,8 +120,9 @@ class TmaCopy(InFlight):
             why = f"this thread has not waited on mbarrier {b.name} (mbarrier_wait) for the phase the copy completes"
         elif last[2]:
             hazard = "wrong phase"
+            cur = last[3] + 1
             why = (f"this thread's wait at {describe(last[0])} asked for parity {last[1]}, and returned at once: the "
-                   f"barrier was in phase {last[3] + 1} (parity {(last[3] + 1) & 1}), so the phase of parity {last[1]} it "
+                   f"barrier was in phase {cur} (parity {cur & 1}), so the phase of parity {last[1]} it "
                    f"counted as completed was the one before. The copy completes phase {phase}: wait on parity "
                    f"{phase & 1} (a ring of S stages: k tile kt completes phase kt // S of its barrier)")
         else:
@@ -390,7 +391,7 @@ def _stuck(st: TmaState):
     if not st.parked:
         return None
     launch = st.model.launch
-    parts, first = [], None
+    parts, first, arrivals = [], None, False
     for b in st.bars.values():
         if not b.waiters:
             continue
@@ -400,6 +401,7 @@ def _stuck(st: TmaState):
                + ", ".join(str((w.idx.x, w.idx.y, w.idx.z)) for w, _, _ in b.waiters[:4])
                + (", ..." if len(b.waiters) > 4 else ""))
         if b.pending:
+            arrivals = True
             lacks = (f"{b.pending} of its {b.count} arrival{'s' if b.count != 1 else ''} never come"
                      + (f" (the last one came from thread {b.last_arrive[0]} at {describe(b.last_arrive[1])}, in "
                         f"an earlier phase or this one)" if b.last_arrive else " (no thread ever arrived)"))
@@ -417,9 +419,10 @@ def _stuck(st: TmaState):
     t, site, b = first
     block = (launch.blockIdx.x, launch.blockIdx.y, launch.blockIdx.z)
     text = (f"mbarrier hazard (deadlock) in kernel {launch.name!r}, block {block}: " + "; ".join(parts)
-            + ". On a GPU the kernel hangs here. A wait on the wrong phase? The phase a wait asks for is the "
-            "barrier's next completion: its parity flips each time the barrier completes (a ring of S stages: k "
-            "tile kt is phase kt // S of its barrier, parity (kt // S) & 1)")
+            + ". On a GPU the kernel hangs here."
+            + (" A wait on the wrong phase? The phase a wait asks for is the barrier's next completion: its parity "
+               "flips each time the barrier completes (a ring of S stages: k tile kt is phase kt // S of its "
+               "barrier, parity (kt // S) & 1)" if arrivals else ""))
     from ._source import location
 
     return _async.AsyncHazardError(text, hazard="deadlock", issue_location=location(*b.init_site),
