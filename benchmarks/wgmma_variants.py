@@ -1,7 +1,8 @@
 """Block-tile widths and ring depths of the wgmma step (tensor_core.k06_wgmma.make_wgmma_kernel), timed on a GPU:
-the measurements behind step 6's 128 x 256 tile and 4-stage ring.
+the measurements behind step 6's 128 x 256 tile and 4-stage ring. ``--tma`` times each variant's twin from step 7
+(tensor_core.k07_tma.make_tma_kernel: the same kernel fed by TMA) beside it.
 
-    GPUKERNELS_DEVICE=gpu python3 benchmarks/wgmma_variants.py [--shapes 4096,4096,4096 ...]
+    GPUKERNELS_DEVICE=gpu python3 benchmarks/wgmma_variants.py [--shapes 4096,4096,4096 ...] [--small] [--tma]
 
 Each variant's result is checked against float64 (on a NaN-poisoned output) before it is timed as the benchmark
 times (`gpukernels._timing.Timer`: CUDA-graph replay, input sets rotated past L2, median); torch.mm (fp16 in, fp32
@@ -27,7 +28,9 @@ from tensor_core_check import rel_error  # noqa: E402
 
 from gpukernels import tensor_core as tc  # noqa: E402
 from gpukernels._timing import Timer, _configure_torch  # noqa: E402
+from gpukernels._tma import TensorMap  # noqa: E402
 from gpukernels.tensor_core.k06_wgmma import make_wgmma_kernel, wgmma_launch  # noqa: E402
+from gpukernels.tensor_core.k07_tma import make_tma_kernel, tma_launch  # noqa: E402
 
 # (block columns, ring stages, wgmma groups kept running, tile rows per group of the block order[, block rows])
 VARIANTS = [(256, 4, 1, 8), (256, 4, 0, 8), (256, 4, 1, 1), (256, 4, 1, 16), (256, 3, 0, 8), (128, 4, 1, 8),
@@ -42,10 +45,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--shapes", nargs="*")
     parser.add_argument("--small", action="store_true", help="the small-tile variants (SMALL)")
+    parser.add_argument("--tma", action="store_true", help="each variant fed by TMA too (step 7's kernel)")
     args = parser.parse_args(argv)
     shapes = [tuple(int(v) for v in s.split(",")) for s in args.shapes] if args.shapes else SHAPES
+    variants = SMALL if args.small else VARIANTS
     kernels = {v: make_wgmma_kernel(v[0], v[1], keep=v[2], group=v[3], bm=v[4] if len(v) > 4 else 128)
-               for v in (SMALL if args.small else VARIANTS)}
+               for v in variants}
+    tma_kernels = {v: make_tma_kernel(v[0], v[1], keep=v[2], group=v[3], bm=v[4] if len(v) > 4 else 128)
+                   for v in (variants if args.tma else ())}
     _configure_torch(torch)
     timer = Timer(torch)
     for shape in shapes:
@@ -62,10 +69,14 @@ def main(argv=None) -> int:
               f"({timer.method}, {sets} input sets)", flush=True)
         candidates = [("optimized (today's plan)", lambda x, y, z: tc.optimized.plan(x, y, z))]
         candidates += [(v, lambda x, y, z, kernel=kernel: wgmma_launch(kernel, x, y, z)) for v, kernel in kernels.items()]
+        candidates += [(f"tma {v}", lambda x, y, z, kernel=kernel: tma_launch(kernel, x, y, z))
+                       for v, kernel in tma_kernels.items()]
         for v, plan in candidates:
             try:  # Numba's views of the tensors, as the benchmark passes them; one failing variant skips only itself
                 plans = [plan(*(cuda.as_cuda_array(t) for t in ins[i]), cuda.as_cuda_array(outs[i]))
                          for i in range(sets)]
+                for x in (x for p in plans for launch in p for x in launch.args if isinstance(x, TensorMap)):
+                    x.device_array()  # every input set's maps encoded now: none may be copied during a graph capture
                 outs[0].fill_(float("nan"))
                 for launch in plans[0]:
                     launch()
