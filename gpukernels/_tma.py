@@ -29,8 +29,9 @@ The instructions (``bars``: a shared ``uint64`` array of barriers, ``i`` which o
 * ``tma_load_2d(smem, dst, tmap, row, col, bars, i)``: ``cp.async.bulk.tensor.2d.shared::cluster.global.tile
   .mbarrier::complete_tx::bytes`` -- the box of ``tmap`` whose first element is (``row``, ``col``) of the tensor,
   into ``smem`` from flat element ``dst`` on, completing its bytes on barrier ``i``. The destination must be
-  128-byte aligned, 1024-byte with the 128-byte swizzle (its pattern repeats every 8 rows of 128 bytes). The PTX
-  takes the coordinates innermost first: ``{col, row}``.
+  128-byte aligned, and with a swizzle aligned to the swizzle's period: 1024 bytes for the 128-byte swizzle (its
+  pattern repeats every 8 rows of 128 bytes), 512 and 256 for the 64- and 32-byte ones. The PTX takes the
+  coordinates innermost first: ``{col, row}``.
 * ``fence_proxy_tensormap_acquire(tmap)``: ``fence.proxy.tensormap::generic.acquire.sys`` on the 128 bytes of the
   map, and ``prefetch_tensormap(tmap)``: ``prefetch.tensormap`` (below: why the map needs the fence).
 * ``fence_proxy_async()``: ``fence.proxy.async.shared::cta`` (`gpukernels._mma`'s): shared memory written by ordinary
@@ -51,8 +52,8 @@ maps for the arrays of that call (cached by address, shape and box).
 The simulator runs the same calls: a copy is in flight until a wait needs its bytes, the barrier's phases and
 transaction counts are exact, and a wait on the wrong phase, a box past the end of its shared array, a misaligned
 destination or a stage read before its barrier completed is an error naming the kernel's line (a box the tensor map
-does not allow is refused where the `TensorMap` is made).
-TMA and mbarriers need sm_90; ``wgmma`` beside them sm_90a.
+does not allow is refused where the `TensorMap` is made). TMA and mbarriers need sm_90; ``wgmma`` beside them
+sm_90a.
 """
 
 from __future__ import annotations
