@@ -396,9 +396,11 @@ def stage(src: Path, classroom: Path = CLASSROOM) -> dict:
              "an H200 measured. The notebooks are shown with the outputs they were committed with (the first "
              "output of each says where and when it ran); run them yourself -- [Install and run](docs/install.md) "
              "says how, on a laptop without a GPU or in Colab.", "",
-             "New here? Install, then read the notebooks in order, from "
-             "[00 · Start here](notebooks/00_start_here.ipynb) to 06 (attention), with the previous / next links "
-             "under each page; the exercises a notebook points to are graded by `gpukernels grade`.", ""]
+             "New here? Install, read [00 · Start here](notebooks/00_start_here.ipynb), do exercises 01-03 "
+             "([vector add](exercises/01_vector_add/README.md), [matrix add](exercises/02_matrix_add/README.md), "
+             "[block sum](exercises/03_block_sum/README.md): `gpukernels grade 01` grades the first), then go on "
+             "with 01 (matmul) and the notebooks after it in order, with the previous / next links under each page; "
+             "each says what to read before it.", ""]
     for section, paths in pages.items():
         if not paths:
             continue
