@@ -8,7 +8,8 @@ Phase 1, at once (correctness: the GPU is shared, nothing is timed):
   * ``suite``: the whole test suite with ``GPUKERNELS_DEVICE=gpu`` (``--workers`` pytest-xdist processes);
   * ``sanitize``: ``compute-sanitizer`` memcheck, racecheck and synccheck over ``benchmarks/sanitize_lessons.py``
     (every version of every lesson at its small odd test shapes, each output checked against float64), one process
-    per tool and lesson;
+    per tool and lesson, ``--sanitize-jobs`` at a time; then, while the phase has time, over the lessons' own
+    scripts (``EXTRA_SANITIZE``: the dispatchers' other paths at larger shapes);
   * ``fuzz``: ``benchmarks/fuzz.py`` for ``--fuzz-seconds`` (random shapes across the dispatchers' regimes).
 Phase 2, alone on the GPU (timing): ``bench``, the standard benchmark (``gpukernels bench``), one lesson at a time in
 the order given -- by default the lessons whose newest committed session measured them longest ago first -- each
@@ -54,6 +55,9 @@ TOOLS = {"memcheck": ["--report-api-errors", "no"], "racecheck": [], "synccheck"
 #: up): a lesson is started only when this still fits before the deadline.
 BENCH_S = {"softmax": 60, "cbr": 110, "matmul": 160, "tensor_core": 150, "attention": 200}
 MARGIN_S = 15  # kept at the end of the budget for writing the report
+#: The lessons' own sanitizer scripts, run after the registry-wide one while phase 1 has time left.
+EXTRA_SANITIZE = ("benchmarks/attention_sanitize.py", "benchmarks/tensor_core_sanitize.py",
+                  "benchmarks/matmul_tiles_sanitize.py", "benchmarks/winograd_sanitize.py")
 
 
 class Session:
@@ -210,6 +214,11 @@ def phase_one(s: Session, args, env, report) -> None:
                 for lesson in LESSONS:
                     queue.append((name, lesson, [tool, "--tool", name, *opts, sys.executable,
                                                  "benchmarks/sanitize_lessons.py", lesson]))
+            # then, while phase 1 has time, the lessons' own scripts: larger shapes that take the dispatchers'
+            # other paths (split-K, several key slices, every tile), which the small test shapes do not reach
+            for script in EXTRA_SANITIZE:
+                for name, opts in TOOLS.items():
+                    queue.append((name, Path(script).stem, [tool, "--tool", name, *opts, sys.executable, script]))
     logs = {}
     running = []
     # The sanitizer runs go args.sanitize_jobs at a time beside the suite (each is one GPU context and one core).
@@ -364,7 +373,7 @@ def main(argv=None) -> int:
     p.add_argument("--skip", nargs="+", default=[], choices=PHASES, metavar="PHASE",
                    help=f"leave out phases among {', '.join(PHASES)}")
     p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 4) - 4))
-    p.add_argument("--sanitize-jobs", type=int, default=3)
+    p.add_argument("--sanitize-jobs", type=int, default=4)
     p.add_argument("--fuzz-seconds", type=float, default=60.0)
     p.add_argument("--seed", type=int, default=int(time.time()) % 100000)
     p.add_argument("--device", choices=("gpu", "sim"), default="gpu",
