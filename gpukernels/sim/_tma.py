@@ -69,7 +69,7 @@ class TmaCopy(InFlight):
     """A ``cp.async.bulk.tensor`` in flight: it lands on its barrier's phase, and a thread may read its destination
     once its own wait has seen that phase complete."""
 
-    __slots__ = ("state", "bar", "box", "nbytes", "phase", "tmap", "coords", "dst_byte", "raw")
+    __slots__ = ("state", "bar", "nbytes", "phase", "tmap", "coords", "dst_byte", "raw")
     own_rules = True
 
     def visible(self, t) -> bool:
