@@ -298,6 +298,30 @@ def test_step_labels_say_what_the_step_does(page, screen):
 
 
 @pytest.mark.needs_browser
+def test_the_tensor_core_page_shows_the_kernels_lines_and_the_swizzle(page, screen):
+    """The warp view names the student's kernel line first (k02_ldmatrix.py's ``sa[...] = half_at(a, ...)``), the
+    helper's ``return x[i, j]`` in _common.py only as the way it reaches memory; and the swizzled tiles are drawn in
+    128-byte lines whose 16-byte chunks change order from line to line (ldmatrix's keep theirs)."""
+    lesson, versions, _, data, path = page
+    if lesson != "tensor_core":
+        pytest.skip("the tensor-core page")
+    show(screen, path, 1920, 1080)
+    for side in (0, 1):
+        first = screen.find_element("css selector", f"#sec-warp #side{side} .source").text
+        assert first.startswith(f"gpukernels/tensor_core/k0{side + 1}_"), first
+    # each 128-byte line of the swizzled A tile: the chunks' colours in order along the line
+    rows = screen.execute_script("""
+      const svg = document.querySelector('#side1 [data-tile="sa"] svg');
+      const by = {};
+      for (const r of svg.querySelectorAll('rect[data-e]')) {
+        const e = Number(r.getAttribute('data-e')), line = Math.floor(e / 64), chunk = Math.floor((e % 64) / 8);
+        (by[line] ||= [])[chunk] = r.getAttribute('fill');
+      }
+      return Object.values(by).filter((cs) => cs.every((c) => c && c !== '#BBBBBB' && c !== '#f4f4f4'));""")
+    assert len(rows) >= 2 and len({tuple(r) for r in rows}) > 1, rows[:4]  # the order changes: the swizzle
+
+
+@pytest.mark.needs_browser
 def test_keys_scroll_the_page_unless_presenting(page, screen):
     """Outside presenter mode Space and PgDn scroll the page (a keyboard or a clicker reaches its lower views);
     in presenter mode they show the next view."""

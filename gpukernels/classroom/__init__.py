@@ -78,7 +78,7 @@ def page_data(lesson: str, versions=None, shape=None, seed: int = 0, broken: boo
         v = mod.VERSIONS[name]
         # the inputs this version takes (attention's tensor-core steps: float16 copies of the same values)
         t, _ = data.record(v, version_inputs(lesson, name, inputs), f"{lesson}.{name}")
-        out["versions"].append(data.version_data(t, name, v.idea, word))
+        out["versions"].append(data.version_data(t, name, v.idea, word, kernel_files=_kernel_files(v)))
         out.setdefault("timelines", {})[name] = timeline.svg(t.async_events())  # cp.async per stage ('' if none)
     b = BROKEN.get(lesson) if broken else None
     out["broken"], out["missing"] = None, ""
@@ -87,6 +87,18 @@ def page_data(lesson: str, versions=None, shape=None, seed: int = 0, broken: boo
         out["broken"] = data.version_data(t, b.name, f"{b.of} with {b.missing} removed", word, races=True)
         out["missing"] = b.missing
     return out
+
+
+def _kernel_files(v) -> set:
+    """The files (as the tracer names them) of a version's kernels: the lines a student wrote."""
+    from ..sim._source import short_path
+
+    files = set()
+    for k in getattr(v, "kernels", ()) or ():
+        code = getattr(getattr(k, "py_func", k), "__code__", None)
+        if code is not None:
+            files.add(short_path(code.co_filename))
+    return files
 
 
 def build_page(lesson: str, versions=None, shape=None, seed: int = 0, next_page: str | None = None) -> str:

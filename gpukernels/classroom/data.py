@@ -302,8 +302,32 @@ def step_labels(E: Events, word: str) -> list[str]:
     return labels
 
 
-def version_data(t, name: str, idea: str, step_word: str = "phase", races: bool = False) -> dict:
-    """JSON-able data of one traced version (see the module docstring)."""
+def kernel_lines(location: str, array: str, kernel_files) -> list[str]:
+    """Where a helper's line loads or stores for the kernel (``return x[i, j]`` in tensor_core's ``half_at``, a line
+    of _common.py): the kernel's own lines that call the helper on ``array`` (``half_at(a, row, k)``), found in
+    ``kernel_files`` -- what the student wrote, shown above the helper's line. [] when the line is the kernel's own
+    or no call names the array."""
+    import re
+
+    from ..sim._source import full_path
+
+    path, _, line = location.rpartition(":")
+    if not path or path in kernel_files or not line.isdigit():
+        return []
+    lines = linecache.getlines(full_path(path))
+    helper = next((m.group(1) for k in range(min(int(line), len(lines)) - 1, -1, -1)
+                   if (m := re.match(r"\s*def (\w+)\(", lines[k]))), None)
+    if helper is None:
+        return []
+    call = re.compile(rf"\b{helper}\(\s*{re.escape(array)}\b")
+    return [f"{f}:{i}" for f in sorted(kernel_files)
+            for i, text in enumerate(linecache.getlines(full_path(f)), 1) if call.search(text)]
+
+
+def version_data(t, name: str, idea: str, step_word: str = "phase", races: bool = False,
+                 kernel_files=()) -> dict:
+    """JSON-able data of one traced version (see the module docstring); ``kernel_files``: the files of its kernels
+    (their lines are the student's: a helper's line is shown under the kernel lines that call it)."""
     E = Events(t)
     ev = E.ev
     launches = [{"kernel": l.kernel, "grid": list(l.grid), "block": list(l.block)} for l in E.launches]
@@ -379,6 +403,9 @@ def version_data(t, name: str, idea: str, step_word: str = "phase", races: bool 
             line_ids[key] = len(lines)
             line = {"location": w["location"], "array": w["array"], "kind": w["kind"], "space": w["space"],
                     "itemsize": w["itemsize"], "width": w["width"], "source": source_of(w["location"])}
+            callers = kernel_lines(w["location"], w["array"], set(kernel_files))
+            if callers:  # the kernel's lines first: the helper's line is how they reach memory
+                line["kernel"] = [{"location": c, "source": source_of(c)} for c in callers]
             if key in coal:
                 c = coal[key]
                 line.update(requests=c.requests, sectors=c.sectors, min_sectors=c.min_sectors, efficiency=c.efficiency)

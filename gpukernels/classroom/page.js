@@ -397,7 +397,10 @@ function drawWarp(v, side, box) {
   const a = list[state.access % list.length], line = v.lines[a[0]], lanes = a.slice(1, 33), width = line.width || 1;
   el("h3", {}, pane, `block ${b}, warp ${w}, access ${state.access % list.length + 1} of ${list.length}: ` +
     `${line.kind} of ${line.array} (${line.space})` + (width > 1 ? `, ${width * line.itemsize} bytes per lane` : ""));
-  el("p", {class: "source"}, pane, `${line.location}: ${line.source}`);
+  // the kernel's own lines first; a helper's line (tensor_core's half_at: `return x[i, j]`) is how they reach memory
+  for (const k of line.kernel || []) el("p", {class: "source"}, pane, `${k.location}: ${k.source}`);
+  el("p", {class: line.kernel ? "source helper" : "source"}, pane,
+     (line.kernel ? "through the helper's line " : "") + `${line.location}: ${line.source}`);
   // geometry: 32 lanes across the column, their numbers above, sectors or banks below
   const W = widthOf(pane), font = px(14), pad = 4, lw = Math.max(4, Math.floor((W - 2 * pad) / 32));
   const laneY = font + 6, laneH = Math.round(Math.max(16, 30 * U())), lowY = laneY + laneH + Math.round(Math.max(60, 150 * U()));
