@@ -1,6 +1,6 @@
 """3xTF32 with ``mma.sync``: `tensor_core.tf32x3`'s kernel for GPUs without ``wgmma`` (before Hopper: an A100, say).
 
-Step 8 (``k08_tf32x3``) explains the split, x = big + small, and why each k step's products are summed from zero
+Step 8 (``k09_tf32x3``) explains the split, x = big + small, and why each k step's products are summed from zero
 by the tensor core and added to the running sum by float32 adds. This kernel does the same with the warp-level
 ``mma.sync.m16n8k8`` on TF32, and splits the inputs itself as it reads its fragments:
 
