@@ -367,7 +367,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=None, help="the results folder (default: $OUT, else "
                    "benchmarks/results/gpu-sessions/DATE-CARD)")
     p.add_argument("--budget", type=float, default=540.0, help="seconds for the whole session (default 540)")
-    p.add_argument("--phase1", type=float, default=330.0, help="seconds for the suite, sanitizers and fuzz")
+    p.add_argument("--phase1", type=float, default=360.0, help="seconds for the suite, sanitizers and fuzz")
     p.add_argument("--bench", nargs="+", default=None, metavar="LESSON",
                    help="benchmark these lessons, in this order (default: every lesson, stalest first)")
     p.add_argument("--skip", nargs="+", default=[], choices=PHASES, metavar="PHASE",
