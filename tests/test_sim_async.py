@@ -84,6 +84,26 @@ def test_each_planted_copy_hazard_names_both_lines(fx, hazard, kernel, marker):
     assert re.search(r"thread \(\d+, 0, 0\)", text) and "block (0, 0, 0)" in text
 
 
+def test_wait_all_commits_and_waits_for_everything():
+    from numba import cuda
+
+    from gpukernels import _intrinsics as I  # noqa: N812
+
+    @cuda.jit
+    def kernel(src, out):
+        tile = cuda.shared.array(128, np.float32)
+        t = cuda.threadIdx.x
+        I.copy_async16(tile, 4 * t, src, 4 * t if t < 16 else 0, 16 if t < 16 else 0)  # lanes 16-31: zeros
+        I.async_wait_all()  # no commit of its own: wait_all commits first
+        cuda.syncthreads()
+        out[t] = tile[(4 * t + 5) % 128]
+
+    src, out = _copy_inputs()
+    kernel[1, 32](src, out)
+    tile = np.concatenate([src, np.zeros(64, np.float32)])
+    assert np.array_equal(out[:32], tile[(4 * np.arange(32) + 5) % 128])
+
+
 def test_ignored_hazard_gives_the_late_value(fx):
     # reported instead of raised: the read came before the copy landed, so it saw the poisoned shared memory
     src, out = _copy_inputs()
