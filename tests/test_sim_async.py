@@ -165,6 +165,8 @@ PIPELINES = [  # (lesson, version, module whose wait is miscounted, the wait, a 
     ("tensor_core", "tf32x3", "gpukernels.tensor_core.k09_tf32x3", "async_wait", (128, 128, 96)),
     ("attention", "pipelined", "gpukernels.attention.k05_pipelined", "async_wait", (1, 1, 16, 96, 64)),
     ("attention", "tf32x3", "gpukernels.attention.k06_tf32x3", "async_wait", (1, 1, 16, 96, 64)),
+    # decoding's slices run pipelined's loop (tile_walk): its wait, miscounted there, fails here too
+    ("attention", "split_keys_f16", "gpukernels.attention.k05_pipelined", "async_wait", (1, 2, 4, 96, 64)),
 ]
 
 
