@@ -201,3 +201,21 @@ def test_search_works_from_a_folder(site, student):
     assert hits >= 3, status
     assert quoted == hits, f"{quoted} of {hits} results quoted"
     assert not errors, errors[:3]
+
+
+def test_contents_entries_are_not_cut_at_1080p(site, student):
+    """Item 6: where the right-hand contents has its column (1600 px and wider), its entries wrap, none cut off;
+    below that it is a drawer its header button opens, and the article keeps the width."""
+    try:
+        _resize(student, 1920, 1080)
+        cut = []
+        for page in _lesson_pages(site):
+            _open(student, page.as_uri())
+            cut += [f"{page.relative_to(site)}: {t}" for t in student.execute_script(
+                "const toc = document.querySelector('.bd-sidebar-secondary');"
+                "if (!toc || !toc.checkVisibility()) return [];"
+                "return Array.from(toc.querySelectorAll('a')).filter(a => a.checkVisibility() && "
+                "a.scrollWidth > a.clientWidth + 1).map(a => a.textContent.trim()).slice(0, 3)")]
+        assert not cut, cut[:10]
+    finally:
+        _resize(student, *PROJECTOR)
