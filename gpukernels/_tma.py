@@ -20,7 +20,9 @@ The instructions (``bars``: a shared ``uint64`` array of barriers, ``i`` which o
   phase. One thread initialises; ``fence_mbarrier_init()`` (``fence.mbarrier_init.release.cluster``) then makes the
   initialised barrier visible to the copy engine, and a ``cuda.syncthreads()`` to the other threads.
 * ``mbarrier_arrive_expect_tx(bars, i, nbytes)``: ``mbarrier.arrive.expect_tx.shared::cta.b64`` -- one arrival, and
-  ``nbytes`` more to be written before the phase can complete. ``mbarrier_arrive(bars, i)``: an arrival alone.
+  ``nbytes`` more to be written before the phase can complete. ``mbarrier_arrive(bars, i)``: an arrival alone;
+  ``mbarrier_arrive_if(bars, i, pred)``: one by the threads whose ``pred`` holds, as a predicated instruction (a
+  branch around it would make the warp diverge, and ptxas serializes wgmmas whose accumulators live across that).
 * ``mbarrier_try_wait(bars, i, parity)`` -> bool: ``mbarrier.try_wait.parity.shared::cta.b64`` -- whether the phase
   of that parity has completed (the hardware may suspend the thread a while first). ``mbarrier_wait(bars, i,
   parity)``: the same in a loop until it has. A wait on parity p returns at once when the barrier's current phase
@@ -36,6 +38,15 @@ The instructions (``bars``: a shared ``uint64`` array of barriers, ``i`` which o
   map, and ``prefetch_tensormap(tmap)``: ``prefetch.tensormap`` (below: why the map needs the fence).
 * ``fence_proxy_async()``: ``fence.proxy.async.shared::cta`` (`gpukernels._mma`'s): shared memory written by ordinary
   stores that the copy engine or the tensor cores read next needs it.
+* ``setmaxnreg_dec(n)`` / ``setmaxnreg_inc(n)``: ``setmaxnreg.dec/inc.sync.aligned.u32 n`` -- the warpgroup that
+  executes it gives registers back to the SM's pool, or takes more from it, until each of its threads has ``n``
+  (a constant, a multiple of 8 from 24 to 256). Warp specialization uses it: a producer warpgroup that only issues
+  copies needs few, the consumer warpgroups that hold the accumulators many. All 128 threads of a warpgroup execute
+  the same one (``.sync.aligned``). ptxas honours it only in a kernel whose registers are capped at its entry -- in
+  Numba ``cuda.jit(launch_bounds=(threads, 1))``, which writes ``.maxntid`` and ``.minnctapersm`` into the PTX, so
+  the cap is 65536 / threads -- and where each warpgroup's role is one branch of a single if/else; otherwise it
+  ignores the instruction and says so (warning C7508). The simulator checks the count and that whole warpgroups
+  execute it alike, and otherwise does nothing (it has no registers to move).
 
 **How the kernel gets the tensor map.** CUDA C++ passes a tensor map by value, as a ``const __grid_constant__``
 kernel parameter, and the copy reads it from the parameter space. Numba cannot declare such a parameter. So the
@@ -67,8 +78,12 @@ import numpy as np
 from ._intrinsics import _simulated
 
 __all__ = ["TensorMap", "TENSOR_MAPS", "SWIZZLES", "mbarrier_init", "fence_mbarrier_init", "mbarrier_arrive",
-           "mbarrier_arrive_expect_tx", "mbarrier_try_wait", "mbarrier_wait", "tma_load_2d",
-           "fence_proxy_tensormap_acquire", "prefetch_tensormap", "fence_proxy_async"]
+           "mbarrier_arrive_if", "mbarrier_arrive_expect_tx", "mbarrier_try_wait", "mbarrier_wait", "tma_load_2d",
+           "fence_proxy_tensormap_acquire", "prefetch_tensormap", "fence_proxy_async", "setmaxnreg_dec",
+           "setmaxnreg_inc", "REG_COUNTS"]
+
+#: The register counts ``setmaxnreg`` takes: multiples of 8 from 24 to 256 (PTX ISA).
+REG_COUNTS = range(24, 257, 8)
 
 #: The swizzles a tensor map may have, in bytes (0: none), and the widest row of a box each allows, in bytes.
 SWIZZLES = {0: None, 32: 32, 64: 64, 128: 128}
@@ -236,8 +251,9 @@ TENSOR_MAPS = _TensorMaps()
 if _simulated():
     from ._mma import fence_proxy_async  # noqa: F401
     from .sim._tma import (fence_mbarrier_init, fence_proxy_tensormap_acquire, mbarrier_arrive,  # noqa: F401
+                           mbarrier_arrive_if,
                            mbarrier_arrive_expect_tx, mbarrier_init, mbarrier_try_wait, mbarrier_wait,
-                           prefetch_tensormap, tma_load_2d)
+                           prefetch_tensormap, setmaxnreg_dec, setmaxnreg_inc, tma_load_2d)
 
 else:
     from llvmlite import ir
@@ -305,6 +321,19 @@ else:
         return types.void(bars, i), codegen
 
     @intrinsic
+    def mbarrier_arrive_if(typingctx, bars, i, pred):
+        if not (_is_bars(bars, i) and isinstance(pred, (types.Integer, types.Boolean))):
+            return None
+
+        def codegen(context, builder, sig, args):
+            p = _i32(context, builder, args[2], sig.args[2])
+            _asm(builder, ir.VoidType(), "{ .reg .pred p; setp.ne.u32 p, $1, 0; @p mbarrier.arrive.shared::cta.b64 _, "
+                 "[$0]; }", "r,r,~{memory}", [_bar(context, builder, sig, args), p])
+            return context.get_dummy_value()
+
+        return types.void(bars, i, pred), codegen
+
+    @intrinsic
     def mbarrier_try_wait(typingctx, bars, i, parity):
         if not (_is_bars(bars, i) and isinstance(parity, types.Integer)):
             return None
@@ -363,3 +392,24 @@ else:
             return context.get_dummy_value()
 
         return types.void(), codegen
+
+    def _setmaxnreg(name: str, op: str):
+        # the count is an immediate of the instruction: a constant the kernel names (a literal or a global)
+        def typer(typingctx, count):
+            if not isinstance(count, types.IntegerLiteral):
+                return None
+            n = count.literal_value
+            if n not in REG_COUNTS:
+                raise ValueError(f"{name}: the register count must be a multiple of 8 from 24 to 256; got {n}")
+
+            def codegen(context, builder, sig, args):
+                _asm(builder, ir.VoidType(), f"setmaxnreg.{op}.sync.aligned.u32 {n};", "", [])
+                return context.get_dummy_value()
+
+            return types.void(count), codegen
+
+        typer.__name__ = name
+        return intrinsic(typer)
+
+    setmaxnreg_dec = _setmaxnreg("setmaxnreg_dec", "dec")
+    setmaxnreg_inc = _setmaxnreg("setmaxnreg_inc", "inc")

@@ -303,8 +303,9 @@ def k07():
 
 @sim_only
 def test_the_step_waiting_on_the_other_parity_reads_a_stage_early(monkeypatch, k07):
-    real = k07.mbarrier_wait
-    monkeypatch.setattr(k07, "mbarrier_wait", lambda bars, i, parity: real(bars, i, parity ^ 1))
+    # the ring's wait_full (gpukernels.tensor_core._ring) asking for the other parity
+    monkeypatch.setattr(k07, "wait_full", lambda full, kt, stages: mbarrier_wait(full, kt % stages,
+                                                                                 ((kt // stages) & 1) ^ 1))
     with pytest.raises(AsyncHazardError, match=r"asked for parity 1, and returned at once: the barrier was in phase "
                                                r"0 .* The copy completes phase 0: wait on parity 0") as info:
         _step((33, 40, 24), 0)
@@ -315,7 +316,7 @@ def test_the_step_waiting_on_the_other_parity_reads_a_stage_early(monkeypatch, k
 
 @sim_only
 def test_the_step_without_its_wait_reads_a_stage_early(monkeypatch, k07):
-    monkeypatch.setattr(k07, "mbarrier_wait", lambda bars, i, parity: None)
+    monkeypatch.setattr(k07, "wait_full", lambda full, kt, stages: None)
     with pytest.raises(AsyncHazardError, match=r"early read.*has not waited on mbarrier full\[0\]") as info:
         _step((33, 40, 24), 0)
     assert info.value.location.endswith(f":{_line(k07, 'mma(acc, smem')}"), str(info.value)
@@ -335,7 +336,7 @@ def test_the_step_announcing_too_many_bytes_hangs_at_its_wait(monkeypatch, k07):
     monkeypatch.setattr(k07, "mbarrier_arrive_expect_tx", lambda bars, i, n: real(bars, i, n + 16))
     with pytest.raises(AsyncHazardError, match=r"deadlock.*mbarrier full\[0\].*16 transaction bytes") as info:
         _step((33, 40, 24), 0)
-    assert info.value.location.endswith(f":{_line(k07, 'mbarrier_wait(full, kt % stages')}"), str(info.value)
+    assert info.value.location.endswith(f":{_line(k07, 'wait_full(full, kt, stages)')}"), str(info.value)
 
 
 def test_a_box_wider_than_the_swizzle_is_refused_at_the_launch(monkeypatch, k07):

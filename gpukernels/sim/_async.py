@@ -206,6 +206,10 @@ class AsyncModel:
         self.on_stuck = None
         self.num = 0
         self.step = 0
+        #: an InFlight read (a wgmma's) -> threads an mbarrier has ordered its completion before: the waited-for read's
+        #: thread arrived on a barrier whose phase they saw complete (sim/_tma), as a cuda.syncthreads() would
+        self.released: dict = {}
+        self.at_end: list = []  # checks to run when the block ends (sim/_tma: whole warpgroups ran setmaxnreg)
 
     def end_block(self) -> None:
         """Count the block's cp.async as warp instructions (a warp's lanes issue them together: the most any lane of
@@ -217,6 +221,8 @@ class AsyncModel:
         if per_warp:
             c = self.launch.collectives
             c["cp.async"] = c.get("cp.async", 0) + sum(per_warp.values())
+        for check in self.at_end:
+            check()
 
     def state(self, t=None) -> ThreadAsync:
         t = t or self.launch.cur
@@ -251,7 +257,8 @@ class AsyncModel:
     def _read_done(self, op, t) -> bool:
         if op.kind == "cp.async":
             return op.landed
-        if op.wait_bar is not None and (op.tid == t.tid or t.barriers > op.wait_bar):
+        if op.wait_bar is not None and (op.tid == t.tid or t.barriers > op.wait_bar
+                                        or t.tid in self.released.get(op, ())):
             return True
         return op.warp == t.warp and self.state(t).wg_done > op.group if op.group is not None else False
 

@@ -143,6 +143,24 @@ class TmaState:
         self.seen: dict = {}  # (tid, barrier key) -> the latest phase the thread's waits saw completed
         self.last_wait: dict = {}  # (tid, barrier key) -> (site, parity, returned at once, phase index seen)
         self.parked = 0
+        self.regs: dict = {}  # warpgroup -> {warp of the warpgroup: [(setmaxnreg op, count, site)]}
+        self.released: dict = {}  # barrier key -> {phase: the wgmma reads its arrivals had waited for}
+
+    def check_regs(self) -> None:
+        """At the block's end: every warp of a warpgroup that executed setmaxnreg executed it as often."""
+        launch = self.model.launch
+        warps = -(-launch.nthreads // 32) if hasattr(launch, "nthreads") else None
+        for wg, runs in self.regs.items():
+            ops = max(runs.values(), key=len)
+            for w4 in range(4):
+                w = 4 * wg + w4
+                if len(runs.get(w4, ())) < len(ops):
+                    op, count, site = ops[len(runs.get(w4, ()))]
+                    absent = warps is not None and w >= warps
+                    raise ValueError(f"setmaxnreg_{op}({count}) at {describe(site)} was executed by warpgroup {wg} "
+                                     f"without its warp {w}" + (" (the block has no such warp: a warpgroup is 4 "
+                                                                "warps, 128 threads)" if absent else "")
+                                     + ": setmaxnreg is executed by all 4 warps of a warpgroup")
 
 
 def _state() -> TmaState:
@@ -208,6 +226,8 @@ def fence_mbarrier_init():
 
 def _arrive(st, b, key, tx, what):
     t = st.model.launch.cur
+    if b.pending == 0 and b.copies and tx:
+        _refill_hazard(st, b, what)
     if b.pending == 0:
         raise RuntimeError(f"{what} on mbarrier {b.name}: phase {b.phase} already has all its {b.count} "
                            f"arrival{'s' if b.count != 1 else ''} (the last by thread {b.last_arrive[0]} at "
@@ -218,7 +238,43 @@ def _arrive(st, b, key, tx, what):
                          "a barrier counts")
     b.pending -= 1
     b.last_arrive = ((t.idx.x, t.idx.y, t.idx.z), _here())
+    # what this thread has waited for (its wgmma's reads of a stage) is done for every thread that sees this phase
+    # complete: the arrive releases, the wait acquires
+    done = [op for op in st.model.waited if op.tid == t.tid]
+    if done:
+        st.released.setdefault(key, {}).setdefault(b.phase, []).extend(done)
     _progress(st, b, key)
+
+
+def _acquire(st, key, tid, seen) -> None:
+    """Thread ``tid``'s wait saw phase ``seen`` of barrier ``key`` complete: the reads its arrivals released up to
+    that phase are done for it."""
+    phases = st.released.get(key)
+    if not phases:
+        return
+    granted = st.model.released
+    for p in [p for p in phases if p <= seen]:
+        for op in phases[p]:
+            granted.setdefault(op, set()).add(tid)
+
+
+def _refill_hazard(st, b, what):
+    """An arrive.expect_tx on a stage's full barrier while the copies of its previous fill are still in flight: the
+    producer is refilling a stage that no consumer has taken yet (it skipped the stage's empty barrier)."""
+    from ._source import location
+
+    launch = st.model.launch
+    t, site = launch.cur, _here()
+    c = b.copies[0]
+    block = (launch.blockIdx.x, launch.blockIdx.y, launch.blockIdx.z)
+    text = (f"early overwrite in kernel {launch.name!r}, block {block}: {what} at {describe(site)} arms mbarrier "
+            f"{b.name} for a new fill of its stage, but phase {b.phase} of that barrier is still waiting for the TMA "
+            f"copy issued by thread {c.idx} at {describe(c.site)}, which no thread has waited for: its tile has not "
+            f"been consumed, and the new copies would overwrite it. The producer refills a stage only after the "
+            f"consumers have released it: wait on the stage's empty barrier (its phase bit) first")
+    raise _async.AsyncHazardError(text, hazard="early overwrite", issue_location=location(*c.site),
+                                  issue_thread=c.idx, kernel=launch.name, block=block,
+                                  thread=(t.idx.x, t.idx.y, t.idx.z), location=location(*site))
 
 
 def mbarrier_arrive_expect_tx(bars, i, nbytes):
@@ -234,6 +290,14 @@ def mbarrier_arrive(bars, i):
     st = _state()
     key, b = _barrier(st, bars, i, "mbarrier_arrive")
     _arrive(st, b, key, 0, "mbarrier_arrive")
+
+
+def mbarrier_arrive_if(bars, i, pred):
+    """A predicated arrival: the threads whose ``pred`` holds arrive."""
+    st = _state()
+    key, b = _barrier(st, bars, i, "mbarrier_arrive_if")
+    if pred:
+        _arrive(st, b, key, 0, "mbarrier_arrive_if")
 
 
 def _progress(st, b, key, land=False) -> None:
@@ -252,6 +316,7 @@ def _progress(st, b, key, land=False) -> None:
         waiters, b.waiters = b.waiters, []
         for t, parity, site in waiters:
             st.seen[(t.tid, key)] = done
+            _acquire(st, key, t.tid, done)
             st.last_wait[(t.tid, key)] = (site, parity, False, done)
             st.parked -= 1
             if t is not launch.cur:  # (the thread that completed it by its own wait just goes on)
@@ -274,6 +339,7 @@ def mbarrier_wait(bars, i, parity):
         seen = b.phase - 1
         st.seen[(t.tid, key)] = max(st.seen.get((t.tid, key), -1), seen)
         st.last_wait[(t.tid, key)] = (site, parity, True, seen)
+        _acquire(st, key, t.tid, seen)
         return
     b.waiters.append((t, parity, site))
     st.parked += 1
@@ -383,6 +449,63 @@ def prefetch_tensormap(tmap):
     """``prefetch.tensormap``: a hint."""
 
 
+# -- setmaxnreg: a warpgroup's register count -------------------------------------------------------------------
+
+
+def _setmaxnreg_all(vals: dict) -> dict:
+    # vals[lane]: (instruction, count); .sync.aligned: every lane of the warp executes the same one
+    first = vals[0]
+    odd = sorted(lane for lane, v in vals.items() if v != first)
+    if odd:
+        raise ValueError(f"setmaxnreg: the lanes of a warp executed different ones ({first[0]} {first[1]} in lane 0, "
+                         f"{vals[odd[0]][0]} {vals[odd[0]][1]} in lane {odd[0]}): setmaxnreg is .sync.aligned")
+    return dict.fromkeys(vals)
+
+
+def _setmaxnreg(op: str, count) -> None:
+    from .._tma import REG_COUNTS
+    from . import _ctx
+
+    launch = _ctx.LAUNCH
+    if launch is None:
+        raise RuntimeError(f"setmaxnreg_{op} runs only inside a kernel on gpukernels' simulator")
+    frame = sys._getframe(2)  # the kernel's line
+    site = _async._site_of(frame)
+    if isinstance(count, (bool, np.bool_)) or not isinstance(count, (int, np.integer)) or count not in REG_COUNTS:
+        raise ValueError(f"setmaxnreg_{op}({count!r}) at {describe(site)}: the register count must be a constant, a "
+                         "multiple of 8 from 24 to 256")
+    st = _state()
+    t = launch.cur
+    launch.warp_op(frame, "setmaxnreg", 0xFFFFFFFF, (op, int(count)), 0, 32)
+    if t.lane:
+        return
+    # the warp's lanes agree; do the warpgroup's 4 warps? (the n-th setmaxnreg of each warp is the same instruction)
+    wg, w4 = t.warp // 4, t.warp % 4
+    runs = st.regs.setdefault(wg, {})
+    mine = runs.setdefault(w4, [])
+    mine.append((op, int(count), site))
+    n = len(mine) - 1
+    for other, theirs in runs.items():
+        if other != w4 and len(theirs) > n and theirs[n][:2] != (op, int(count)):
+            raise ValueError(f"setmaxnreg_{op}({count}) at {describe(site)} in warp {t.warp}, but warp "
+                             f"{4 * wg + other} of the same warpgroup {wg} executed setmaxnreg_{theirs[n][0]}"
+                             f"({theirs[n][1]}) at {describe(theirs[n][2])} there: the 4 warps of a warpgroup "
+                             "execute the same setmaxnreg (one role per warpgroup)")
+    if len(st.model.at_end) == 0 or st.model.at_end[-1] is not st.check_regs:
+        st.model.at_end.append(st.check_regs)
+
+
+def setmaxnreg_dec(count):
+    """``setmaxnreg.dec.sync.aligned.u32``: checked (a legal count, executed by whole warpgroups alike); the
+    simulator has no registers to give back."""
+    _setmaxnreg("dec", count)
+
+
+def setmaxnreg_inc(count):
+    """``setmaxnreg.inc.sync.aligned.u32``: checked as `setmaxnreg_dec`."""
+    _setmaxnreg("inc", count)
+
+
 # -- when nothing can run ----------------------------------------------------------------------------------------
 
 
@@ -434,5 +557,11 @@ from ._launch import DONE as _DONE, READY as _READY  # noqa: E402
 
 _PARKED = 5  # a thread state of its own: waiting for an mbarrier phase
 
-_async.register(mbarrier_init, fence_mbarrier_init, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_wait,
-                mbarrier_try_wait, tma_load_2d, fence_proxy_tensormap_acquire, prefetch_tensormap, proxy=True)
+from .api import COLLECTIVES  # noqa: E402
+
+COLLECTIVES["setmaxnreg"] = _setmaxnreg_all
+
+_async.register(setmaxnreg_dec, setmaxnreg_inc)
+_async.register(mbarrier_init, fence_mbarrier_init, mbarrier_arrive, mbarrier_arrive_if, mbarrier_arrive_expect_tx,
+                mbarrier_wait, mbarrier_try_wait, tma_load_2d, fence_proxy_tensormap_acquire, prefetch_tensormap,
+                proxy=True)

@@ -30,11 +30,16 @@ check every lane takes part. The ladder, one idea per step:
                    which land already 128-byte swizzled; an ``mbarrier`` per stage counts their bytes, and every
                    thread waits for its phase (the phase bit flips each time round the ring). Checked in the
                    simulator and compiled for sm_90a; not yet timed on a GPU.
-8. ``tf32x3``      float32 inputs at float32 accuracy: each input split once into two TF32 parts (big = tf32(x),
+8. ``warp_specialized``  step 7 with roles: a producer warpgroup whose one thread only issues the TMA copies, two
+                   consumer warpgroups that only issue wgmma; per stage a *full* mbarrier (the tiles landed) and an
+                   *empty* one (the consumers are done with it), each waited on with its phase bit, and no barrier
+                   of the whole block in the main loop; ``setmaxnreg`` gives the producer 40 registers per thread
+                   and the consumers 232. Checked in the simulator and compiled for sm_90a; not yet timed on a GPU.
+9. ``tf32x3``      float32 inputs at float32 accuracy: each input split once into two TF32 parts (big = tf32(x),
                    small = tf32(x - big)), then step 6's wgmma on TF32 tiles, three products per k step, summed
                    from zero per k tile and added to the running sum by float32 adds (3xTF32). Before Hopper: the
                    same with mma.sync.
-9. ``optimized``   the dispatcher: ``optimized.choose(M, N, K)`` picks wgmma on Hopper when its 128 x 256 tiles fill
+10. ``optimized``  the dispatcher: ``optimized.choose(M, N, K)`` picks wgmma on Hopper when its 128 x 256 tiles fill
                    the GPU, else 128 x 128 tiles, 64 x 64 when those would leave SMs idle, or tf32x3 for float32
                    inputs, and says why.
 
@@ -130,10 +135,11 @@ from .k04_pipelined import pipelined, pipelined_kernel, pipelined_sync_kernel  #
 from .k05_block_tiles import block_tiles, block_tiles_kernel, block_tiles_sync_kernel  # noqa: E402,F401
 from .k06_wgmma import wgmma, wgmma_kernel, wgmma_sync_kernel  # noqa: E402,F401
 from .k07_tma import tma, tma_kernel  # noqa: E402,F401
+from .k08_warp_specialized import warp_specialized, warp_specialized_kernel  # noqa: E402,F401
 from ._tf32x3_mma import tf32x3_mma_kernel  # noqa: E402,F401
 from .k09_tf32x3 import split_cols_kernel, split_rows_kernel, tf32x3, tf32x3_kernel  # noqa: E402,F401
 from .k10_optimized import choose, optimized  # noqa: E402,F401
 
 #: Every version, mma_global first and the dispatcher last. Tests, benchmarks, plots and docs iterate over this.
-VERSIONS = {v.name: v for v in (mma_global, ldmatrix, swizzled, pipelined, block_tiles, wgmma, tma, tf32x3,
-                                      optimized)}
+VERSIONS = {v.name: v for v in (mma_global, ldmatrix, swizzled, pipelined, block_tiles, wgmma, tma, warp_specialized,
+                                      tf32x3, optimized)}

@@ -48,8 +48,9 @@ from .._launch import Launch, ceil_div, version
 from .._mma import (align1024, wgmma_commit, wgmma_fence, wgmma_n64, wgmma_n128, wgmma_n256, wgmma_store, wgmma_wait,
                     wgmma_zero)
 from .._tma import (TENSOR_MAPS, TensorMap, fence_mbarrier_init, fence_proxy_tensormap_acquire,
-                    mbarrier_arrive_expect_tx, mbarrier_init, mbarrier_wait, tma_load_2d)
+                    mbarrier_arrive_expect_tx, mbarrier_init, tma_load_2d)
 from ._common import check, rows_aligned16
+from ._ring import wait_full
 from .k06_wgmma import BK, BM, GROUP, STAGES, grouped_tile, require_hopper, wgmma_launch, wgmma_sync_kernel
 
 ATOM = 64  # columns of B per copy: one 128-byte swizzled row of halves, the widest box row the swizzle takes
@@ -100,7 +101,7 @@ def make_tma_kernel(bn: int = 256, stages: int = STAGES, keep: int = 1, group: i
                     load_stage(smem, base0 + s * stage, ta, tb, full, s, s * BK, row0, col0)
         cuda.syncthreads()  # the barriers are initialised for every thread
         for kt in range(k_tiles):
-            mbarrier_wait(full, kt % stages, (kt // stages) & 1)  # tile kt landed: phase kt // stages of its barrier
+            wait_full(full, kt, stages)  # tile kt landed: phase kt // stages of its barrier (parity: the phase bit)
             cuda.syncthreads()  # every warpgroup's products of tile kt - 2 are done: its buffer may be refilled
             nxt = kt + ahead
             if tid == 0 and nxt < k_tiles:  # into the buffer of tile kt - 2
