@@ -557,7 +557,7 @@ kernels = {"mma_global": tc.mma_global_kernel, "ldmatrix": tc.ldmatrix_kernel, "
            "block_tiles": tc.block_tiles_kernel, "block_tiles_sync": tc.block_tiles_sync_kernel,
            "tf32x3_mma": tc.tf32x3_mma_kernel, "tf32x3": tc.tf32x3_kernel, "wgmma": tc.wgmma_kernel,
            "wgmma_sync": tc.wgmma_sync_kernel, "split_rows": tc.split_rows_kernel, "split_cols": tc.split_cols_kernel,
-           "tma": tc.tma_kernel}
+           "tma": tc.tma_kernel, "warp_specialized": tc.warp_specialized_kernel}
 from gpukernels.tensor_core.k10_optimized import WGMMA_KERNELS, WGMMA_SPLIT_KERNELS
 kernels.update({f"wgmma_split{bn}": k for bn, k in WGMMA_SPLIT_KERNELS.items()})
 kernels.update({f"wgmma_{tile}": k for tile, k in WGMMA_KERNELS.items() if tile != "128x256"})
@@ -576,7 +576,7 @@ def tma_extras(tmap, out):  # the TMA instructions the step does not use
 
 kernels["tma_extras"] = tma_extras
 sigs = {"tf32x3_mma": (f, f, f), "tf32x3": (f3, f3, f), "split_rows": (f, f3), "split_cols": (f, f3),
-        "tma": (h, h, f, u, u), "tma_extras": (u, f)}
+        "tma": (h, h, f, u, u), "tma_extras": (u, f), "warp_specialized": (h, h, f, u, u)}
 words = {"mma16": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma8": "mma.sync.aligned.m16n8k8.row.col.f32.tf32",
          "ldmatrix": "ldmatrix.sync.aligned", "cp.async": "cp.async.cg.shared.global", "local": "ld.local",
          "cvt.rna": "cvt.rna.tf32.f32", "wgmma": "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16",
@@ -588,16 +588,46 @@ words = {"mma16": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma8": "
          "bulk": "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
          "try_wait": "mbarrier.try_wait.parity.shared::cta.b64", "expect_tx": "mbarrier.arrive.expect_tx.shared::cta",
          "arrive": "mbarrier.arrive.shared::cta.b64", "init": "mbarrier.init.shared::cta.b64",
-         "tensormap": "fence.proxy.tensormap::generic.acquire", "prefetch": "prefetch.tensormap"}
+         "tensormap": "fence.proxy.tensormap::generic.acquire", "prefetch": "prefetch.tensormap",
+         "setmaxnreg.inc": "setmaxnreg.inc.sync.aligned.u32", "setmaxnreg.dec": "setmaxnreg.dec.sync.aligned.u32",
+         "maxntid": ".maxntid", "minnctapersm": ".minnctapersm", "arrive_if": "@p mbarrier.arrive.shared::cta.b64"}
+
+
+def link_lto(k, sig, arch):
+    # How a GPU builds the kernel (numba-cuda's default, lto=True): NVVM's LTO-IR linked by nvJitLink as one whole
+    # program. PTX assembled alone is compiled for separate linking, where ptxas ignores setmaxnreg (C7504).
+    from cuda.bindings import nvjitlink
+    ltoir, _ = cuda.compile(k.py_func, sig, cc=(9, 0, "a"), output="ltoir", abi="numba", device=False,
+                            launch_bounds=k.targetoptions.get("launch_bounds"))
+    options = [f"-arch={arch}", "-verbose", "-lto"]
+    handle = nvjitlink.create(len(options), options)
+    try:
+        nvjitlink.add_data(handle, nvjitlink.InputType.LTOIR, ltoir, len(ltoir), "kernel.ltoir")
+        nvjitlink.complete(handle)
+        buf = bytearray(nvjitlink.get_info_log_size(handle))
+        nvjitlink.get_info_log(handle, buf)
+        return buf.decode(errors="replace")
+    finally:
+        nvjitlink.destroy(handle)
+
+
 out = {}
 for name, k in kernels.items():
     arch = getattr(k, "target", "sm_90")  # wgmma: sm_90a (TMA and mbarriers: sm_90)
     cc = (9, 0, "a") if arch == "sm_90a" else (9, 0)
-    ptx, _ = cuda.compile_ptx(k.py_func, sigs.get(name, (h, h, f)), cc=cc)
-    log = _assemble(ptx, arch)
-    res = re.search(r"used (\d+) registers.*?(\d+) bytes smem.*?(\d+) bytes lmem", log)
+    bounds = getattr(k, "targetoptions", {}).get("launch_bounds")  # the register cap at entry setmaxnreg needs
+    ptx, _ = cuda.compile_ptx(k.py_func, sigs.get(name, (h, h, f)), cc=cc, launch_bounds=bounds)
+    log = link_lto(k, sigs[name], arch) if bounds else _assemble(ptx, arch)
+    if bounds:  # ptxas's own report: the stack frame and spills are the local memory
+        log = log.replace("\0", "")
+        frame = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores", log)
+        res = re.search(r"Used (\d+) registers.*?(\d+) bytes smem", log)
+        res = (None, res[1], res[2], int(frame[1]) + int(frame[2]))
+    else:
+        res = re.search(r"used (\d+) registers.*?(\d+) bytes smem.*?(\d+) bytes lmem", log)
     out[name] = {w: ptx.count(s) for w, s in words.items()}
-    out[name].update(registers=int(res[1]), smem=int(res[2]), lmem=int(res[3]), serialized="serialized" in log)
+    out[name].update(registers=int(res[1]), smem=int(res[2]), lmem=int(res[3]), serialized="serialized" in log,
+                     setmaxnreg_ignored=any(w in log for w in ("C7504", "C7508", "setmaxnreg' ignored")))
 print(json.dumps(out))
 """
 
@@ -616,6 +646,19 @@ def test_kernels_compile_to_tensor_core_instructions():
             # generic-to-async proxy fence (the copy engine and the tensor cores are both the async proxy)
             assert r["bulk"] == 15 and r["expect_tx"] == 3 and r["init"] > 0 and r["try_wait"] > 0, r
             assert r["tensormap"] == 2 and r["wgmma"] == 4 and r["wgmma.wait"] == 2 and not r["serialized"], r
+            assert r["cp.async"] == 0 and r["fence.proxy"] == 0 and r["mma16"] == 0, r
+            continue
+        if name == "warp_specialized":
+            # the producer's setmaxnreg.dec and the consumers' .inc, honoured: the registers capped at entry by the
+            # launch bounds (.maxntid 384, .minnctapersm 1: 168 per thread), and no C7504 / C7508 from ptxas;
+            # waits on the full and the empty barriers, the consumers' predicated arrivals on the empty ones, the
+            # producer's bytes announced and its bulk copies (A's box and B's 4 atoms per stage, the loop unrolled),
+            # wgmma never serialized (a release computed inside the loop would make ptxas serialize it)
+            assert r["setmaxnreg.inc"] == 1 and r["setmaxnreg.dec"] == 1 and not r["setmaxnreg_ignored"], r
+            assert r["maxntid"] == 1 and r["minnctapersm"] == 1 and r["registers"] <= 65536 // 384, r
+            assert r["try_wait"] >= 2 and r["arrive_if"] >= 1 and r["expect_tx"] >= 1 and r["init"] >= 2, r
+            assert r["bulk"] > 0 and r["bulk"] % 5 == 0 and r["tensormap"] == 2, r
+            assert r["wgmma"] > 0 and r["wgmma"] % 4 == 0 and r["wgmma.wait"] > 0 and not r["serialized"], r
             assert r["cp.async"] == 0 and r["fence.proxy"] == 0 and r["mma16"] == 0, r
             continue
         if name == "tma_extras":
