@@ -75,6 +75,20 @@ def test_the_step_on_unaligned_rows_takes_step_6s_loads(shape, seed):
     _step(shape, seed, tc.wgmma_sync_kernel)
 
 
+def test_a_ring_of_two_stages_where_the_consumers_wait_before_the_copies_are_issued(seed):
+    # with 2 stages the consumers reach tile 2's full barrier before the producer has refilled stage 0: its copies
+    # land on threads already waiting (one consumer warpgroup, 64 x 64 tiles of C; 5 k tiles)
+    from gpukernels.tensor_core.k07_tma import tma_launch
+    from gpukernels.tensor_core.k08_warp_specialized import make_warp_specialized_kernel
+
+    shape = (40, 72, 328)
+    a, b = tc.make_inputs(shape, seed)
+    out = np.full(shape[:2], np.nan, np.float32)
+    for launch in tma_launch(make_warp_specialized_kernel(64, 2, bm=64), cuda.to_device(a), cuda.to_device(b), out):
+        launch()
+    assert compare(out, tc.reference(a, b), TOLERANCE).ok
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("shape", [(257, 520, 584), (130, 264, 1000)], ids=str)
 def test_the_step_at_larger_shapes(shape, seed):

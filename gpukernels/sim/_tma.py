@@ -20,11 +20,20 @@ rows 16-byte multiples apart -- is checked where the `TensorMap` is made), and k
 :class:`TmaCopy`, an ``InFlight`` of its own rules. It lands -- the box read from the tensor, elements past its
 edges as zeros, each row's 16-byte chunks swizzled as the map says, its bytes taken off the barrier's transaction
 count -- when a thread waits for the barrier's phase and no arrival is pending (the latest point the hardware
-allows), or, in shuffle mode, on a seeded draw at issue. Its destination is readable by a thread only after that
+allows; at issue when threads already wait for it), or, in shuffle mode, on a seeded draw at issue. Its destination is readable by a thread only after that
 thread's own wait has seen the phase it completed: a read before (a wait on the phase of the wrong parity returns at
 once, before the copy landed) is an "early read", or a "wrong phase" when the thread's last wait on that barrier
 returned at once on the phase before; a copy into a stage that a ``wgmma`` in flight still reads, or that another
 copy in flight still writes, is an "early overwrite". Both name the copy's line and the access's.
+
+**Warp specialization.** An arrival *releases* and a wait that sees the phase complete *acquires*: the wgmma reads
+a consumer thread had waited for (``wgmma_wait``) before it arrived on a stage's empty barrier are done for every
+thread that then sees that phase complete -- so a producer may refill the stage after its wait, with no
+``cuda.syncthreads()``. A producer that arms a stage's full barrier again (``arrive.expect_tx``) while the copies of
+the stage's previous fill are still unconsumed -- it skipped the empty wait -- is an "early overwrite" naming its
+line and the copy's. ``setmaxnreg_dec`` / ``setmaxnreg_inc`` check their count (a multiple of 8 from 24 to 256) and
+that all 4 warps of a warpgroup execute the same one, every lane of each (at the block's end: no warp missing), and
+otherwise do nothing.
 
 What is not modelled: the tensor map's L2 promotion and cache hints, multicast, clusters (a block is its own
 cluster), and the proxy fence the tensor map itself needs (the simulator's map is a Python object). A thread may read
@@ -421,6 +430,8 @@ def tma_load_2d(smem, dst, tmap, row, col, bars, i):
     if model.rng is not None and model.rng.random() < 0.5:  # shuffle: this copy lands at once
         op.land()
         _progress(st, b, key)
+    elif b.waiters:  # threads already wait for this phase (a consumer ahead of its producer): the copies land now
+        _progress(st, b, key, land=True)
 
 
 def _trace_box(hook, launch, tmap, row, col, flat, first, count) -> None:
