@@ -6,8 +6,8 @@
 The shapes take every path: (33, 17, 31) has rows that are not 16-byte aligned (the ring filled by loads and
 stores), odd edges in M, N and K; (256, 264, 72) has aligned rows (cp.async), several k tiles, whole and edge
 blocks of 128 x 128 and 64 x 64. tf32x3 gets float32 inputs. Then the dispatcher's split-K, padded and wgmma
-split-K paths (DISPATCH), wgmma's other block shapes (BLOCKS), and the tma step where its ring goes round more than
-once (PHASES). Outputs start as NaN. Exit status 1 on a wrong result.
+split-K paths (DISPATCH), wgmma's other block shapes (BLOCKS), and the tma and warp_specialized steps where their
+ring goes round more than once (PHASES). Outputs start as NaN. Exit status 1 on a wrong result.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ DISPATCH = [(16, 64, 4096), (1280, 2555, 71), (384, 1024, 16384), (4224, 100, 40
 #: on a shape with whole and edge tiles in both directions and a ragged last k tile
 BLOCKS = [(128, 8, 64), (64, 8, 64), (256, 4, 64), (128, 4, 128)]
 BLOCK_SHAPE = (200, 328, 200)
-#: The tma step with more k tiles than its 4 stages (each stage's mbarrier completes a second and third phase: the
-#: phase bit flips), whole and edge tiles both ways, B's last boxes wholly past N
+#: The tma and warp_specialized steps with more k tiles than their 4 stages (each stage's mbarriers complete a
+#: second and third phase: the phase bit flips), whole and edge tiles both ways, B's last boxes wholly past N
 PHASES = [(200, 328, 648), (130, 520, 328)]
 
 
@@ -45,7 +45,7 @@ def run(name: str, version, shape, dtype=np.float16, note=lambda a, b: "") -> in
     out = np.full(shape[:2], np.nan, np.float32)
     version(a, b, out=out)
     check = compare(out, tc.reference(a, b), 1e-3)
-    print(f"{name:12s} {'x'.join(map(str, shape)):12s} {check}{note(a, b)}", flush=True)
+    print(f"{name:16s} {'x'.join(map(str, shape)):12s} {check}{note(a, b)}", flush=True)
     return int(not check.ok)
 
 
@@ -59,6 +59,7 @@ def main() -> int:
     bad += blocks()
     for shape in PHASES:
         bad += run("tma", tc.tma, shape)
+        bad += run("warp_specialized", tc.warp_specialized, shape)
     return 1 if bad else 0
 
 

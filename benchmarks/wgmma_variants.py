@@ -1,6 +1,7 @@
 """Block-tile widths and ring depths of the wgmma step (tensor_core.k06_wgmma.make_wgmma_kernel), timed on a GPU:
 the measurements behind step 6's 128 x 256 tile and 4-stage ring. ``--tma`` times each variant's twin from step 7
-(tensor_core.k07_tma.make_tma_kernel: the same kernel fed by TMA) beside it.
+(tensor_core.k07_tma.make_tma_kernel: the same kernel fed by TMA) and from step 8
+(tensor_core.k08_warp_specialized.make_warp_specialized_kernel: a producer warpgroup and the consumers) beside it.
 
     GPUKERNELS_DEVICE=gpu python3 benchmarks/wgmma_variants.py [--shapes 4096,4096,4096 ...] [--small] [--tma]
 
@@ -31,6 +32,7 @@ from gpukernels._timing import Timer, _configure_torch  # noqa: E402
 from gpukernels._tma import TensorMap  # noqa: E402
 from gpukernels.tensor_core.k06_wgmma import make_wgmma_kernel, wgmma_launch  # noqa: E402
 from gpukernels.tensor_core.k07_tma import make_tma_kernel, tma_launch  # noqa: E402
+from gpukernels.tensor_core.k08_warp_specialized import make_warp_specialized_kernel  # noqa: E402
 
 # (block columns, ring stages, wgmma groups kept running, tile rows per group of the block order[, block rows])
 VARIANTS = [(256, 4, 1, 8), (256, 4, 0, 8), (256, 4, 1, 1), (256, 4, 1, 16), (256, 3, 0, 8), (128, 4, 1, 8),
@@ -45,7 +47,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--shapes", nargs="*")
     parser.add_argument("--small", action="store_true", help="the small-tile variants (SMALL)")
-    parser.add_argument("--tma", action="store_true", help="each variant fed by TMA too (step 7's kernel)")
+    parser.add_argument("--tma", action="store_true", help="each variant fed by TMA too (steps 7 and 8's kernels)")
     args = parser.parse_args(argv)
     shapes = [tuple(int(v) for v in s.split(",")) for s in args.shapes] if args.shapes else SHAPES
     variants = SMALL if args.small else VARIANTS
@@ -53,6 +55,9 @@ def main(argv=None) -> int:
                for v in variants}
     tma_kernels = {v: make_tma_kernel(v[0], v[1], keep=v[2], group=v[3], bm=v[4] if len(v) > 4 else 128)
                    for v in (variants if args.tma else ())}
+    tma_kernels.update({("ws",) + v: make_warp_specialized_kernel(v[0], v[1], keep=v[2], group=v[3],
+                                                                  bm=v[4] if len(v) > 4 else 128)
+                        for v in (variants if args.tma else ())})
     _configure_torch(torch)
     timer = Timer(torch)
     for shape in shapes:
