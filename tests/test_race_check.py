@@ -92,7 +92,10 @@ ATTENTION_DIMS = ([(name, (1, 1, 3, 20, d), 0, False) for name in ("fused_rows",
                   # 8 warps
                   + [("tf32x3", (1, 1, 17, 70, d), 3, d not in (24, 64)) for d in (24, 48, 64, 80, 96, 112, 128)]
                   # optimized's tf32x3 for few keys past D = 96: blocks of 4 warps, Q split as read
-                  + [("optimized", (1, 1, 17, 70, d), 3, d != 128) for d in (112, 128)])
+                  + [("optimized", (1, 1, 17, 70, d), 3, d != 128) for d in (112, 128)]
+                  # float16 decoding's slices: 3 queries, 600 keys (10 tiles of 64, ragged), pipelined's ring in
+                  # each slice, then the merge
+                  + [("split_keys_f16", (1, 1, 3, 600, d), 3, d != 128) for d in range(16, 129, 16)])
 
 MIN_BARRIERS = 3  # per block, for a launch that has barriers at all: several phases, so reuse across them is seen
 #: Versions that slice a small image's channels as finely as the GPU's SMs ask (split_c, and the dispatcher that picks
