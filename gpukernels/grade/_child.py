@@ -348,7 +348,9 @@ def _source_at(loc: str) -> str:
         number = int(line)
     except ValueError:
         return ""
-    text = linecache.getline(path, number)
+    from gpukernels.sim._source import full_path
+
+    text = linecache.getline(full_path(path), number)  # the tracer names package files relative to their folder
     student = getattr(sys.modules.get(STUDENT_MODULE), "__file__", None)
     if not text.strip() and student and os.path.basename(path) == os.path.basename(student):
         text = linecache.getline(student, number)
