@@ -245,9 +245,10 @@ def _performance_model(fig, ax, lesson, arch):
                   f"{a.peak_bw_gbs / 1000:g} TB/s), {a.gpu} spec sheet")
     ax.set_xlim(0, max(values) * 1.6 if values else 1)
     top = max(model, key=lambda m: m["attainable_tflops"])
-    ax.set_title(f"MODEL, not a measurement -- {lesson}: the roofline's bound for each version's traced global\n"
-                 f"traffic at {'x'.join(map(str, model[0]['shape']))} (run `gpukernels bench` on a GPU to measure)\n"
-                 f"Notice: the fewest bytes per FLOP, {top['version']}'s, allow the most", fontsize=9.5, loc="left")
+    ax.set_title(f"MODEL, not a measurement -- {lesson}: the roofline's bound for each version's global traffic,\n"
+                 f"traced at the lesson's trace shape {'x'.join(map(str, model[0]['shape']))} (run `gpukernels bench` "
+                 f"on a GPU to measure)\nNotice: the step with the fewest bytes per FLOP, {top['version']}, allows "
+                 "the most", fontsize=9.5, loc="left")
     fig.gpukernels_data = {"measured": False, "names": names, "values": values, "unit": "TFLOP/s"}
     return fig
 
