@@ -62,8 +62,9 @@ Conventions (stated so the numbers can be checked by hand):
   its accesses count as accesses to the elements it views, under the array's name;
 * two accesses race when they touch the same element in the same barrier interval of one block, from
   different threads, at least one a write or an atomic -- except two atomics, which the hardware orders
-  (threads of one warp separated by ``cuda.syncwarp()`` are ordered too). Local arrays are private and never
-  race;
+  (threads of one warp separated by ``cuda.syncwarp()`` are ordered too), and a TMA copy's writes and a
+  wgmma's reads (the async proxy: mbarriers order them, and the simulator's asynchronous model checks that
+  order). Local arrays are private and never race;
 * divergence is seen where memory is accessed: a line that touches no array does not appear.
 """
 
@@ -495,6 +496,8 @@ class Trace:
                     part |= 4
                 elif name == "_sim_wgmma_wait":  # ... and the same reads again where they end (bit 8: no traffic)
                     part |= 12
+                elif name == "tma_load_2d":  # a TMA copy's box, moved by the copy engine (bit 16)
+                    part |= 16
 
                 append((t.tid, arr.aid, elem, kind, t.barriers, t.wsyncs, pc, part))
                 return
@@ -542,7 +545,8 @@ class Trace:
             # instruction are one access: they share its OCC); ORDER: the n-th of the thread
             e[:, OCC] = _rank_within(_mix(e[:, TID], e[:, PC], e[:, AID], e[:, KIND]), raw[:, 7] & 1 == 0)
             e[:, ORDER] = _rank_within(e[:, TID])
-            self._analyse_block(launch, e, raw[:, 7] & 2 != 0, raw[:, 7] & 4 != 0, raw[:, 7] & 8 != 0)
+            self._analyse_block(launch, e, raw[:, 7] & 2 != 0, raw[:, 7] & 4 != 0, raw[:, 7] & 8 != 0,
+                                raw[:, 7] & 20 != 0)
         self._ev.clear()
         self._vector_calls.clear()
 
@@ -579,11 +583,15 @@ class Trace:
                     self._seen[(x, loaded)] = seen = grown
                 seen[mine] = True
 
-    def _analyse_block(self, launch, e, phased, no_lanes, repeat):
+    def _analyse_block(self, launch, e, phased, no_lanes, repeat, proxy=None):
         """One block's accesses ``e``; ``phased``: an ldmatrix's (served 8 lanes at a time); ``no_lanes``: the tensor
         cores' reads of a wgmma's tiles; ``repeat``: those reads again where the wgmma completes (for the race
-        check only, not traffic)."""
+        check only, not traffic); ``proxy``: the async proxy's accesses (the tensor cores' and the copy engine's),
+        which mbarriers order among themselves, as the simulator's asynchronous model checks: no race between two
+        of them."""
         self._grow()
+        if proxy is None:
+            proxy = np.zeros(len(e), bool)
         li = len(self.launches) - 1
         block = (launch.blockIdx.x, launch.blockIdx.y, launch.blockIdx.z)
         if self.keep_events:
@@ -594,10 +602,10 @@ class Trace:
         self._mark_seen(once[:, AID], once[:, ELEM], once[:, KIND])
         # Local arrays only count as traffic: they are private (no races) and not laid out by lane here.
         keep = self._space[e[:, AID]] != 2
-        e, phased, no_lanes = e[keep], phased[keep], no_lanes[keep]
+        e, phased, no_lanes, proxy = e[keep], phased[keep], no_lanes[keep], proxy[keep]
         if not len(e):
             return
-        self._hazards(li, block, e, self._space[e[:, AID]])
+        self._hazards(li, block, e, self._space[e[:, AID]], proxy)
         # The tensor cores' reads of wgmma's tiles count as traffic and in the race check (above), but they are not
         # lanes' accesses: no bank conflicts or divergence to show.
         if no_lanes.any():
@@ -658,7 +666,7 @@ class Trace:
         for w in range(launch.nwarps):
             self._warp_lanes[(li, w)] = bin(launch._exist[w]).count("1")
 
-    def _hazards(self, li, block, e, space):
+    def _hazards(self, li, block, e, space, proxy):
         sel = space != 2
         if not sel.any():
             return
@@ -696,9 +704,9 @@ class Trace:
         tmin = np.minimum.reduceat(tids, starts)
         tmax = np.maximum.reduceat(tids, starts)
         for s0, s1 in zip(starts[has_write & (tmin != tmax)].tolist(), ends[has_write & (tmin != tmax)].tolist()):
-            self._race_cell(li, block, e, rows[order[s0:s1]])
+            self._race_cell(li, block, e, rows[order[s0:s1]], proxy)
 
-    def _race_cell(self, li, block, e, rows):
+    def _race_cell(self, li, block, e, rows, proxy):
         # Pairs are put in *program* order (each access's index in its own thread), not in the order the
         # simulator happened to run them: "write, then another thread reads" (read-after-write) means a barrier
         # is missing between the write's line and the read's; "read, then another thread's later write"
@@ -722,6 +730,8 @@ class Trace:
                 if t1 == t2 or (k1 == READ and k2 == READ) or (k1 == ATOMIC and k2 == ATOMIC):
                     continue  # two reads, or two atomics (the hardware orders those), do not race
                 if t1 >> 5 == t2 >> 5 and w1 != w2:  # ordered by cuda.syncwarp()
+                    continue
+                if proxy[r1] and proxy[r2]:  # a copy engine's write and a tensor core's read: ordered by mbarriers
                     continue
                 key = (int(e[r1, AID]), pc1, k1, pc2, k2)
                 if key in seen:

@@ -107,7 +107,9 @@ MIN_BARRIERS_OF = {("cbr", "split_c"): 1, ("cbr", "optimized"): 1,
                    # 64-deep k tiles: K = 72 is 2 of them (its ring's reuse is traced in PATHS, at K = 328), and
                    # the dispatcher's one-warpgroup wgmma blocks at this shape (their 8-stage ring wraps in
                    # test_tensor_core_dispatch_paths_have_no_hazards)
-                   ("tensor_core", "wgmma"): 2, ("tensor_core", "optimized"): 2}
+                   ("tensor_core", "wgmma"): 2, ("tensor_core", "optimized"): 2,
+                   # one barrier, after the mbarriers' set-up: its main loop is ordered by the mbarriers alone
+                   ("tensor_core", "warp_specialized"): 1}
 
 
 def _run_traced(launch_all):
