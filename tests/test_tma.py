@@ -240,13 +240,16 @@ def test_a_misplaced_destination_is_an_error_at_the_copy(what, error, message):
 # ----------------------------------------------------------------------------------------------------------
 
 
-def _step(shape, seed, kernel=None):
+def _step(shape, seed, kernel=None, step=None):
+    """``step`` (tma; tests/test_warp_specialized.py's: warp_specialized) at ``shape`` into a NaN-poisoned output,
+    against float64; ``kernel``: the kernel its last launch must run."""
+    step = step or tc.tma
     a, b = tc.make_inputs(shape, seed)
     if kernel is not None:
-        assert tc.tma.launches(a, b)[-1].kernel is kernel
+        assert step.launches(a, b)[-1].kernel is kernel
     out = np.full(shape[:2], np.nan, np.float32)
     before = a.copy(), b.copy()
-    tc.tma(a, b, out=out)
+    step(a, b, out=out)
     check = compare(out, tc.reference(a, b), TOLERANCE)
     assert check.ok, f"{shape} seed={seed}: {check}"
     assert np.array_equal(a, before[0]) and np.array_equal(b, before[1])

@@ -14,8 +14,6 @@ Its PTX (setmaxnreg.inc and .dec honoured by ptxas, both barriers waited on, the
 is checked with the other tensor-core kernels in tests/test_tensor_core.py.
 """
 
-import inspect
-
 import numpy as np
 import pytest
 from numba import cuda
@@ -25,23 +23,14 @@ from gpukernels import tensor_core as tc
 from gpukernels._tma import setmaxnreg_dec, setmaxnreg_inc
 from gpukernels.check import compare
 
+from .test_tma import TOLERANCE, _line
+from .test_tma import _step as tma_step
+
 SIM = gpukernels.MODE == "sim"
 sim_only = pytest.mark.skipif(not SIM, reason="the simulator's mbarriers and setmaxnreg checks")
 
 if SIM:
     from gpukernels.sim import AsyncHazardError
-
-TOLERANCE = 1e-3  # float16 products summed in float32 against float64
-
-
-def _line(fn, marker: str) -> int:
-    fn = getattr(fn, "py_func", None) or getattr(fn, "fn", None) or fn
-    lines, first = inspect.getsourcelines(fn)
-    first = max(first, 1)
-    for n, text in enumerate(lines):
-        if marker in text:
-            return first + n
-    raise AssertionError(f"no {marker!r} in {fn.__name__}")
 
 
 @pytest.fixture
@@ -52,15 +41,7 @@ def k08():
 
 
 def _step(shape, seed, kernel=None):
-    a, b = tc.make_inputs(shape, seed)
-    if kernel is not None:
-        assert tc.warp_specialized.launches(a, b)[-1].kernel is kernel
-    out = np.full(shape[:2], np.nan, np.float32)
-    before = a.copy(), b.copy()
-    tc.warp_specialized(a, b, out=out)
-    check = compare(out, tc.reference(a, b), TOLERANCE)
-    assert check.ok, f"{shape} seed={seed}: {check}"
-    assert np.array_equal(a, before[0]) and np.array_equal(b, before[1])
+    tma_step(shape, seed, kernel, tc.warp_specialized)
 
 
 @pytest.mark.parametrize("shape", [(33, 40, 24), (130, 72, 72), (17, 264, 328)], ids=str)
@@ -132,9 +113,11 @@ def test_a_producer_that_skips_the_empty_wait_overwrites_a_stage_naming_both_lin
     with pytest.raises(AsyncHazardError, match=r"early overwrite.*arms mbarrier full\[\d\] for a new fill.*wait on "
                                                r"the stage's empty barrier") as info:
         _step((17, 264, 328), 0)  # 6 k tiles: tile 4 goes into stage 0 (or 5 into 1) before its tile was consumed
+    from gpukernels.tensor_core import k07_tma  # (the stage's copies: step 7's load_stage, which step 8 shares)
+
     assert info.value.hazard == "early overwrite"
-    assert info.value.location.endswith(f":{_line(k08, 'mbarrier_arrive_expect_tx(full, s, stage_bytes)')}")
-    assert info.value.issue_location.endswith(f":{_line(k08, 'tma_load_2d(smem, base, ta')}"), str(info.value)
+    assert info.value.location.endswith(f":{_line(k07_tma, 'mbarrier_arrive_expect_tx(full, s, stage_bytes)')}")
+    assert info.value.issue_location.endswith(f":{_line(k07_tma, 'tma_load_2d(smem, base, ta')}"), str(info.value)
 
 
 @sim_only

@@ -56,18 +56,12 @@ from .k06_wgmma import BK, BM, GROUP, STAGES, grouped_tile, require_hopper, wgmm
 ATOM = 64  # columns of B per copy: one 128-byte swizzled row of halves, the widest box row the swizzle takes
 
 
-def make_tma_kernel(bn: int = 256, stages: int = STAGES, keep: int = 1, group: int = GROUP, bm: int = BM):
-    """Step 6's kernel (`make_wgmma_kernel`, same arguments) with its ring filled by TMA: a bm x bn tile of C per
-    block of bm / 64 warpgroups, ``stages`` k tiles in the ring, each with its *full* mbarrier."""
-    threads = 2 * bm  # a warpgroup of 128 threads per 64 rows
-    acc_n = bn // 2  # accumulators per thread
-    a_stage, b_stage = bm * BK, BK * bn  # halves per buffer
-    stage = a_stage + b_stage
-    stage_bytes = 2 * stage  # what a stage's copies write into shared memory: A's box and B's atoms, zeros included
+def make_load_stage(bm: int, bn: int):
+    """The device function one thread calls to fill a stage of the ring with a bm x BK tile of A and a BK x bn tile
+    of B: ``load_stage(smem, base, ta, tb, full, s, k0, row0, col0)``."""
+    a_stage = bm * BK  # halves of A's tile, before B's in the stage
+    stage_bytes = 2 * (a_stage + BK * bn)  # what the stage's copies write: A's box and B's atoms, zeros included
     atoms = bn // ATOM  # B's boxes per stage
-    ahead = stages - 1 - keep  # tiles in flight beyond the ones the tensor cores may be reading
-    lbo = BK * 64 * 2  # bytes between B's 64-column atoms
-    mma = {64: wgmma_n64, 128: wgmma_n128, 256: wgmma_n256}[bn]
 
     @cuda.jit(device=True, forceinline=True)
     def load_stage(smem, base, ta, tb, full, s, k0, row0, col0):
@@ -77,6 +71,21 @@ def make_tma_kernel(bn: int = 256, stages: int = STAGES, keep: int = 1, group: i
         tma_load_2d(smem, base, ta, row0, k0, full, s)
         for j in range(atoms):
             tma_load_2d(smem, base + a_stage + j * BK * ATOM, tb, k0, col0 + j * ATOM, full, s)
+
+    return load_stage
+
+
+def make_tma_kernel(bn: int = 256, stages: int = STAGES, keep: int = 1, group: int = GROUP, bm: int = BM):
+    """Step 6's kernel (`make_wgmma_kernel`, same arguments) with its ring filled by TMA: a bm x bn tile of C per
+    block of bm / 64 warpgroups, ``stages`` k tiles in the ring, each with its *full* mbarrier."""
+    threads = 2 * bm  # a warpgroup of 128 threads per 64 rows
+    acc_n = bn // 2  # accumulators per thread
+    a_stage, b_stage = bm * BK, BK * bn  # halves per buffer
+    stage = a_stage + b_stage
+    ahead = stages - 1 - keep  # tiles in flight beyond the ones the tensor cores may be reading
+    lbo = BK * 64 * 2  # bytes between B's 64-column atoms
+    mma = {64: wgmma_n64, 128: wgmma_n128, 256: wgmma_n256}[bn]
+    load_stage = make_load_stage(bm, bn)  # one thread's copies of a stage: A's box and B's atoms
 
     @cuda.jit(extensions=[TENSOR_MAPS])
     def tma_kernel(a, b, c, ta, tb):

@@ -48,12 +48,11 @@ from numba import cuda, float32, types
 from .._launch import version
 from .._mma import (align1024, wgmma_commit, wgmma_fence, wgmma_n64, wgmma_n128, wgmma_n256, wgmma_store, wgmma_wait,
                     wgmma_zero)
-from .._tma import (TENSOR_MAPS, fence_mbarrier_init, fence_proxy_tensormap_acquire, mbarrier_arrive_expect_tx,
-                    setmaxnreg_dec, setmaxnreg_inc, tma_load_2d)
+from .._tma import TENSOR_MAPS, fence_mbarrier_init, fence_proxy_tensormap_acquire, setmaxnreg_dec, setmaxnreg_inc
 from ._common import check, rows_aligned16
 from ._ring import release, ring_init, stage_of, wait_empty, wait_full
 from .k06_wgmma import BK, BM, GROUP, STAGES, grouped_tile, require_hopper, wgmma_launch, wgmma_sync_kernel
-from .k07_tma import ATOM, tma_launch
+from .k07_tma import make_load_stage, tma_launch
 
 PRODUCER_REGS = 40  # registers per thread of the producer warpgroup after setmaxnreg.dec
 CONSUMER_REGS = 232  # ... of each consumer warpgroup after setmaxnreg.inc (the accumulators: 128 of them)
@@ -68,19 +67,9 @@ def make_warp_specialized_kernel(bn: int = 256, stages: int = STAGES, keep: int 
     acc_n = bn // 2  # accumulators per thread
     a_stage, b_stage = bm * BK, BK * bn  # halves per buffer
     stage = a_stage + b_stage
-    stage_bytes = 2 * stage  # what a stage's copies write into shared memory: A's box and B's atoms, zeros included
-    atoms = bn // ATOM  # B's boxes per stage
     lbo = BK * 64 * 2  # bytes between B's 64-column atoms
     mma = {64: wgmma_n64, 128: wgmma_n128, 256: wgmma_n256}[bn]
-
-    @cuda.jit(device=True, forceinline=True)
-    def load_stage(smem, base, ta, tb, full, s, k0, row0, col0):
-        # One thread: announce the stage's bytes on its full barrier, then ask the copy engine for A's box (rows
-        # row0.., columns k0.. of A: K-major) and B's atoms (rows k0.. of B, 64 columns each: N-major)
-        mbarrier_arrive_expect_tx(full, s, stage_bytes)
-        tma_load_2d(smem, base, ta, row0, k0, full, s)
-        for j in range(atoms):
-            tma_load_2d(smem, base + a_stage + j * BK * ATOM, tb, k0, col0 + j * ATOM, full, s)
+    load_stage = make_load_stage(bm, bn)  # one thread's copies of a stage: A's box and B's atoms (step 7's)
 
     # launch_bounds: at most `threads` per block, 1 block per SM -- the register cap at entry setmaxnreg needs
     @cuda.jit(extensions=[TENSOR_MAPS], launch_bounds=(threads, 1))
