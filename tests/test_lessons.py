@@ -245,13 +245,13 @@ def test_registry_order_and_aliases():
     assert matmul.tiled is matmul.VERSIONS["tiled"]
 
 
-@pytest.mark.parametrize("shape,padding", [
+@pytest.mark.parametrize("shape,padding", long_tier_after((1, 2), [
     ((1, 3, 5, 6, 70, 3, 3), 1),  # K = 70: two blocks of 64 output channels, the second ragged
     ((1, 2, 9, 9, 5, 7, 7), 3),  # 49 taps: the filter is cut into groups of filter rows, the last partly empty
     ((1, 19, 4, 5, 3, 1, 1), 0),  # 1x1: k tiles of 8 channels, the last ragged (Q = 19)
     ((2, 3, 6, 4, 2, 5, 5), 2),  # 5x5, padding 2, P = 48 pixels in two images
     ((1, 3, 5, 7, 4, 2, 3), 0),  # 2x3 with no padding
-])
+], multi=True))
 def test_cbr_implicit_gemm_tilings(shape, padding, seed):
     """The implicit GEMM's k tiles are whole filter taps; these shapes make every kind of tile ragged (unsliced, and as
     the dispatcher runs them: sliced when the image is small)."""
@@ -259,6 +259,7 @@ def test_cbr_implicit_gemm_tilings(shape, padding, seed):
     run_checked("cbr", "optimized", shape, seed, padding=padding)
 
 
+@pytest.mark.slow  # every variant of benchmarks/cbr_variants.py in the simulator
 def test_cbr_variants_script_runs_its_variants_on_the_simulator():
     """benchmarks/cbr_variants.py imports without torch, and every tiling it times is right (tiny shape)."""
     import importlib.util

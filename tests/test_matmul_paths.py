@@ -177,8 +177,8 @@ def test_few_columns_take_the_skinny_step_through_the_dispatcher(seed):
     run_checked("matmul", "skinny", (45, 3, 41), seed)
 
 
-@pytest.mark.parametrize("shape", [(70, 66, 600), pytest.param((130, 129, 520), marks=pytest.mark.slow),
-                                   pytest.param((64, 64, 768), marks=pytest.mark.slow)])
+@pytest.mark.slow  # 10 CPU-s in the simulator; the default tier splits K through the workspace (ring) and the dispatcher
+@pytest.mark.parametrize("shape", [(70, 66, 600), (130, 129, 520), (64, 64, 768)])
 def test_split_k_slices(shape, seed):
     kernel, splits = k17_split_k.split_k_plan(*shape[:2], shape[2], aligned=True)
     assert splits > 1 and kernel.split_k
@@ -205,7 +205,8 @@ def test_stream_k_blocks_share_only_the_last_waves():
 
 @same_kernels_as("matmul.stream_k")
 @pytest.mark.parametrize("shape,sms", [
-    ((300, 140, 24), 3),  # 4 edge-heavy tiles for 3 blocks: tiles 1 and 2 cut between two blocks
+    pytest.param((300, 140, 24), 3, marks=pytest.mark.slow),  # 4 edge-heavy tiles for 3 blocks: tiles 1 and 2 cut
+    # between two blocks (the default tier runs the one-tile case below)
     pytest.param((520, 260, 24), 4, marks=pytest.mark.slow),  # 9 tiles: 4 whole (one per block), 5 shared by 4
     ((256, 128, 16), 1),  # one tile, one block
 ])
@@ -269,6 +270,7 @@ def _parts(shape, sk, iters):
     ((128, 128, 16), 3, True, 1),  # one tile, one k tile: one block, the other two get nothing and are not launched
     pytest.param((300, 260, 64), 5, True, 2, marks=pytest.mark.slow),  # 9 tiles over 5: 4 whole, 5 shared
 ], multi=True))
+@pytest.mark.slow  # 11 CPU-s in the simulator: the default tier runs stream-K through the public step
 def test_stream_k_spread_sums_tiles_cut_between_three_blocks(shape, sms, aligned, parts):
     a, b, c, [launch] = _spread_case(shape, sms, aligned)
     tiles = -(-shape[0] // 128) * -(-shape[1] // 128)
@@ -280,6 +282,7 @@ def test_stream_k_spread_sums_tiles_cut_between_three_blocks(shape, sms, aligned
 
 
 @same_kernels_as("matmul.stream_k")
+@pytest.mark.slow  # 8 CPU-s in the simulator
 def test_stream_k_without_aligned_rows_runs_thread_16x8s_scalar_kernel(seed, one_sm):
     shape = (520, 262, 23)  # N, K not multiples of 4
     [launch] = matmul.stream_k.launches(*matmul.make_inputs(shape, seed))
