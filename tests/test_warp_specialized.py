@@ -5,8 +5,9 @@ issuing wgmma, a full and an empty mbarrier per stage, setmaxnreg), and the ``se
   rows are 16-byte multiples apart (several trips round the ring: both barriers' phase bits flip) and step 6's loads
   elsewhere;
 * the classic bug planted -- a producer that does not wait for the stage's empty barrier -- is an early overwrite
-  naming the producer's line and the copy's; a consumer that never releases its stage is a deadlock at the
-  producer's wait;
+  naming the producer's line and the copy's; a consumer that releases its stage before its wgmma is done lets the
+  producer's copy overwrite the wgmma's operands (an early overwrite naming both lines); a consumer that never
+  releases its stage is a deadlock at the producer's wait;
 * setmaxnreg misused (a count that is not a multiple of 8 from 24 to 256, executed by part of a warp, or by the warps
   of one warpgroup with different counts) is an error naming the line.
 
@@ -118,6 +119,20 @@ def test_a_producer_that_skips_the_empty_wait_overwrites_a_stage_naming_both_lin
     assert info.value.hazard == "early overwrite"
     assert info.value.location.endswith(f":{_line(k07_tma, 'mbarrier_arrive_expect_tx(full, s, stage_bytes)')}")
     assert info.value.issue_location.endswith(f":{_line(k07_tma, 'tma_load_2d(smem, base, ta')}"), str(info.value)
+
+
+@sim_only
+def test_a_release_before_the_wgmma_is_done_lets_the_producer_overwrite_its_operands(monkeypatch, k08):
+    from gpukernels.tensor_core import k07_tma
+
+    real = k08.wgmma_wait
+    monkeypatch.setattr(k08, "wgmma_wait", lambda n: real(n + 1))  # tile kt - 1 released with its products pending
+    with pytest.raises(AsyncHazardError, match=r"issues a TMA copy that writes .* while the wgmma_n256 .* may still "
+                                               r"be reading it") as info:
+        _step((17, 264, 328), 0)
+    assert info.value.hazard == "early overwrite"
+    assert info.value.location.endswith(f":{_line(k07_tma, 'tma_load_2d(smem, base, ta')}"), str(info.value)
+    assert info.value.issue_location.endswith(f":{_line(k08, 'mma(acc, smem')}"), str(info.value)
 
 
 @sim_only
