@@ -360,7 +360,7 @@ def test_dispatcher_follows_readable_thresholds():
     assert list(at.VERSIONS)[0] == "naive"
 
 
-@pytest.mark.parametrize("d, causal", long_tier_after(1, [pytest.param(100, True, id="D=100-causal"),
+@pytest.mark.parametrize("d, causal", long_tier_after(0, [pytest.param(100, True, id="D=100-causal"),
                                                          pytest.param(128, False, id="D=128")]))
 def test_optimized_few_keys_past_d96_runs_blocks_of_4_warps(d, causal, seed):
     # 70 queries against 40 keys past D = 96: few keys, so blocks of 4 warps (2 of 64 rows) with Q split as read,
@@ -708,7 +708,9 @@ print(json.dumps(out))
 
 
 @pytest.mark.needs_cuda_toolchain
-@pytest.mark.parametrize("dims", [pytest.param((16, 80, 128), id="some"),
+# the long tier: 21 CPU-s for three head sizes (the default tier compiles split_keys_f16's kernel, which runs
+# pipelined's loop: test_split_keys_f16_compiles_without_local_memory)
+@pytest.mark.parametrize("dims", [pytest.param((16, 80, 128), id="some", marks=pytest.mark.slow),
                                   pytest.param(tuple(range(16, 129, 16)), id="all", marks=pytest.mark.slow)])
 def test_mma_kernels_compile_to_tensor_core_instructions(dims):
     # the default tier compiles the smallest, an odd and the largest D (both block sizes of pipelined); the long
@@ -832,6 +834,7 @@ def test_block_order_covers_every_tile_once_longest_first(q_tiles, heads):
 
 
 @pytest.mark.parametrize("causal", long_tier_after(1, [True, False]), ids=["causal", "full"])
+@pytest.mark.slow  # 5 CPU-s per case in the simulator
 def test_several_query_tiles_of_a_partial_head_group(causal, seed):
     # 5 heads: a group of 4 and one of 1; 130 queries: 3 tiles of 64 rows (tf32x3) or 2 of 128 / 5 of 32 (pipelined)
     shape = (1, 5, 130, 20, 16)
@@ -894,6 +897,7 @@ def test_tf32x3_split_on_read_gives_the_same_bits(on_read, shape, seed):
                                                                 32, on_read)
 
 
+@pytest.mark.slow  # 5 CPU-s
 def test_tf32x3_fits_the_gpus_shared_memory(monkeypatch, seed):
     # Hopper's 227 KB per block holds 8 warps' Q tile at D = 128; an A100's 163 KB holds 4, a GPU with 99 KB 2 warps
     # with tiles of 16 keys -- the plan, the dispatcher's reason and the result follow

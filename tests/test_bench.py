@@ -332,6 +332,7 @@ def test_suite_table_says_when_its_rows_come_from_several_runs():
 # ----------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # 6 CPU-s: every attention version through the benchmark's harness in the simulator
 def test_attention_versions_are_measured_on_the_inputs_they_take():
     """bench_shape gives each version the inputs it takes (the tensor-core steps float16) and checks it against the
     reference of those, within its own tolerance; the rows come back in the registry's order, the float16 ones

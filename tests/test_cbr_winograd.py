@@ -185,6 +185,7 @@ print(json.dumps(out))
 
 
 @pytest.mark.needs_cuda_toolchain
+@pytest.mark.slow  # a compile of its own; the default tier compiles the tensor-core steps
 def test_compiles_for_sm90_without_local_memory():
     import json
 

@@ -410,6 +410,7 @@ def _self_contained_and_embeddable(path):
     assert html.startswith("<iframe srcdoc=") and "&lt;script" in html
 
 
+@pytest.mark.slow  # 14 CPU-s: every lesson's classroom sequence traced in the terminal
 def test_classroom_sequence_runs_without_waiting():
     env = dict(os.environ, GPUKERNELS_DEVICE="sim")
     proc = subprocess.run([sys.executable, "-m", "gpukernels", "demo", "--classroom", "matmul", "--size", "8",

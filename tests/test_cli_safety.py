@@ -24,6 +24,7 @@ from gpukernels import LESSONS
 from gpukernels.check import supports, version_inputs
 
 from ._cli import one_line, run_main
+from ._tiers import long_tier_after
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISES = ROOT / "exercises"
@@ -426,7 +427,7 @@ def test_sigterm_stops_a_command_with_one_line(tmp_path):
                             stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while _cpu_seconds(proc.pid) < 6 and time.monotonic() < deadline:  # imported, and into the kernel
+        while _cpu_seconds(proc.pid) < 3 and time.monotonic() < deadline:  # imported, and into the kernel
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.2)
         proc.send_signal(signal.SIGTERM)
@@ -540,7 +541,8 @@ def test_unexpected_arguments_name_the_public_function(lesson):
 SOFTMAX_SHAPES = [(4, 33), (2, 1025)]
 
 
-@pytest.mark.parametrize("name", list(LESSONS["softmax"].VERSIONS))
+@pytest.mark.parametrize("name", long_tier_after((0, len(LESSONS["softmax"].VERSIONS) - 1),
+                                                  list(LESSONS["softmax"].VERSIONS)))
 def test_every_softmax_version_makes_a_row_with_a_nan_all_nan(name):
     """One documented behaviour (the lesson's docstring): a NaN makes its whole row NaN, as in the float64
     reference; the other rows are what they would be without it."""

@@ -69,6 +69,7 @@ def test_matmul_dispatched_paths_are_correct(shape, seed):
     run_checked("matmul", "optimized", shape, seed)
 
 
+@pytest.mark.slow  # 6 CPU-s in the simulator
 def test_skinny_shared_rows_32_is_correct(seed):
     from numba import cuda
 
@@ -167,6 +168,7 @@ def test_winograd_output_tile_by_its_rule(n, ho, wo, m):
     assert (m == 4) == (f4 < f2 and n * -(-ho // 4) * -(-wo // 4) >= cbr.F4_MIN_TILES)
 
 
+@pytest.mark.slow  # 8 CPU-s in the simulator; the rule itself is tested by test_cbr_choose_takes_winograd_by_its_thresholds
 def test_cbr_optimized_runs_winograd_in_its_regime(seed):
     # 64 channels, 128 tiles of 2 x 2, 2 implicit-GEMM tiles: rule 0 holds, so the dispatcher plans Winograd's four
     # launches -- and its result, traffic formula included, is Winograd's

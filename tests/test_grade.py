@@ -284,6 +284,7 @@ def test_cli_grades_a_folder_and_isolates_a_broken_exercise(tmp_path):
 
 
 @pytest.mark.needs_cuda_toolchain  # its totals count the compiles gate
+@pytest.mark.slow  # 11 CPU-s: a handout exported and graded in children; the default tier grades through the API and the CLI's folder test
 def test_a_handout_grades_its_own_files_and_hints_survive_the_table(tmp_path):
     """Inside an exported handout, `gpukernels grade 01 --hints 3` grades the handout's kernel.py, says so in
     its first line, and prints hint 3 with its brackets (rich must not read `[i]` as markup)."""
@@ -328,6 +329,7 @@ def test_bad_options_get_one_line_and_status_2(tmp_path, args, fragment, capsys,
 
 
 @pytest.mark.needs_cuda_toolchain  # its totals count the compiles gate
+@pytest.mark.slow  # 7 CPU-s: a class graded; the class report's grouping has its own unit test
 def test_grade_a_class(tmp_path):
     """`--class DIR --workers 2 --out OUT`: a results.json per student, a CSV of scores and a report page; a
     student who crashes or is missing an exercise costs nobody else a point."""

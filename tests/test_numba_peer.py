@@ -48,6 +48,7 @@ def test_every_deliberate_difference_names_a_real_test():
         assert why, f"{test_id}: say what the GPU does"
 
 
+@pytest.mark.slow  # 8 CPU-s: two simulators side by side
 def test_exceptions_and_math_modules_match_stock(tmp_path):
     """A quick slice of the peer suite for every CI run: user exceptions (message, thread and block), debug
     mode, math (math.gamma crashed once) -- both simulators run now, so their times compare too: inside the tests

@@ -18,6 +18,8 @@ import gpukernels
 from gpukernels import _mma
 from gpukernels.sim import WarpMaskError
 
+from ._tiers import long_tier_after
+
 SIM = gpukernels.MODE == "sim"
 sim_only = pytest.mark.skipif(not SIM, reason="checks the simulator's versions of the instructions")
 
@@ -986,11 +988,11 @@ def test_dispatcher_splits_k_inside_wgmma_for_few_deep_tiles():
     assert choose(1024, 1024, 1024, sms=132, hopper=True, fp32=True).step == "tf32x3"
 
 
-@pytest.mark.parametrize("shape,sms,slices", [
+@pytest.mark.parametrize("shape,sms,slices", long_tier_after((1,), [
     ((130, 300, 330), 10, 2),  # 4 tiles of 128 x 256 (under half of 10 SMs) x 2 slices of 3 k tiles
     ((70, 100, 200), 6, 3),  # N <= 128: one 128 x 128 tile, 4 k tiles in slices of 2, 2 and none
     ((130, 261, 333), 10, 2),  # rows not 16-byte aligned: padded copies first
-])
+], multi=True))
 def test_wgmma_split_k_is_correct(shape, sms, slices, monkeypatch, seed):
     from gpukernels._pad import pad_kernel
     from gpukernels.tensor_core import k10_optimized as opt

@@ -133,6 +133,7 @@ def test_accesses_need_the_event_log():
 
 
 @sim_only
+@pytest.mark.slow  # 6 CPU-s: a lesson traced twice
 def test_an_event_log_without_local_arrays_counts_them_the_same():
     # regblock_2d keeps its accumulators in local arrays: local=False leaves them out of the log, not the counts;
     # count_local=False leaves them unobserved (no counts either) and every other figure as it was
