@@ -58,7 +58,7 @@ def run_checked(name, shape, seed, causal=False, scale=None, inputs=None):
 
 
 # Without the mask tests/test_lessons.py runs every version at these shapes (and the GPU's); here the causal mask.
-@pytest.mark.parametrize("shape", long_tier_after((2, 5), at.SHAPES["test"]), ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", long_tier_after((5,), at.SHAPES["test"]), ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("name", F32_VERSIONS)
 def test_matches_reference_causal(name, shape, seed):
     run_checked(name, shape, seed, causal=True)

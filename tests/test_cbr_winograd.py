@@ -128,7 +128,7 @@ _USED, _OTHER = (wg.TILE_SMALL, wg.TILE_LARGE), ((64, 64), (128, 64))
 
 @pytest.mark.parametrize("k,c,p,tile", [(1, 1, 1, t) for t in _USED + _OTHER]
                          # the default tier: each tile at one pixel, the two tiles the step uses at 65 x 9 x 70
-                         + long_tier_after(2, [(65, 9, 70, t) for t in _USED + _OTHER], multi=True)
+                         + long_tier_after(1, [(65, 9, 70, t) for t in _USED + _OTHER], multi=True)
                          + long_tier_after(0, [(3, 17, 130, t) for t in _USED], multi=True)
                          # two rows of blocks on either tile: slow in the simulator (~20 s each); the default tier's
                          # race check runs the large tile on 130 output channels

@@ -34,6 +34,7 @@ def test_loads_per_step_add_up_to_the_tracers_traffic(traced, name):
         assert sum(sum(s["loads"].get(a.array, [])) for s in d["steps"]) == a.loads
 
 
+@pytest.mark.slow  # 3 CPU-s: a lesson traced
 @sim_only
 def test_tiled_steps_are_its_k_phases(traced):
     d = data.version_data(traced["tiled"], "tiled", "", "K phase")

@@ -50,6 +50,7 @@ def test_sizes_that_cannot_be_used_say_the_expected_form(text, lesson, why):
         parse_size(text, lesson)
 
 
+@pytest.mark.slow  # 4 CPU-s: traces in the simulator; the rule for a step's number is tested in-process
 def test_trace_and_demo_take_a_single_number():
     for args in (("trace", "matmul", "--version", "naive", "--size", "8"), ("demo", "softmax", "--size", "4"),
                  ("trace", "attention", "--version", "mma", "--size", "1x1x8x20x16")):

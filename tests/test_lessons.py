@@ -19,8 +19,8 @@ from .conftest import GPU
 def cases(kind):
     # xdist_group: with `pytest -n N --dist loadgroup` every shape of one version runs in the same worker, so on a
     # GPU each worker compiles only its versions' kernels (the largest take ~20 s each) instead of all of them.
-    # At the simulator's "test" shapes the default tier runs each version at two of them (`default_tier_shapes`),
-    # the long tier at all.
+    # At the simulator's "test" shapes the default tier runs each version at its lesson's most ragged one
+    # (`default_tier_shapes`), the long tier at all.
     for lesson, mod in LESSONS.items():
         for i, name in enumerate(mod.VERSIONS):
             mine = shapes(lesson, name, kind)
@@ -32,12 +32,13 @@ def cases(kind):
 
 
 def default_tier_shapes(shapes_, index: int) -> list:
-    """The two of a version's test shapes the default tier runs: the lesson's last (each lesson lists its most
-    ragged, several-tile shape last) and one of the others in turn by the version's place in the ladder, so that
-    across the ladder every shape runs in the default tier; the long tier runs every version at every shape."""
-    if len(shapes_) <= 2:
+    """The test shape the default tier runs a version at: the lesson's last (each lesson lists its most ragged,
+    several-tile shape last); the smallest odd shapes (sizes of 1, a partial warp) run there too through
+    test_returns_new_host_array_without_out and test_device_arrays_in_device_array_out. The long tier runs every
+    version at every shape."""
+    if len(shapes_) <= 1:
         return list(shapes_)
-    return [shapes_[index % (len(shapes_) - 1)], shapes_[-1]]
+    return [shapes_[-1]]
 
 
 def shapes(lesson, name, kind="test"):
@@ -88,7 +89,7 @@ def test_matches_reference_gpu_sizes(lesson, name, shape, seed):
 
 
 @pytest.mark.parametrize("name", list(LESSONS["cbr"].VERSIONS))
-@pytest.mark.parametrize("padding", [0, 2])
+@pytest.mark.parametrize("padding", long_tier_after((1,), [0, 2]))
 def test_cbr_padding(name, padding, seed):
     run_checked("cbr", name, (2, 3, 6, 9, 4, 3, 3), seed, padding=padding)
 

@@ -19,7 +19,7 @@ from .conftest import GPU, same_kernels_as
 from .test_lessons import run_checked
 
 
-@pytest.mark.parametrize("name,shape", long_tier_after((0, 2), [
+@pytest.mark.parametrize("name,shape", long_tier_after((0,), [
     ("interior", (130, 129, 20)),  # block (0, 0) inside, three edge blocks; K = 8 + 8 + 4: a ragged last k tile
     ("interior", (128, 128, 16)),  # exactly one tile, all of it on the unguarded path
     ("deep_k", (130, 129, 37)),  # 16-deep k tiles: 16 + 16 + 5
@@ -51,7 +51,7 @@ def one_sm(monkeypatch):
     monkeypatch.setattr(matmul._common, "sm_count", lambda: 1)
 
 
-@pytest.mark.parametrize("name,shape,kernel", long_tier_after((1, 4), [
+@pytest.mark.parametrize("name,shape,kernel", long_tier_after((1,), [
     ("vector_loads", (130, 132, 36), "vec_kernel"),  # K, N multiples of 4: 16-byte loads inside, edges scalar
     ("vector_loads", (130, 130, 36), "swizzled_kernel"),  # N = 130: B's rows are not 16-byte aligned
     ("thread_16x8", (260, 132, 20), "wide_vec_kernel"),  # 256 x 128 tiles: (0, 0) inside, 8 + 8 + 4 deep
@@ -367,6 +367,7 @@ def test_async_ring_compiles_to_cp_async():
     assert cg >= 2 and ca == 8 * cg and waits >= 1 and v4 == 0
 
 
+@pytest.mark.slow  # 4 CPU-s; the default tier runs the ring itself (test_async_ring_is_correct)
 @same_kernels_as("matmul.async_copy")
 def test_async_copy_is_stream_k_with_the_ring(seed, one_sm):
     shape = (520, 260, 36)  # 9 tiles on one SM: whole tiles, then tiles cut between sharing blocks
@@ -455,7 +456,7 @@ def test_small_products_take_the_128_thread_tile():
     assert max(s for _, s, _ in choose(64, 64, 1 << 20, sms=132).candidates) == 64
 
 
-@pytest.mark.parametrize("aligned", [True, False], ids=["16-byte", "4-byte"])
+@pytest.mark.parametrize("aligned", long_tier_after((1,), [True, False]), ids=["16-byte", "4-byte"])
 @pytest.mark.parametrize("tile", long_tier_after(1, [t.name for t in matmul.k21_optimized.TILES]))
 def test_every_tile_the_estimate_weighs_is_correct(tile, aligned, seed):
     """Each tile of ``TILES``, whole and in 3 slices of K, on a product ragged along M, N and K (partial edge
@@ -496,6 +497,7 @@ def test_few_slices_meet_in_a_workspace_and_many_by_atomics():
     assert all(est > 0 for _, _, est in cands)
 
 
+@pytest.mark.slow  # 4 CPU-s; the default tier runs the workspace split (test_split_through_a_workspace_...)
 @pytest.mark.parametrize("aligned", long_tier_after(1, [False, True]), ids=["4-byte", "16-byte"])
 def test_optimized_runs_the_workspace_split_when_it_chooses_it(monkeypatch, aligned, seed):
     """The simulator's shapes are too small for the rule to choose the workspace (it does from ~384^3 on 132 SMs):

@@ -100,6 +100,7 @@ def test_split_row_pieces(shape, pieces, seed):
     run_checked("softmax", "split_row", shape, seed)
 
 
+@pytest.mark.slow  # 3 CPU-s in the simulator
 def test_split_row_many_pieces_and_extremes(monkeypatch, seed):
     """Small pieces (so the simulator runs many), a piece of only -inf, and +-1e4 entries."""
     monkeypatch.setattr(softmax.k07_split_row, "SPLIT_MIN_CHUNK", 512)

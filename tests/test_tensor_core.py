@@ -938,6 +938,7 @@ def test_wgmma_needs_hopper(monkeypatch):
         tc.wgmma(a, b)
 
 
+@pytest.mark.slow  # 3 CPU-s; test_tensor_core_dispatch_paths_have_no_hazards and the suite shapes take the paths
 def test_dispatcher_pads_unaligned_rows_and_splits_k(monkeypatch, seed):
     # The two paths the suite's shapes take on an H200 (4095 x 4097 x 4093: rows padded, then wgmma; 16 x 8192 x
     # 8192: split-K), taken here at small odd shapes by lending the dispatcher a 1-SM GPU / a shallow split

@@ -256,6 +256,7 @@ def test_warp_banks_and_conflict_degree():
     assert d["degree"] == 1  # b_tile[kk, tx]: 16 consecutive words, the other half-warp reads the same ones
 
 
+@pytest.mark.slow  # 2.5 CPU-s: every matmul version traced
 @sim_only
 def test_roofline_model_from_traced_bytes(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUKERNELS_CACHE", str(tmp_path))
