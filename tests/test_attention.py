@@ -1226,7 +1226,7 @@ print(json.dumps(out))
 
 
 @pytest.mark.needs_cuda_toolchain
-@pytest.mark.parametrize("dims", [pytest.param((128,), id="d128"),
+@pytest.mark.parametrize("dims", [pytest.param((128,), id="d128", marks=pytest.mark.slow),  # 4.5 CPU-s: a compile
                                   pytest.param(tuple(range(16, 129, 16)), id="all", marks=pytest.mark.slow)])
 def test_split_keys_f16_compiles_without_local_memory(dims):
     # the default tier compiles the largest D (the most registers), the long tier all eight

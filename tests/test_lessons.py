@@ -19,26 +19,36 @@ from .conftest import GPU
 def cases(kind):
     # xdist_group: with `pytest -n N --dist loadgroup` every shape of one version runs in the same worker, so on a
     # GPU each worker compiles only its versions' kernels (the largest take ~20 s each) instead of all of them.
-    # At the simulator's "test" shapes the default tier runs each version at its lesson's most ragged one
-    # (`default_tier_shapes`), the long tier at all.
+    # At the simulator's "test" shapes the default tier runs each version at one (`default_tier_shapes`), the long
+    # tier at all.
     for lesson, mod in LESSONS.items():
         for i, name in enumerate(mod.VERSIONS):
             mine = shapes(lesson, name, kind)
-            quick = default_tier_shapes(mine, i) if kind == "test" else mine
+            quick = default_tier_shapes(mine, i, lesson) if kind == "test" else mine
             for shape in mine:
                 marks = [pytest.mark.xdist_group(f"{lesson}.{name}")] + ([] if shape in quick else [pytest.mark.slow])
                 yield pytest.param(lesson, name, shape, id=f"{lesson}-{name}-{'x'.join(map(str, shape))}",
                                    marks=marks)
 
 
-def default_tier_shapes(shapes_, index: int) -> list:
-    """The test shape the default tier runs a version at: the lesson's last (each lesson lists its most ragged,
-    several-tile shape last); the smallest odd shapes (sizes of 1, a partial warp) run there too through
+#: The test shape the default tier runs every version of a lesson at: odd in every side and more than one tile or warp
+#: where it costs little in the simulator (the lessons' largest test shapes cost 3-15 CPU-s a lesson: long tier).
+DEFAULT_TIER_SHAPE = {"matmul": (17, 130, 9),  # 130 columns: two tiles of 64 and a ragged third; K = 9
+                      "softmax": (1, 4100),  # a row longer than one block's pass: several per thread, ragged
+                      "cbr": (2, 2, 9, 17, 3, 3, 3),  # two images, 9 x 17 pixels: ragged tiles of the output
+                      "tensor_core": (33, 40, 20),  # partial m16/n8 tiles, K not a multiple of 16, unaligned rows
+                      "attention": (1, 1, 5, 40, 80)}  # D = 80, 40 keys: a partial K/V tile
+
+
+def default_tier_shapes(shapes_, index: int, lesson: str | None = None) -> list:
+    """The test shapes the default tier runs a version at: its lesson's `DEFAULT_TIER_SHAPE` where the version takes
+    it, else its last (most ragged) one; the smallest odd shapes (sizes of 1, a partial warp) run there too, through
     test_returns_new_host_array_without_out and test_device_arrays_in_device_array_out. The long tier runs every
     version at every shape."""
     if len(shapes_) <= 1:
         return list(shapes_)
-    return [shapes_[-1]]
+    chosen = DEFAULT_TIER_SHAPE.get(lesson)
+    return [chosen] if chosen in shapes_ else [shapes_[-1]]
 
 
 def shapes(lesson, name, kind="test"):

@@ -357,6 +357,7 @@ print(ptx.count("cp.async.ca.shared.global"), ptx.count("cp.async.cg.shared.glob
 """
 
 
+@pytest.mark.slow  # 7 CPU-s: a compile of its own
 @pytest.mark.needs_cuda_toolchain
 def test_async_ring_compiles_to_cp_async():
     # The interior loop copies with cp.async: 8 four-byte copies of A for each 16-byte copy of B (in every copy

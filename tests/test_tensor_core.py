@@ -634,6 +634,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow  # 18 CPU-s: every tensor-core kernel compiled for sm_90a in a child (test_intrinsics_compile_to_their_instructions stays)
 @pytest.mark.needs_cuda_toolchain
 def test_kernels_compile_to_tensor_core_instructions():
     from gpukernels.resources import run_with_real_cuda
