@@ -148,13 +148,14 @@ def test_record_tier_writes_what_the_run_measured(tmp_path):
 
 def test_the_readme_tier_table_is_the_recorded_measurement():
     """The README's table of tiers is generated from tests/tiers.json (python -m gpukernels.readme; the check that
-    the whole README is current is test_outputs_registry's): the recorded default tier is whole, green and within
-    its budget, so a tier that crept past it cannot be recorded as if it had not."""
+    the whole README is current is test_packaging's): the recorded default tier is whole and within its budget, so
+    a tier that crept past it cannot be recorded as if it had not. (Its failures are shown in the table, not held to
+    zero here: a run records itself after its tests, so the tests of a run read the record before it.)"""
     from gpukernels.readme import README, tiers_markdown
 
     from ._tiers import DEFAULT_CPU_BUDGET_S, DEFAULT_WALL_BUDGET_S, RECORD
 
     assert tiers_markdown() in README.read_text()
     rec = json.loads(RECORD.read_text())["default"]
-    assert rec["failed"] == 0 and rec["passed"] > 1000, rec
+    assert rec["passed"] > 1000, rec
     assert rec["cpu_s"] <= DEFAULT_CPU_BUDGET_S and rec["wall_s"] <= DEFAULT_WALL_BUDGET_S, rec
