@@ -36,6 +36,7 @@ import datetime as dt
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import statistics
@@ -198,7 +199,8 @@ def phase_one(s: Session, args, env, report) -> None:
         record = s.out / ".tier.json"
         suite_env = dict(env, GPUKERNELS_TIER_RECORD=str(record))
         cmd = [sys.executable, "-m", "pytest", "-q", "-n", str(args.workers), "--dist", "loadgroup", "--timeout",
-               "300", "-p", "no:cacheprovider", "-rfE", "--record-tier", "gpu", "tests"]
+               "300", "-p", "no:cacheprovider", "-rfE", *(["--record-tier", "gpu"] if args.tests == "tests" else []),
+               *shlex.split(args.tests)]
         jobs.append(("suite", "suite", s.spawn(cmd, s.out / "tests.log", suite_env)))
     if "fuzz" not in args.skip:
         cmd = [sys.executable, "benchmarks/fuzz.py", "--workers", "2", "--budget", str(args.fuzz_seconds), "--seed",
@@ -372,6 +374,10 @@ def main(argv=None) -> int:
                    help="benchmark these lessons, in this order (default: every lesson, stalest first)")
     p.add_argument("--skip", nargs="+", default=[], choices=PHASES, metavar="PHASE",
                    help=f"leave out phases among {', '.join(PHASES)}")
+    p.add_argument("--tests", default="tests", metavar="ARGS",
+                   help="what the suite phase gives pytest, one string (default: the whole tests folder, which alone "
+                        "is recorded as the GPU tier); e.g. --tests \"tests -k 'tma or warp_specialized'\" for a "
+                        "short lease")
     p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 4) - 4))
     p.add_argument("--sanitize-jobs", type=int, default=4)
     p.add_argument("--fuzz-seconds", type=float, default=60.0)
