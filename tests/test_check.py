@@ -219,3 +219,19 @@ def test_at_most_show_entries_default_five_ties_in_index_order():
 def test_the_message_separates_its_entries():
     r = compare(np.array([0.0, 0.0, 3.0]), np.array([1.0, 2.0, 3.0]), 1e-5)
     assert str(r).endswith("at (1,): expected 2, got 0; at (0,): expected 1, got 0; at (2,): expected 3, got 3")
+
+
+def test_version_inputs_are_what_each_version_takes():
+    """A lesson's own hook decides (attention's tensor-core steps take float16 copies of q, k and v; its float32 steps
+    the arrays as given); a lesson without one passes the inputs through, as a tuple; nothing given is modified."""
+    from gpukernels import LESSONS
+    from gpukernels.check import version_inputs
+
+    q, k, v = LESSONS["attention"].make_inputs((1, 1, 3, 5, 16), 0)
+    half = version_inputs("attention", "mma", [q, k, v])
+    assert isinstance(half, tuple) and [x.dtype for x in half] == [np.float16] * 3
+    assert all(np.array_equal(h, x.astype(np.float16)) for h, x in zip(half, (q, k, v)))
+    same = version_inputs("attention", "tiled", [q, k, v])
+    assert all(a is b for a, b in zip(same, (q, k, v))) and q.dtype == np.float32
+    a, b = LESSONS["matmul"].make_inputs((3, 4, 5), 0)
+    assert version_inputs("matmul", "tiled", [a, b]) == (a, b)

@@ -759,3 +759,30 @@ def test_softmax_merge_bad_input_gets_one_line():
         mod.partial_state([1.0, 2.0], np.zeros((3, 4)))
     with pytest.raises(ValueError, match=r"^unknown row kind 'odd'; choose from normal, empty1"):
         mod._maxima("odd", np.random.default_rng(0))
+
+
+def test_data_flow_failures_carry_the_specs_reason_and_passes_do_not():
+    """A DataFlow check's failure ends with the spec's ``why`` (what the student is to do), for either expectation,
+    and says how many outputs did not move; a spec without one adds nothing."""
+    half = {"dataflow": {"mma_f16": {"size": 8, "moved": 6, "doubled": 5}}}
+    ok, msg = S.DataFlow("mma_f16", expect="doubles", why="C must be the mma's D").evaluate(half, None)
+    assert not ok and msg.endswith(" -- C must be the mma's D") and "only 5 of the 8 outputs doubled" in msg
+    assert "(2 did not move at all)" in msg
+    ok, msg = S.DataFlow("shfl", why="sum with the shuffles").evaluate(
+        {"dataflow": {"shfl": {"size": 8, "moved": 6, "doubled": 0}}}, None)
+    assert not ok and msg.endswith(" -- sum with the shuffles") and "2 of the 8 outputs did not change" in msg
+    ok, msg = S.DataFlow("shfl").evaluate({"dataflow": {"shfl": {"size": 8, "moved": 6, "doubled": 0}}}, None)
+    assert not ok and msg.endswith("do not come from the shuffles")
+    ok, msg = S.DataFlow("mma_f16", expect="doubles", why="x").evaluate(
+        {"dataflow": {"mma_f16": {"size": 8, "moved": 8, "doubled": 8}}}, None)
+    assert ok and " -- x" not in msg
+
+
+def test_no_shared_memory_counts_the_accesses_it_saw():
+    """An array declared but never touched is still shared memory the exercise forbids: 0 accesses, said as such."""
+    no_sync = {"syncthreads": 0}
+    ok, msg = S.NoSharedMemory().evaluate({"shared": {"arrays": ["buf"]}, "sync": no_sync}, None)
+    assert not ok and msg.startswith("uses 0 shared-memory accesses")
+    ok, msg = S.NoSharedMemory().evaluate({"shared": {"accesses": 12, "arrays": ["buf"]}, "sync": no_sync}, None)
+    assert not ok and msg.startswith("uses 12 shared-memory accesses")
+    assert S.NoSharedMemory().evaluate({"shared": {}, "sync": no_sync}, None)[0]
