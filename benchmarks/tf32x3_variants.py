@@ -1,4 +1,4 @@
-"""Partial-sum lengths of the 3xTF32 step (tensor_core.k09_tf32x3.make_tf32x3_kernel), timed on a GPU: the
+"""Partial-sum lengths of the 3xTF32 step (tensor_core.k11_tf32x3.make_tf32x3_kernel), timed on a GPU: the
 measurements behind step 7's ``FLUSH``, the k tiles whose products the tensor cores sum before float32 adds take
 over. Longer partials wait for the tensor cores less often and are less accurate (the tensor core's adder truncates).
 
@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from tensor_core_check import rel_error, time_ms  # noqa: E402
 
 from gpukernels import matmul  # noqa: E402
-from gpukernels.tensor_core.k09_tf32x3 import make_tf32x3_kernel, product_launch, split_operands  # noqa: E402
+from gpukernels.tensor_core.k11_tf32x3 import make_tf32x3_kernel, product_launch, split_operands  # noqa: E402
 
 VARIANTS = [(1, 8), (2, 8), (10**6, 8)]  # (k tiles per partial sum, tile rows per group); 10**6: one partial for all of K (the speed with no waits, at the accuracy of the truncating adder)
 BATCH = 10

@@ -331,7 +331,7 @@ def test_tensor_core_dispatch_paths_have_no_hazards(path, shape, seed, monkeypat
     split (split-K: 7 k tiles in 6 slices added into C by atomics after a zeroing launch) or a 1-SM GPU (A and B
     copied into arrays with 16-byte rows, then wgmma); and its one-warpgroup wgmma blocks, 10 k tiles through their
     8-stage ring (64 x 128: 4 tiles on a lent 4-SM GPU, rows padded first; 64 x 64: 2 tiles on 132 SMs)."""
-    from gpukernels.tensor_core import k10_optimized as opt
+    from gpukernels.tensor_core import k12_optimized as opt
 
     if path == "split_k":
         monkeypatch.setattr(opt, "SPLIT_MIN_K", 32)
@@ -386,9 +386,9 @@ def test_pipelined_pair_has_no_hazards(d, monkeypatch, seed):
 def test_tf32x3_without_wgmma_has_no_hazards(monkeypatch, seed):
     # Before Hopper, tf32x3 runs its mma.sync kernel (the simulator plays an H200, so the GPU is lent an A100's
     # compute capability): K = 72, 5 k tiles of 16 through its two buffers
-    from gpukernels.tensor_core import k09_tf32x3
+    from gpukernels.tensor_core import k11_tf32x3
 
-    monkeypatch.setattr(k09_tf32x3, "compute_capability", lambda: (8, 0))
+    monkeypatch.setattr(k11_tf32x3, "compute_capability", lambda: (8, 0))
     mod = LESSONS["tensor_core"]
     a, b = mod.make_inputs((33, 40, 72), seed, dtype=np.float32)
     assert [x.kernel for x in mod.tf32x3.launches(a, b)] == [mod.tf32x3_mma_kernel]
@@ -404,7 +404,7 @@ def test_cases_reach_every_registered_kernel():
     planned, not run, so this is quick. A version added to a registry is traced by the cases above at its
     lesson's shapes; a kernel it adds that those shapes miss fails here until a case reaches it."""
     from gpukernels.matmul import k19_stream_k, k20_async_copy
-    from gpukernels.tensor_core import k10_optimized as tc_opt
+    from gpukernels.tensor_core import k12_optimized as tc_opt
 
     from gpukernels.matmul.k16_skinny import get_skinny_cols_kernel
 

@@ -560,7 +560,7 @@ kernels = {"mma_global": tc.mma_global_kernel, "ldmatrix": tc.ldmatrix_kernel, "
            "tf32x3_mma": tc.tf32x3_mma_kernel, "tf32x3": tc.tf32x3_kernel, "wgmma": tc.wgmma_kernel,
            "wgmma_sync": tc.wgmma_sync_kernel, "split_rows": tc.split_rows_kernel, "split_cols": tc.split_cols_kernel,
            "tma": tc.tma_kernel, "warp_specialized": tc.warp_specialized_kernel}
-from gpukernels.tensor_core.k10_optimized import WGMMA_KERNELS, WGMMA_SPLIT_KERNELS
+from gpukernels.tensor_core.k12_optimized import WGMMA_KERNELS, WGMMA_SPLIT_KERNELS
 kernels.update({f"wgmma_split{bn}": k for bn, k in WGMMA_SPLIT_KERNELS.items()})
 kernels.update({f"wgmma_{tile}": k for tile, k in WGMMA_KERNELS.items() if tile != "128x256"})
 f3 = types.Array(types.float32, 3, "C")
@@ -784,7 +784,7 @@ def test_wgmma_misuse_says_why():
 
 
 def _wgmma_tf32_kernel(add_early=False):
-    from gpukernels.tensor_core.k09_tf32x3 import at
+    from gpukernels.tensor_core.k11_tf32x3 import at
 
     @cuda.jit
     def kernel(a, b, c):
@@ -817,7 +817,7 @@ def _wgmma_tf32_kernel(add_early=False):
 
 def test_tf32_wgmma_layouts():
     # step 7's K-major float32 tiles (rows of 32 floats) are the descriptors' layout, every element placed once
-    from gpukernels.tensor_core.k09_tf32x3 import at
+    from gpukernels.tensor_core.k11_tf32x3 import at
 
     f = at.py_func
     assert all(4 * f(r, k) == _mma.k_major_byte(0, r, k, size=4) for r in range(128) for k in range(32))
@@ -847,9 +847,9 @@ def test_wgmma_add_before_the_wait_says_why():
 
 
 def test_tf32x3_without_wgmma_splits_in_its_mma_sync_kernel(monkeypatch, seed):
-    from gpukernels.tensor_core import k09_tf32x3
+    from gpukernels.tensor_core import k11_tf32x3
 
-    monkeypatch.setattr(k09_tf32x3, "compute_capability", lambda: (8, 0))
+    monkeypatch.setattr(k11_tf32x3, "compute_capability", lambda: (8, 0))
     a, b = tc.make_inputs((33, 40, 20), seed, dtype=np.float32)
     [launch] = tc.tf32x3.launches(a, b)
     assert launch.kernel is tc.tf32x3_mma_kernel
@@ -915,10 +915,10 @@ def test_split_tf32_clamped_is_split_tf32_on_every_finite_value():
 @pytest.mark.parametrize("hopper", [True, False])
 def test_tf32x3_is_finite_where_a_value_near_float32s_largest_meets_small_ones(monkeypatch, hopper):
     # TF32 rounding takes 3.4e38 to inf: a split that let it would give inf (or NaN) where SGEMM's C is ~3.4e28
-    from gpukernels.tensor_core import k09_tf32x3
+    from gpukernels.tensor_core import k11_tf32x3
 
     if not hopper:
-        monkeypatch.setattr(k09_tf32x3, "compute_capability", lambda: (8, 0))
+        monkeypatch.setattr(k11_tf32x3, "compute_capability", lambda: (8, 0))
     a, b = tc.make_inputs((17, 9, 11), 0, dtype=np.float32)
     a[3, 4] = np.finfo(np.float32).max
     a[5, 0] = -np.float32(0.99999) * np.finfo(np.float32).max
@@ -943,7 +943,7 @@ def test_wgmma_needs_hopper(monkeypatch):
 def test_dispatcher_pads_unaligned_rows_and_splits_k(monkeypatch, seed):
     # The two paths the suite's shapes take on an H200 (4095 x 4097 x 4093: rows padded, then wgmma; 16 x 8192 x
     # 8192: split-K), taken here at small odd shapes by lending the dispatcher a 1-SM GPU / a shallow split
-    from gpukernels.tensor_core import k10_optimized as opt
+    from gpukernels.tensor_core import k12_optimized as opt
 
     choose = opt.choose
     assert choose(4095, 4097, 4093, aligned=False, sms=132, hopper=True).config == {"tile": "128x256", "padded": True}
@@ -972,7 +972,7 @@ def test_dispatcher_pads_unaligned_rows_and_splits_k(monkeypatch, seed):
 
 def test_dispatcher_splits_k_inside_wgmma_for_few_deep_tiles():
     """Rule 3 by its thresholds: too few 128 x 256 tiles, deep K, more than 64 rows, at least half the SMs busy."""
-    from gpukernels.tensor_core import k10_optimized as opt
+    from gpukernels.tensor_core import k12_optimized as opt
 
     choose = opt.choose
     for shape, tile, slices in [((128, 8192, 8192), "128x256", 4), ((8192, 64, 4096), "128x128", 2),
@@ -997,7 +997,7 @@ def test_dispatcher_splits_k_inside_wgmma_for_few_deep_tiles():
 ], multi=True))
 def test_wgmma_split_k_is_correct(shape, sms, slices, monkeypatch, seed):
     from gpukernels._pad import pad_kernel
-    from gpukernels.tensor_core import k10_optimized as opt
+    from gpukernels.tensor_core import k12_optimized as opt
 
     monkeypatch.setattr(opt, "sm_count", lambda: sms)
     monkeypatch.setattr(opt, "WG_SPLIT_MIN_K", 64)

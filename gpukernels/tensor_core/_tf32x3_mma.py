@@ -1,6 +1,6 @@
 """3xTF32 with ``mma.sync``: `tensor_core.tf32x3`'s kernel for GPUs without ``wgmma`` (before Hopper: an A100, say).
 
-Step 9 (``k09_tf32x3``) explains the split, x = big + small, and why each k step's products are summed from zero
+Step 11 (``k11_tf32x3``) explains the split, x = big + small, and why each k step's products are summed from zero
 by the tensor core and added to the running sum by float32 adds. This kernel does the same with the warp-level
 ``mma.sync.m16n8k8`` on TF32, and splits the inputs itself as it reads its fragments:
 
@@ -11,7 +11,7 @@ swizzled as step 3's A tile is; ``ldmatrix`` on float32 rows hands each lane who
 4-float matrix is exactly the TF32 fragment (lane 4 g + t: row g, column t) -- of A, and of B stored transposed.
 float16 inputs work too (they convert exactly: big is x, small is 0). On an H200 it ran 4096^3 in 6.4 ms, 0.43x
 cuBLAS SGEMM: three mma.sync of TF32 per product are slower than the SIMT cores' FMAs; wgmma is what makes 3xTF32
-fast (step 9).
+fast (step 11).
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ A ring of 3 stages would be 3 x (8 + 8) KB = 48 KB, the most shared memory a blo
 benchmarks/tensor_core_variants.py; 4096^3: 0.558 vs 0.567 ms, and 0.57 vs 0.63 in another run; 8192^3: 3.78 vs
 3.91 ms), so the step keeps 2: with 4x the mmas per tile, one tile ahead covers the copies.
 
-A 128 x 128 tile also means 4x fewer blocks: at 1024^2 that is 64 blocks for 132 SMs. Step 9 chooses between the
-tile sizes per shape.
+A 128 x 128 tile also means 4x fewer blocks: at 1024^2 that is 64 blocks for 132 SMs. Step 12 (``optimized``)
+chooses between the tile sizes per shape.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Step 10 of the tensor-core ladder, ``optimized``: the step to run, chosen per shape by rules a student can read.
+"""Step 12 of the tensor-core ladder, ``optimized``: the step to run, chosen per shape by rules a student can read.
 
 ``tensor_core.optimized.choose(M, N, K)`` returns the step, its configuration and why:
 
 1. **float32 inputs** (either matrix): ``tf32x3``, the only step that keeps float32's accuracy on tensor cores
-   (finite inputs: an infinite one gives NaN where SGEMM gives inf -- ``k09_tf32x3.py`` says why).
+   (finite inputs: an infinite one gives NaN where SGEMM gives inf -- ``k11_tf32x3.py`` says why).
 2. **Hopper, and wgmma's 128 x 256 tiles fill at least ``WG_FILL`` = 1/2 of the SMs**: step 6, ``wgmma``. Rows of A
    and B that are not 16-byte aligned (K or N not a multiple of 8) are first copied once into arrays whose rows are
    padded with zeros (`gpukernels._pad`), so that cp.async can copy them: 4095 x 4097 x 4093 went from 0.34x cuBLAS
@@ -41,7 +41,7 @@ from ._common import check_fp32, itemsize, rows_aligned16, tiled_launch, zero_ke
 from .k04_pipelined import pipelined_kernel, pipelined_split_kernel, pipelined_sync_kernel
 from .k05_block_tiles import block_tiles_kernel, block_tiles_sync_kernel
 from ._tf32x3_mma import tf32x3_mma_kernel
-from .k09_tf32x3 import split_cols_kernel, split_rows_kernel, tf32x3_kernel, tf32x3_launches
+from .k11_tf32x3 import split_cols_kernel, split_rows_kernel, tf32x3_kernel, tf32x3_launches
 from .._pad import pad_kernel, pad_operands
 from .k06_wgmma import make_wgmma_kernel, wgmma_kernel, wgmma_launch
 

@@ -1,4 +1,4 @@
-"""Step 9 of the tensor-core ladder, ``tf32x3``: float32 accuracy from TF32 tensor cores (3xTF32), on ``wgmma``.
+"""Step 11 of the tensor-core ladder, ``tf32x3``: float32 accuracy from TF32 tensor cores (3xTF32), on ``wgmma``.
 
 The tensor cores multiply float32 matrices only as TF32: 10 bits of mantissa instead of 23, so a product of float32
 inputs through the TF32 tensor cores alone is about as accurate as float16 (relative error ~1e-4 rather than
