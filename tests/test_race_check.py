@@ -109,7 +109,7 @@ MIN_BARRIERS_OF = {("cbr", "split_c"): 1, ("cbr", "optimized"): 1,
                    # test_tensor_core_dispatch_paths_have_no_hazards)
                    ("tensor_core", "wgmma"): 2, ("tensor_core", "optimized"): 2,
                    # one barrier, after the mbarriers' set-up: its main loop is ordered by the mbarriers alone
-                   ("tensor_core", "warp_specialized"): 1}
+                   ("tensor_core", "warp_specialized"): 1, ("tensor_core", "persistent"): 1}
 
 
 def _run_traced(launch_all):

@@ -559,7 +559,7 @@ kernels = {"mma_global": tc.mma_global_kernel, "ldmatrix": tc.ldmatrix_kernel, "
            "block_tiles": tc.block_tiles_kernel, "block_tiles_sync": tc.block_tiles_sync_kernel,
            "tf32x3_mma": tc.tf32x3_mma_kernel, "tf32x3": tc.tf32x3_kernel, "wgmma": tc.wgmma_kernel,
            "wgmma_sync": tc.wgmma_sync_kernel, "split_rows": tc.split_rows_kernel, "split_cols": tc.split_cols_kernel,
-           "tma": tc.tma_kernel, "warp_specialized": tc.warp_specialized_kernel}
+           "tma": tc.tma_kernel, "warp_specialized": tc.warp_specialized_kernel, "persistent": tc.persistent_kernel}
 from gpukernels.tensor_core.k12_optimized import WGMMA_KERNELS, WGMMA_SPLIT_KERNELS
 kernels.update({f"wgmma_split{bn}": k for bn, k in WGMMA_SPLIT_KERNELS.items()})
 kernels.update({f"wgmma_{tile}": k for tile, k in WGMMA_KERNELS.items() if tile != "128x256"})
@@ -578,7 +578,8 @@ def tma_extras(tmap, out):  # the TMA instructions the step does not use
 
 kernels["tma_extras"] = tma_extras
 sigs = {"tf32x3_mma": (f, f, f), "tf32x3": (f3, f3, f), "split_rows": (f, f3), "split_cols": (f, f3),
-        "tma": (h, h, f, u, u), "tma_extras": (u, f), "warp_specialized": (h, h, f, u, u)}
+        "tma": (h, h, f, u, u), "tma_extras": (u, f), "warp_specialized": (h, h, f, u, u),
+        "persistent": (h, h, f, u, u)}
 words = {"mma16": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma8": "mma.sync.aligned.m16n8k8.row.col.f32.tf32",
          "ldmatrix": "ldmatrix.sync.aligned", "cp.async": "cp.async.cg.shared.global", "local": "ld.local",
          "cvt.rna": "cvt.rna.tf32.f32", "wgmma": "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16",
@@ -651,7 +652,7 @@ def test_kernels_compile_to_tensor_core_instructions():
             assert r["tensormap"] == 2 and r["wgmma"] == 4 and r["wgmma.wait"] == 2 and not r["serialized"], r
             assert r["cp.async"] == 0 and r["fence.proxy"] == 0 and r["mma16"] == 0, r
             continue
-        if name == "warp_specialized":
+        if name in ("warp_specialized", "persistent"):
             # the producer's setmaxnreg.dec and the consumers' .inc, honoured: the registers capped at entry by the
             # launch bounds (.maxntid 384, .minnctapersm 1: 168 per thread), and no C7504 / C7508 from ptxas;
             # waits on the full and the empty barriers, the consumers' predicated arrivals on the empty ones, the

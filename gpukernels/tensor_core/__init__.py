@@ -136,10 +136,11 @@ from .k05_block_tiles import block_tiles, block_tiles_kernel, block_tiles_sync_k
 from .k06_wgmma import wgmma, wgmma_kernel, wgmma_sync_kernel  # noqa: E402,F401
 from .k07_tma import tma, tma_kernel  # noqa: E402,F401
 from .k08_warp_specialized import warp_specialized, warp_specialized_kernel  # noqa: E402,F401
+from .k09_persistent import persistent, persistent_kernel  # noqa: E402,F401
 from ._tf32x3_mma import tf32x3_mma_kernel  # noqa: E402,F401
 from .k11_tf32x3 import split_cols_kernel, split_rows_kernel, tf32x3, tf32x3_kernel  # noqa: E402,F401
 from .k12_optimized import choose, optimized  # noqa: E402,F401
 
 #: Every version, mma_global first and the dispatcher last. Tests, benchmarks, plots and docs iterate over this.
 VERSIONS = {v.name: v for v in (mma_global, ldmatrix, swizzled, pipelined, block_tiles, wgmma, tma, warp_specialized,
-                                      tf32x3, optimized)}
+                                      persistent, tf32x3, optimized)}

@@ -67,13 +67,18 @@ def make_b_at(bn):
 
 @cuda.jit(device=True, forceinline=True)
 def grouped_tile(group):
-    # Block number -> (tile row, tile column), down columns of `group` tile rows, so that the blocks running at once
-    # share their tiles of A and B in L2 (the matmul lesson's grouped order). udivmod32: 32-bit division; Numba's
-    # would be 64-bit, a subroutine call that serializes the wgmmas.
-    gx, gy = cuda.gridDim.x, cuda.gridDim.y
-    g, within = udivmod32(cuda.blockIdx.y * gx + cuda.blockIdx.x, group * gx)
+    # This block's tile: its number in the grid, in the grouped order below
+    return grouped_tile_of(cuda.blockIdx.y * cuda.gridDim.x + cuda.blockIdx.x, cuda.gridDim.x, cuda.gridDim.y, group)
+
+
+@cuda.jit(device=True, forceinline=True)
+def grouped_tile_of(t, cols, rows, group):
+    # Tile number t of a rows x cols grid of tiles -> (tile row, tile column), down columns of `group` tile rows, so
+    # that the tiles computed at once share their tiles of A and B in L2 (the matmul lesson's grouped order).
+    # udivmod32: 32-bit division; Numba's would be 64-bit, a subroutine call that serializes the wgmmas.
+    g, within = udivmod32(t, group * cols)
     first = g * group
-    col, row = udivmod32(within, min(gy - first, group))
+    col, row = udivmod32(within, min(rows - first, group))
     return first + row, col
 
 

@@ -91,8 +91,8 @@ def choose(m: int, n: int, k: int, aligned: bool = True, fp32: bool = False, sms
     if hopper and wide >= WG_FILL * sms:
         return Choice("wgmma", {"tile": "128x256", "padded": not aligned},
                       f"Hopper: {count(wide, 'tile')} of 128 x 256 = {wide / sms:.2f} waves of {sms} SMs, wgmma from "
-                      f"swizzled shared tiles, {how} (step 7's TMA copies and step 8's warp specialization are not "
-                      "chosen until they are measured on a GPU)")
+                      f"swizzled shared tiles, {how} (step 7's TMA copies, step 8's warp specialization and step 9's "
+                      "persistent blocks are not chosen until they are measured on a GPU)")
     if hopper and m > WG_SPLIT_ROWS:
         bn, tiles, slices = wgmma_split(m, n, k, sms)
         if slices >= 2 and tiles * slices * 2 >= sms:  # and at least half the SMs busy
