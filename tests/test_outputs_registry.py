@@ -28,8 +28,8 @@ NOT_RUN = "Not in this benchmark run"
 
 #: Notebooks whose committed outputs are older than the registry and wait for a GPU re-run (not regenerated here).
 STALE: dict = {  # name -> why, e.g. "its versions table has 19 of 21 rows; re-run the notebook on the GPU"
-    "05_tensor_cores": "its version tables predate step 8, warp_specialized (9 of 10 versions); re-run the notebook "
-                       "on the GPU",
+    "05_tensor_cores": "its version tables predate steps 8 and 9, warp_specialized and persistent (9 of 11 "
+                       "versions); re-run the notebook on the GPU",
 }
 
 

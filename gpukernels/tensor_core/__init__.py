@@ -35,11 +35,15 @@ check every lane takes part. The ladder, one idea per step:
                    *empty* one (the consumers are done with it), each waited on with its phase bit, and no barrier
                    of the whole block in the main loop; ``setmaxnreg`` gives the producer 40 registers per thread
                    and the consumers 232. Checked in the simulator and compiled for sm_90a; not yet timed on a GPU.
-9. ``tf32x3``      float32 inputs at float32 accuracy: each input split once into two TF32 parts (big = tf32(x),
+9. ``persistent``  step 8 launched once per SM: each block walks tiles of C (in step 6's grouped order), the ring's
+                   position and phase bits carried from one tile to the next, so that the producer copies the next
+                   tile's k tiles while the consumers store the last one (the epilogue overlapped). Checked in the
+                   simulator and compiled for sm_90a; not yet timed on a GPU.
+11. ``tf32x3``     float32 inputs at float32 accuracy: each input split once into two TF32 parts (big = tf32(x),
                    small = tf32(x - big)), then step 6's wgmma on TF32 tiles, three products per k step, summed
                    from zero per k tile and added to the running sum by float32 adds (3xTF32). Before Hopper: the
                    same with mma.sync.
-10. ``optimized``  the dispatcher: ``optimized.choose(M, N, K)`` picks wgmma on Hopper when its 128 x 256 tiles fill
+12. ``optimized``  the dispatcher: ``optimized.choose(M, N, K)`` picks wgmma on Hopper when its 128 x 256 tiles fill
                    the GPU, else 128 x 128 tiles, 64 x 64 when those would leave SMs idle, or tf32x3 for float32
                    inputs, and says why.
 
