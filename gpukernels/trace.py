@@ -15,6 +15,7 @@ while a trace is active, the simulator wraps kernel arrays in hooked classes tha
     t.barriers()                # [Barriers]       syncthreads / syncwarp executed, shared arrays, per launch
     t.collectives()             # [{kind: count}]  tensor-core instructions (mma, ldmatrix) executed, per launch
     t.async_events()            # [AsyncEvent]     cp.async / wgmma issued, committed, landed, waited
+    t.ring()                    # [StageUse]       a TMA ring's stages: mbarrier phases, copies, wgmmas
 
 Memory stays bounded: accesses are buffered for one block at a time and folded into per-line counters when
 the block ends. ``trace(events=True)`` also keeps the full event log (``trace(events=True, local=False)``: of global
@@ -818,6 +819,13 @@ class Trace:
         interval, line and step in its block (`gpukernels.sim._async.AsyncEvent`). Empty for launches without
         asynchronous instructions. `gpukernels.classroom.timeline` draws them per stage."""
         return list(self._async)
+
+    def ring(self, launch: int = 0, block=(0, 0, 0)) -> list:
+        """Each use of each stage of a TMA ring in ``block`` of ``launch``: its mbarriers' waits, arrivals and
+        phases, its copies and wgmmas (`gpukernels._ringlog.StageUse`); [] without TMA copies."""
+        from ._ringlog import stage_uses
+
+        return stage_uses(self._async, launch, block)
 
     def coalescing(self) -> Coalescing:
         lines: dict = {}

@@ -83,9 +83,15 @@ class AsyncEvent:
     """What the tracer records of an asynchronous operation: ``what`` is "issue", "commit", "land" or "wait";
     ``op`` the operation's number in its block (one per ``cp.async`` or warp's ``wgmma``; -1 for a commit or a
     wait), ``group`` the issuing thread's commit group (-1 before the commit), ``step`` the position in the block's
-    sequence of asynchronous events (the timeline's clock), ``interval`` the thread's barrier interval."""
+    sequence of asynchronous events (the timeline's clock), ``interval`` the thread's barrier interval.
 
-    kind: str  # "cp.async" or "wgmma"
+    A TMA copy's ``group`` is the phase of its mbarrier (``barrier``: ``full[2]``) that its bytes complete. An
+    mbarrier's own events (kind "mbarrier", ``array`` and ``barrier`` its name, ``group`` a phase index) are
+    "arrive" (``op``: the transaction bytes it announces), "wait" (a thread asks for phase ``group``: -1 is the
+    fresh barrier's phase before its first) and "complete" (phase ``group`` completed): `gpukernels._ringlog`
+    reads them as a ring's stages."""
+
+    kind: str  # "cp.async", "wgmma...", "tma" or "mbarrier"
     what: str
     block: tuple
     thread: int
@@ -96,6 +102,7 @@ class AsyncEvent:
     location: str
     array: str
     launch: int = -1  # the tracer's index of the launch
+    barrier: str = ""  # the mbarrier of a TMA copy or of an mbarrier event
 
 
 def launch_events(launch, index: int) -> list:
@@ -325,12 +332,12 @@ class AsyncModel:
                                kernel=launch.name, block=block, thread=_xyz(t), location=location(*site))
 
     # -- events for the tracer -------------------------------------------------------------------------
-    def _event(self, kind, what, t, op, group, site, array=""):
+    def _event(self, kind, what, t, op, group, site, array="", barrier=""):
         self.step += 1
         if self.events is not None:
             b = self.launch.blockIdx
             self.events.append(AsyncEvent(kind, what, (b.x, b.y, b.z), t.tid, op, group, self.step, t.barriers,
-                                          location(*site), array))
+                                          location(*site), array, -1, barrier))
 
     # -- cp.async ------------------------------------------------------------------------------------------
     def issue_copy(self, dst, d, src, s, n, nsrc, site) -> None:

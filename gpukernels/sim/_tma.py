@@ -112,7 +112,7 @@ class TmaCopy(InFlight):
         if w:  # the last write of these elements is now the copy engine's (the async proxy), not a thread's
             for e in range(e0, e0 + n):
                 w.pop(e, None)
-        model._event("tma", "land", model.launch.cur, self.num, self.phase, self.site, self.array)
+        model._event("tma", "land", model.launch.cur, self.num, self.phase, self.site, self.array, b.name)
 
     def hazard(self, model, arr, elem, kind, site):
         t = model.launch.cur
@@ -247,6 +247,7 @@ def _arrive(st, b, key, tx, what):
                          "a barrier counts")
     b.pending -= 1
     b.last_arrive = ((t.idx.x, t.idx.y, t.idx.z), _here())
+    st.model._event("mbarrier", "arrive", t, tx, b.phase, b.last_arrive[1], b.name, b.name)  # (op: its bytes)
     # what this thread has waited for (its wgmma's reads of a stage) is done for every thread that sees this phase
     # complete: the arrive releases, the wait acquires
     done = [op for op in st.model.waited if op.tid == t.tid]
@@ -332,8 +333,8 @@ def _progress(st, b, key, land=False) -> None:
                 t.state = _READY
                 t.result = None
                 launch.ready.append(t)
-        if waiters:
-            st.model._event("mbarrier", "complete", launch.cur, -1, done, waiters[0][2], b.name)
+        st.model._event("mbarrier", "complete", launch.cur, -1, done, waiters[0][2] if waiters else _here(), b.name,
+                        b.name)
 
 
 def mbarrier_wait(bars, i, parity):
@@ -344,6 +345,7 @@ def mbarrier_wait(bars, i, parity):
         raise ValueError(f"mbarrier_wait: parity is a phase bit, 0 or 1; got {parity}")
     launch = st.model.launch
     t, site = launch.cur, _here()
+    st.model._event("mbarrier", "wait", t, -1, b.phase - (b.phase & 1 != parity), site, b.name, b.name)  # its phase
     if b.phase & 1 != parity:  # the phase before the current one, of this parity, counts as completed
         seen = b.phase - 1
         st.seen[(t.tid, key)] = max(st.seen.get((t.tid, key), -1), seen)
@@ -423,7 +425,7 @@ def tma_load_2d(smem, dst, tmap, row, col, bars, i):
                 model._overwrite(other, flat, e, site, "issues a TMA copy that writes")
         m_dst[e] = op
     b.copies.append(op)
-    model._event("tma", "issue", t, op.num, b.phase, site, smem.name)
+    model._event("tma", "issue", t, op.num, b.phase, site, smem.name, b.name)
     hook = model.launch.trace_hook
     if hook is not None:  # the tracer sees the copy where it is issued (as a cp.async's): the box's reads, its writes
         _trace_box(hook, model.launch, tmap, row, col, flat, e0 - flat.offset // isz, count)
