@@ -13,7 +13,8 @@ Phase 1, at once (correctness: the GPU is shared, nothing is timed):
   * ``fuzz``: ``benchmarks/fuzz.py`` for ``--fuzz-seconds`` (random shapes across the dispatchers' regimes).
 Phase 2, alone on the GPU (timing): ``bench``, the standard benchmark (``gpukernels bench``), one lesson at a time in
 the order given -- by default the lessons whose newest committed session measured them longest ago first -- each
-started only if its usual time still fits the budget; the lessons measured are merged into one report.
+started only if its usual time still fits the budget; the lessons measured are merged into one report. Then, while
+time is left, the lessons' own benchmark scripts (``EXTRA_BENCH``: FP8 against ``torch._scaled_mm``).
 
 Every phase has a deadline inside ``--budget`` seconds (default 540: a 10-minute call with room for the install);
 a phase past it is stopped and reported as cut, never left running. All processes share one folder of compiled
@@ -23,8 +24,8 @@ child and still writes what was measured.
 The results folder (``--out``; default ``$OUT`` where the GPU machine's tool sets it, else
 ``benchmarks/results/gpu-sessions/DATE-CARD``) holds at most eight files: ``session.json`` (the card, its clocks,
 versions, each phase's status, counts and duration), ``summary.txt`` (the screen printed at the end), ``tests.log``,
-``sanitize.log``, ``fuzz.json``, ``bench.json`` and ``run.log`` (the other commands' output). ``python -m
-gpukernels.readme`` reads the newest committed session for the README's tier table.
+``sanitize.log``, ``fuzz.json``, ``bench.json``, ``fp8_peer.json`` and ``run.log`` (the other commands' output).
+``python -m gpukernels.readme`` reads the newest committed session for the README's tier table.
 
 On a GPU machine where nothing can be downloaded, carry the wheels its Python lacks (README, "Measuring on a GPU").
 """
@@ -59,6 +60,9 @@ MARGIN_S = 15  # kept at the end of the budget for writing the report
 #: The lessons' own sanitizer scripts, run after the registry-wide one while phase 1 has time left.
 EXTRA_SANITIZE = ("benchmarks/attention_sanitize.py", "benchmarks/tensor_core_sanitize.py",
                   "benchmarks/matmul_tiles_sanitize.py", "benchmarks/winograd_sanitize.py")
+#: The lessons' own benchmark scripts (script -> the seconds it takes), run after the standard benchmark while phase 2
+#: has time left, each writing its JSON into the results folder as NAME.json.
+EXTRA_BENCH = {"benchmarks/fp8_peer.py": 150}
 
 
 class Session:
@@ -299,6 +303,13 @@ def phase_two(s: Session, args, env, report) -> None:
         if bench[lesson] == "ok" and part.exists():
             done.append(lesson)
             parts.append(part)
+    for script, need in EXTRA_BENCH.items():  # then the lessons' own benchmarks, while there is time
+        name = Path(script).stem
+        if s.left() < need:
+            bench[name] = f"not started: {s.left():.0f} s left, it takes about {need} s"
+            continue
+        proc = s.spawn([sys.executable, script, "--json", s.out / f"{name}.json"], env=env)
+        bench[name] = s.wait(proc, time.monotonic() + s.left())
     stop.set()
     if parts:
         merge = s.spawn([sys.executable, "-m", "gpukernels", "bench", "--from-json", *parts, "--json",

@@ -25,6 +25,7 @@ def _machinery_dirs() -> tuple[str, ...]:
 INTRINSICS = (tuple(os.path.join(os.path.dirname(_SIM_DIR), name) for name in ("_intrinsics.py", "_mma.py"))
               + (os.path.join(_SIM_DIR, "_async.py"),  # cp.async, its groups and waits
                  os.path.join(_SIM_DIR, "_tma.py"),  # TMA copies and mbarriers
+                 os.path.join(_SIM_DIR, "_fp8.py"),  # FP8 conversions and wgmma
                  os.path.join(os.path.dirname(_SIM_DIR), "tensor_core", "_ring.py")))  # the stages' waits on them
 
 # Frames in these directories (and the files above) are machinery, never "the kernel's line" -- except test suites
