@@ -373,17 +373,17 @@ def test_optimized_few_keys_past_d96_runs_blocks_of_4_warps(d, causal, seed):
 
 
 def test_optimized_runs_what_it_chose(monkeypatch, seed):
-    from gpukernels.attention import k09_optimized
+    from gpukernels.attention import k10_optimized
 
     q, k, v = at.make_inputs((1, 2, 33, 20, 64), seed)
     assert at.optimized.launches(q, k, v)[-1].kernel is at.tf32x3_kernel_for(64)  # the simulator is an H200
     assert at.optimized.describe(q, k, v).startswith("tf32x3")
     for causal in (False, True):
         run_checked("optimized", None, seed, causal=causal, inputs=(q, k, v))
-    monkeypatch.setattr(k09_optimized, "compute_capability", lambda: (7, 5))  # no TF32 tensor cores
+    monkeypatch.setattr(k10_optimized, "compute_capability", lambda: (7, 5))  # no TF32 tensor cores
     assert at.optimized.launches(q, k, v)[0].kernel is at.fused_rows_kernel_for(2)  # 6 tiles for 132 SMs
     assert "fused_rows" in at.optimized.describe(q, k, v)
-    monkeypatch.setattr(k09_optimized, "sm_count", lambda: 2)  # a 2-SM GPU: 4 tiles fill it
+    monkeypatch.setattr(k10_optimized, "sm_count", lambda: 2)  # a 2-SM GPU: 4 tiles fill it
     assert at.optimized.launches(q, k, v)[0].kernel is at.tiled_kernel_for(64)
     assert at.optimized.describe(q, k, v, causal=True).startswith("tiled")
     for causal in (False, True):
@@ -901,17 +901,17 @@ def test_tf32x3_split_on_read_gives_the_same_bits(on_read, shape, seed):
 def test_tf32x3_fits_the_gpus_shared_memory(monkeypatch, seed):
     # Hopper's 227 KB per block holds 8 warps' Q tile at D = 128; an A100's 163 KB holds 4, a GPU with 99 KB 2 warps
     # with tiles of 16 keys -- the plan, the dispatcher's reason and the result follow
-    from gpukernels.attention import k06_tf32x3, k09_optimized
+    from gpukernels.attention import k06_tf32x3, k10_optimized
 
     assert at.tf32x3_config(128) == (8, 32) and at.tf32x3_config(64) == (4, 32)
-    assert k09_optimized.choose(1, 1, 40, 50, 128, tensor_cores=True).config["on_read"] == "q"  # few keys
+    assert k10_optimized.choose(1, 1, 40, 50, 128, tensor_cores=True).config["on_read"] == "q"  # few keys
     for limit, config in ((163 * 1024, (4, 32)), (99 * 1024, (2, 16))):
         monkeypatch.setattr(k06_tf32x3, "shared_per_block", lambda limit=limit: limit)
         assert at.tf32x3_config(128) == config and k06_tf32x3.shared_bytes(128, *config) <= limit
         q, k, v = at.make_inputs((1, 1, 40, 50, 128), seed)
         la = at.tf32x3.launches(q, k, v)[-1]
         assert la.kernel.tile == (16 * config[0], config[1], 128) and la.shared_bytes <= limit
-        choice = k09_optimized.choose(1, 1, 40, 50, 128, tensor_cores=True)
+        choice = k10_optimized.choose(1, 1, 40, 50, 128, tensor_cores=True)
         assert choice.config["rows"] == 16 * config[0] and f"tiles of {config[1]} keys" in choice.why
         assert "on_read" not in choice.config and "few keys" not in choice.why  # blocks already of <= 4 warps
         run_checked("tf32x3", None, seed, causal=True, inputs=(q, k, v))

@@ -76,6 +76,9 @@ PATHS = [
     ("attention", "pipelined", (1, 1, 17, 200, 16), {}, 3),  # four K/V tiles of 64 through its buffers
     ("attention", "tf32x3", (1, 1, 96, 70, 16), {"causal": True}, 3),  # 2 blocks of 64: 2 and 3 K/V tiles of 32
     ("attention", "split_keys", (1, 2, 2, 530, 16), {}, 0),  # 530 keys: 2 runs per row, 4 rows' partial states
+    # wgmma's blocks of 128 rows under the mask: the block of queries 128-139 walks 3 K/V tiles of 64 (the last
+    # ragged), the block of 0-127 two; the tensor cores read Q, K and V asynchronously between the barriers
+    ("attention", "wgmma", (1, 1, 140, 150, 16), {"causal": True}, 3),
 ]
 
 #: attention's kernels are specialised per head dimension D: fused_rows by the values per lane (D up to 32, 64, 96,
@@ -95,7 +98,9 @@ ATTENTION_DIMS = ([(name, (1, 1, 3, 20, d), 0, False) for name in ("fused_rows",
                   + [("optimized", (1, 1, 17, 70, d), 3, d != 128) for d in (112, 128)]
                   # float16 decoding's slices: 3 queries, 600 keys (10 tiles of 64, ragged), pipelined's ring in
                   # each slice, then the merge
-                  + [("split_keys_f16", (1, 1, 3, 600, d), 3, d != 128) for d in range(16, 129, 16)])
+                  + [("split_keys_f16", (1, 1, 3, 600, d), 3, d != 128) for d in range(16, 129, 16)]
+                  # wgmma: Q, K and V tiles of one or two 64-column atoms, D / 16 slices of S per tile
+                  + [("wgmma", (1, 1, 17, 70, d), 3, d != 128) for d in range(32, 129, 16)])
 
 MIN_BARRIERS = 3  # per block, for a launch that has barriers at all: several phases, so reuse across them is seen
 #: Versions that slice a small image's channels as finely as the GPU's SMs ask (split_c, and the dispatcher that picks

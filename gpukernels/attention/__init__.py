@@ -52,11 +52,17 @@ Each step changes one thing, and its file's docstring says what and why (``k03_t
                    loop -- each head's keys cut into slices of whole K/V tiles, a one-warp block per (query tile,
                    head, slice) walking its slice as pipelined does and writing its partial state (m, l, acc), then
                    step 7's merge kernel.
-9. ``optimized``   the dispatcher: ``optimized.choose(B, H, Sq, Sk, D, causal, half)`` sends float16 to the tensor
-                   cores (pipelined; for few queries whose blocks would not fill the GPU, split_keys_f16); float32
-                   with few queries to a warp per row, its keys split (split_keys) where the rows alone would not
-                   fill the GPU, else to tf32x3 -- or, on a GPU without tensor cores, to tiled or (too few tiles to
-                   fill the GPU) fused_rows; and says why.
+9. ``wgmma``       FlashAttention-3's first idea (``k09_wgmma.py``), Hopper only: a block of two warpgroups, 64 query
+                   rows each, and both products as warpgroup MMAs -- S = Q K^T with Q and K read from shared memory
+                   (128-byte swizzled tiles, K as it comes: K-major), O += P V with P from registers (the wgmma's
+                   accumulator layout is mma.sync's C layout per warp, so step 5's softmax and step 4's re-layout of
+                   P run unchanged) and V from shared memory (MN-major). Checked in the simulator and compiled for
+                   sm_90a; not yet timed on a GPU.
+10. ``optimized``  the dispatcher: ``optimized.choose(B, H, Sq, Sk, D, causal, half)`` sends float16 to the tensor
+                   cores (pipelined; for few queries whose blocks would not fill the GPU, split_keys_f16; not yet
+                   wgmma, until a GPU run times it); float32 with few queries to a warp per row, its keys split
+                   (split_keys) where the rows alone would not fill the GPU, else to tf32x3 -- or, on a GPU without
+                   tensor cores, to tiled or (too few tiles to fill the GPU) fused_rows; and says why.
 
 Count the work first: 4*B*H*Sq*Sk*D FLOPs (2 for Q K^T, 2 for P V; the exponentials not counted) over at least
 4*B*H*(2*Sq + 2*Sk)*D bytes (read q, k, v, write out). At 8 x 16 x 4096^2 x 128 that is 1.1 TFLOP over 1.1 GB,
@@ -236,12 +242,13 @@ from .k07_split_keys import (MIN_CHUNK, SPLIT_KEYS_KERNELS, merge_kernel_for, sp
                              split_keys_kernel_for, split_keys_launches, splits_for)
 from .k08_split_keys_f16 import (SPLIT_KEYS_F16_KERNELS, slices_for, split_keys_f16,  # noqa: E402,F401
                                  split_keys_f16_kernel_for, split_keys_f16_launches, split_plan)
-from .k09_optimized import (FEW_KEYS, FILL, FUSED_MAX_SQ, choose, describe, keys_walked,  # noqa: E402,F401
+from .k09_wgmma import WGMMA_KERNELS, wgmma, wgmma_kernel_for, wgmma_launches  # noqa: E402,F401
+from .k10_optimized import (FEW_KEYS, FILL, FUSED_MAX_SQ, choose, describe, keys_walked,  # noqa: E402,F401
                             optimized)
 
 #: Every version, naive first and the dispatcher last. Tests, benchmarks, plots and docs iterate over this. ``mma``,
-#: ``pipelined`` and ``split_keys_f16`` take float16 inputs, ``optimized`` either, the others (tf32x3 too) float32:
-#: ``FLOAT16_VERSIONS`` names the float16 ones.
-VERSIONS = {v.name: v for v in (naive, fused_rows, tiled, mma, pipelined, tf32x3, split_keys, split_keys_f16,
+#: ``pipelined``, ``split_keys_f16`` and ``wgmma`` take float16 inputs, ``optimized`` either, the others (tf32x3 too)
+#: float32: ``FLOAT16_VERSIONS`` names the float16 ones.
+VERSIONS = {v.name: v for v in (naive, fused_rows, tiled, mma, pipelined, tf32x3, split_keys, split_keys_f16, wgmma,
                                 optimized)}
-FLOAT16_VERSIONS = ("mma", "pipelined", "split_keys_f16")
+FLOAT16_VERSIONS = ("mma", "pipelined", "split_keys_f16", "wgmma")
