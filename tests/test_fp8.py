@@ -165,11 +165,16 @@ def convert(x, e4, e5, h4, h5):
         h5[i] = _fp8.e5m2x2_to_half2(v)
 
 
-def test_the_conversions_in_a_kernel_follow_the_rules():
-    # on a GPU every float16 value (the hardware is what is checked); on the simulator every 7th (its twins are the
-    # formats' functions, checked exhaustively above: here the byte order and the packing)
+# on a GPU every float16 value (the hardware is what is checked); on the simulator every 7th in the default tier (its
+# twins are the formats' functions, checked exhaustively above: here the byte order and the packing), all in the long
+STRIDES = ([pytest.param(7, id="sampled"), pytest.param(1, id="every", marks=pytest.mark.slow)] if SIM
+           else [pytest.param(1, id="every")])
+
+
+@pytest.mark.parametrize("stride", STRIDES)
+def test_the_conversions_in_a_kernel_follow_the_rules(stride):
     every = np.arange(65536, dtype=np.uint16).view(np.float16).astype(np.float32)
-    x = np.concatenate([every[:: 7 if SIM else 1], np.array([v[0] for v in SPECIALS], np.float32)])
+    x = np.concatenate([every[::stride], np.array([v[0] for v in SPECIALS], np.float32)])
     x = x[: x.size // 2 * 2]
     n = x.size
     e4, e5 = np.zeros(n, np.uint8), np.zeros(n, np.uint8)
@@ -393,6 +398,25 @@ def test_the_step_matches_float64_of_the_dequantized_inputs(shape, seed):
     assert sa[0] == want[2] and sb[0] == want[3], f"seed={seed}"
     check = compare(out, k10.dequantized_product(aq, bq_t, sa, sb), k10.TOLERANCE)
     assert check.ok, f"{shape} seed={seed}: {check}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", [(257, 520, 584), (130, 264, 1000)], ids=str)
+def test_the_step_at_larger_shapes(shape, seed):
+    out, aq, bq_t, sa, sb, _, _ = _step(shape, seed)
+    check = compare(out, k10.dequantized_product(aq, bq_t, sa, sb), k10.TOLERANCE)
+    assert check.ok, f"{shape} seed={seed}: {check}"
+
+
+@sim_only
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_step_is_hazard_free_under_shuffled_schedules(seed):
+    from gpukernels import sim
+
+    with sim.configure(shuffle=True, seed=seed):
+        out, aq, bq_t, sa, sb, _, _ = _step((130, 264, 328), seed)
+    assert compare(out, k10.dequantized_product(aq, bq_t, sa, sb), k10.TOLERANCE).ok
 
 
 def test_the_version_takes_host_arrays_and_leaves_them_alone(seed):
