@@ -103,3 +103,30 @@ def stage_uses(events, launch: int = 0, block=(0, 0, 0), full: str = "full", emp
     for (s, u), item in uses.items():
         item.index = u * stages + s
     return sorted(uses.values(), key=lambda item: item.index)
+
+
+def epilogues(uses, k_tiles: int) -> list:
+    """[(tile, first step, last step)] of the consumers' epilogue between tile and tile + 1 of C (a persistent
+    block's: ``k_tiles`` uses of the ring per tile): from the first release of a tile's last k tile, as the first
+    consumer warp starts to store its part of C, to the last consumer's wait for the next tile's first k tile."""
+    out = []
+    by_index = {u.index: u for u in uses}
+    for i in range(k_tiles - 1, max(by_index, default=-1), k_tiles):
+        last, first = by_index.get(i), by_index.get(i + 1)
+        if last and first and last.released and first.waits:
+            out.append((i // k_tiles, min(s for s, _ in last.released), max(s for s, _, _ in first.waits)))
+    return out
+
+
+def clock(uses, marks=()) -> dict:
+    """step -> its rank among the steps a timeline of ``uses`` draws (and ``marks``, the epilogues' edges): an axis
+    on which every drawn event gets the same room -- the simulated order, not a time."""
+    steps = set(marks)
+    for u in uses:
+        if u.empty_wait:
+            steps.update(s for s in u.empty_wait[:2] if s is not None)
+        steps.update(u.issued + [s for s, _ in u.wgmma] + [s for s, _ in u.released])
+        steps.update(s for s in (u.full, u.freed) if s is not None)
+        if u.waits:
+            steps.add(min(s for s, _, _ in u.waits))
+    return {s: i for i, s in enumerate(sorted(steps))}

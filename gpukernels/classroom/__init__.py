@@ -79,7 +79,8 @@ def page_data(lesson: str, versions=None, shape=None, seed: int = 0, broken: boo
         # the inputs this version takes (attention's tensor-core steps: float16 copies of the same values)
         t, _ = data.record(v, version_inputs(lesson, name, inputs), f"{lesson}.{name}")
         out["versions"].append(data.version_data(t, name, v.idea, word, kernel_files=_kernel_files(v)))
-        out.setdefault("timelines", {})[name] = timeline.svg(t.async_events())  # cp.async per stage ('' if none)
+        # cp.async per commit group, or the TMA ring per stage (tensor_core 7-9; '' if neither)
+        out.setdefault("timelines", {})[name] = timeline.svg(t.async_events()) or timeline.ring_svg(t.ring())
     b = BROKEN.get(lesson) if broken else None
     out["broken"], out["missing"] = None, ""
     if b is not None:

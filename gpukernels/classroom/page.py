@@ -57,7 +57,9 @@ def render(data: dict, next_page: str | None = None) -> str:
 
 
 def _timelines(data: dict) -> str:
-    """The copies in flight per stage of each version that issues cp.async (gpukernels.classroom.timeline)."""
-    parts = [f'<h2>{html.escape(name)}: copies in flight</h2>{svg}' for name, svg in data.get("timelines", {}).items()
-             if svg]
+    """The copies in flight per stage of each version that issues cp.async, or its TMA ring's stages and mbarrier
+    phases (gpukernels.classroom.timeline)."""
+    parts = [f'<h2>{html.escape(name)}: '
+             f'{"its TMA ring, stage by stage" if "timeline ring" in svg else "copies in flight"}</h2>{svg}'
+             for name, svg in data.get("timelines", {}).items() if svg]
     return f'\n<section id="timelines">{"".join(parts)}</section>' if parts else ""

@@ -10,6 +10,12 @@ covered it, with the moment its data landed -- drawn from the tracer's record of
 
 The x axis is the thread's own order of asynchronous events; dashed lines mark its barriers (``cuda.syncthreads()``),
 so a row that spans two of them is a tile that was in flight while the block worked on another one: the pipeline.
+
+The TMA steps (tensor_core 7-9) have no commit groups: one thread asks the copy engine for a stage's tiles and
+mbarriers say when they landed and when the consumers are done. ``ring_svg(t.ring())`` draws that ring, one row per
+stage (`gpukernels._ringlog`): each use of the stage from the producer's wait for it to be empty, its copies in
+flight until the full barrier's phase completes, the consumers' wgmmas on it until their release completes the
+empty barrier's phase, labelled with its k tile and the phase bit its waits name.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import html
 
 # the page's palette (page.css): in flight, landed, the wait
 _FLIGHT, _LANDED, _WAIT, _INK = "#E69F00", "#56B4E9", "#B33C00", "#333333"
+_IDLE = "#999999"  # the producer waiting for a stage to be released
 
 
 def stages(events, launch: int = 0, block=(0, 0, 0), thread: int = 0) -> list[dict]:
@@ -92,4 +99,59 @@ def svg(events, launch: int = 0, block=(0, 0, 0), thread: int = 0, width: int = 
                    f'<rect x="{x(end):.1f}" y="{y}" width="3" height="{row_h - 2}" fill="{_WAIT}"/></g>')
     out.append(f'<text x="{left}" y="{height - 6}" fill="{_INK}">the thread\'s asynchronous events in program order '
                f'&#8594;</text></svg>')
+    return "\n".join(out)
+
+
+def ring_svg(uses, k_tiles: int | None = None, width: int = 720) -> str:
+    """The ring of a TMA step as an SVG string ('' without TMA copies): ``uses`` from `Trace.ring()` (one block's),
+    one row per stage; ``k_tiles``: the k tiles of one tile of C, to shade the consumers' epilogue between the tiles
+    a persistent block walks."""
+    from .._ringlog import clock, epilogues
+
+    if not uses:
+        return ""
+    stages = 1 + max(u.stage for u in uses)
+    ends = epilogues(uses, k_tiles) if k_tiles else []
+    rank = clock(uses, [s for _, s0, s1 in ends for s in (s0, s1)])
+    left, row_h, top = 64, 34, 24
+    scale = (width - left - 10) / max(len(rank), 1)
+    height = top + row_h * stages + 24
+    x = lambda step: left + rank[step] * scale  # noqa: E731
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline ring" width="{width}" height="{height}" '
+           f'font-family="sans-serif" font-size="11" role="img" aria-label="the TMA ring, stage by stage">',
+           f'<text x="4" y="14" fill="{_INK}">each row a stage of the ring: <tspan fill="{_IDLE}">producer waits for '
+           f'it</tspan>, <tspan fill="{_FLIGHT}">copies in flight</tspan>, <tspan fill="{_LANDED}">consumers\' '
+           f'wgmmas</tspan>, <tspan fill="{_WAIT}">released</tspan>; label: k tile, phase bit</text>']
+    for tile, s0, s1 in ends:
+        out.append(f'<rect x="{x(s0):.1f}" y="{top - 4}" width="{max(x(s1) - x(s0), 2):.1f}" '
+                   f'height="{row_h * stages + 4}" fill="#EEEEEE"><title>the consumers store tile {tile} of C '
+                   f'(the epilogue) while the next tile\'s copies fly</title></rect>')
+    for s in range(stages):
+        out.append(f'<text x="4" y="{top + s * row_h + 22}" fill="{_INK}">stage {s}</text>')
+    for u in uses:
+        y = top + u.stage * row_h
+        w = u.empty_wait
+        if w and not w[2] and w[1] is not None:
+            out.append(f'<line x1="{x(w[0]):.1f}" x2="{x(w[1]):.1f}" y1="{y + 14}" y2="{y + 14}" stroke="{_IDLE}" '
+                       f'stroke-width="3"><title>the producer waits for the release of this stage\'s last '
+                       f'use</title></line>')
+        if not u.issued:
+            continue
+        full = u.full if u.full is not None else max(rank)
+        end = u.freed if u.freed is not None else max([s for s, _ in u.wgmma], default=full)
+        tip = html.escape(f"stage {u.stage}, use {u.use} (k tile {u.index}): phase bit {u.phase_bit}; "
+                          f"{len(u.issued)} TMA copies, {u.nbytes} bytes on full[{u.stage}]; "
+                          f"{len(u.waits)} consumer waits ({sum(a for _, _, a in u.waits)} at once), "
+                          f"{len(u.wgmma)} wgmmas, {len(u.released)} releases on empty[{u.stage}]")
+        out.append(f'<g><title>{tip}</title>'
+                   f'<rect x="{x(u.issued[0]):.1f}" y="{y + 16}" width="{max(x(full) - x(u.issued[0]), 2):.1f}" '
+                   f'height="7" fill="{_FLIGHT}"/>'
+                   f'<rect x="{x(full):.1f}" y="{y + 23}" width="{max(x(end) - x(full), 2):.1f}" height="7" '
+                   f'fill="{_LANDED}"/>'
+                   + (f'<rect x="{x(u.freed):.1f}" y="{y + 14}" width="3" height="17" fill="{_WAIT}"/>'
+                      if u.freed is not None else "")
+                   + f'<text x="{x(u.issued[0]):.1f}" y="{y + 11}" fill="{_INK}">k{u.index} &#183; {u.phase_bit}'
+                   '</text></g>')
+    out.append(f'<text x="{left}" y="{height - 6}" fill="{_INK}">the ring\'s events in the order the simulator ran '
+               f'them &#8594;</text></svg>')
     return "\n".join(out)

@@ -49,9 +49,25 @@ def _attention_specs() -> list[FigureSpec]:
                        online_rescaling)]
 
 
+def _tensor_core_specs() -> list[FigureSpec]:
+    from .hopper import ring_timeline, tma_box
+
+    sec = "Lesson: tensor_core"
+    return [FigureSpec("tensor_core_tma_box", sec,
+                       "One TMA copy on the simulator: a 16 x 64 box of a float16 matrix, partly past its edge, lands "
+                       "in shared memory with the 128-byte swizzle -- chunk c of row r in slot c XOR (r mod 8), and "
+                       "the elements past the edge as zeros.", tma_box),
+            FigureSpec("tensor_core_ring_timeline", sec,
+                       "The ring of 4 stages of tensor_core.persistent, one block walking 3 tiles of C, as the "
+                       "simulator ran it: for each use of a stage, the producer's wait for it to be empty, its TMA "
+                       "copies in flight, the consumers' wgmmas and their release, with the phase bit each wait "
+                       "names; shaded, the epilogue of a tile while the next tile's copies fly.", ring_timeline,
+                       needs="tracer")]
+
+
 #: Figures of a lesson beyond the ones every lesson gets: drawn after that lesson's, or, for a lesson that is not in
 #: the registry (gpukernels.LESSONS), after every lesson's when no lessons are named.
-LESSON_FIGURES: dict[str, Callable[[], list]] = {"attention": _attention_specs}
+LESSON_FIGURES: dict[str, Callable[[], list]] = {"tensor_core": _tensor_core_specs, "attention": _attention_specs}
 
 
 def _existing(lesson: str, versions) -> list[str]:
