@@ -39,8 +39,12 @@ GLOSSARY = {
     "roofline": r"roofline",
     "tensor core": r"tensor cores?",
     "fragment": r"fragments?",
+    "warpgroup": r"warpgroups?",
+    "TMA": r"TMA|Tensor Memory Accelerator",
+    "mbarrier": r"mbarriers?",
+    "phase bit": r"phase bits?",
 }
-CASE_SENSITIVE = {"SM"}
+CASE_SENSITIVE = {"SM", "TMA"}
 
 
 def _prose(text: str) -> str:
