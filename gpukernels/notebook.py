@@ -464,7 +464,8 @@ def traced_key(lesson: str, shape) -> str:
     lesson_src = pkg / lesson
     files = sorted(lesson_src.glob("*.py")) if lesson_src.is_dir() else [pkg / f"{lesson}.py"]
     files += sorted((pkg / "sim").rglob("*.py")) + [pkg / n for n in ("trace.py", "_launch.py", "_intrinsics.py",
-                                                                      "_mma.py", "_pad.py", "demo.py")]
+                                                                      "_mma.py", "_wgmma_rs.py", "_pad.py",
+                                                                      "demo.py")]
     h = hashlib.sha256(repr((lesson, tuple(shape))).encode())
     for f in files:
         h.update(f.relative_to(pkg).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")

@@ -30,6 +30,7 @@ NOT_RUN = "Not in this benchmark run"
 STALE: dict = {  # name -> why, e.g. "its versions table has 19 of 21 rows; re-run the notebook on the GPU"
     "05_tensor_cores": "its version tables predate steps 8 and 9, warp_specialized and persistent (9 of 11 "
                        "versions); re-run the notebook on the GPU",
+    "06_attention": "its version tables predate step 9, wgmma (9 of 10 versions); re-run the notebook on the GPU",
 }
 
 
