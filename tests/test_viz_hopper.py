@@ -165,6 +165,17 @@ def test_the_classroom_page_draws_the_ring_of_a_tma_step(persistent_run):
     assert timeline.ring_svg([]) == ""
 
 
+@pytest.mark.slow  # ~5 CPU-s: a TMA step traced twice, with the page's full event log
+def test_the_classroom_page_of_a_tma_step_shows_its_ring():
+    from gpukernels import classroom
+    from gpukernels.classroom import page
+
+    data = classroom.page_data("tensor_core", ["warp_specialized"], (8, 8, 192), broken=False)
+    svg = data["timelines"]["warp_specialized"]
+    assert 'class="timeline ring"' in svg and svg.count("<g><title>stage") == 3  # its 3 k tiles
+    assert "its TMA ring, stage by stage" in page.render(data)
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Bad arguments: one line, naming the argument (before anything is simulated)
 # ----------------------------------------------------------------------------------------------------------
