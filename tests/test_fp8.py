@@ -371,6 +371,19 @@ def test_the_e4m3_wgmma_is_in_the_asynchronous_model(how, error, message, marker
         assert f"test_fp8.py:{_line(e4m3_product, marker)}" in str(info.value), str(info.value)
 
 
+@pytest.mark.parametrize("row,col", [(3, 16), (-2, -48), (17, 96)], ids=["inside", "before", "past"])
+def test_a_box_of_codes_lands_swizzled_with_zeros_past_the_edges(row, col):
+    # 1-byte elements: a box row of 128 codes is the 128-byte swizzle's span, as the step's maps of Aq and Bq^T ask
+    from gpukernels._tma import TensorMap
+
+    from .test_tma import _landed, one_box
+
+    tensor = (np.arange(20 * 160) % 251 + 1).astype(np.uint8).reshape(20, 160)
+    out = np.zeros(8 * 128, np.uint8)
+    one_box[1, 32](TensorMap(cuda.to_device(tensor), (8, 128), swizzle=128), out, row, col, 8 * 128)
+    assert np.array_equal(out, _landed(tensor, (8, 128), row, col, 128))
+
+
 # ----------------------------------------------------------------------------------------------------------
 # The step
 # ----------------------------------------------------------------------------------------------------------
