@@ -103,7 +103,6 @@ def tma_landing(shape=(20, 72), at=(8, 16), rows: int = 16, swizzle: int = 128) 
 
     from .._tma import TensorMap
 
-    _need_simulator("tma_box")
     m, n = _pair("shape", shape, 1)
     row, col = _pair("at", at)
     if n % 8:
@@ -118,6 +117,7 @@ def tma_landing(shape=(20, 72), at=(8, 16), rows: int = 16, swizzle: int = 128) 
     if swizzle not in SWIZZLES:
         raise ValueError(f"swizzle must be 128 (the lesson's) or 0 (none) bytes; got {swizzle!r}")
     rows = int(rows)
+    _need_simulator("tma_box")
     # the matrix: nonzero values everywhere, so an element that lands as zero lies past the edge
     matrix = ((np.arange(m * n) % 1999) + 1).astype(np.float16).reshape(m, n)
     # the probe: the same box from a tensor with no edge there, element e of box row r holding the code
