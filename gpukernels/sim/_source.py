@@ -23,9 +23,10 @@ def _machinery_dirs() -> tuple[str, ...]:
 #: ...): each call is one instruction on the GPU, so what goes wrong inside one is reported at the kernel's line that
 #: issued it (and the tracer counts it as one request there).
 INTRINSICS = (tuple(os.path.join(os.path.dirname(_SIM_DIR), name) for name in ("_intrinsics.py", "_mma.py",
-                                                                             "_wgmma_rs.py"))
+                                                                             "_wgmma_rs.py", "_named_barrier.py"))
               + (os.path.join(_SIM_DIR, "_async.py"),  # cp.async, its groups and waits
                  os.path.join(_SIM_DIR, "_tma.py"),  # TMA copies and mbarriers
+                 os.path.join(_SIM_DIR, "_named_barrier.py"),  # bar.sync and bar.arrive
                  os.path.join(_SIM_DIR, "_fp8.py"),  # FP8 conversions and wgmma
                  os.path.join(os.path.dirname(_SIM_DIR), "tensor_core", "_ring.py")))  # the stages' waits on them
 
