@@ -373,17 +373,17 @@ def test_optimized_few_keys_past_d96_runs_blocks_of_4_warps(d, causal, seed):
 
 
 def test_optimized_runs_what_it_chose(monkeypatch, seed):
-    from gpukernels.attention import k10_optimized
+    from gpukernels.attention import k12_optimized
 
     q, k, v = at.make_inputs((1, 2, 33, 20, 64), seed)
     assert at.optimized.launches(q, k, v)[-1].kernel is at.tf32x3_kernel_for(64)  # the simulator is an H200
     assert at.optimized.describe(q, k, v).startswith("tf32x3")
     for causal in (False, True):
         run_checked("optimized", None, seed, causal=causal, inputs=(q, k, v))
-    monkeypatch.setattr(k10_optimized, "compute_capability", lambda: (7, 5))  # no TF32 tensor cores
+    monkeypatch.setattr(k12_optimized, "compute_capability", lambda: (7, 5))  # no TF32 tensor cores
     assert at.optimized.launches(q, k, v)[0].kernel is at.fused_rows_kernel_for(2)  # 6 tiles for 132 SMs
     assert "fused_rows" in at.optimized.describe(q, k, v)
-    monkeypatch.setattr(k10_optimized, "sm_count", lambda: 2)  # a 2-SM GPU: 4 tiles fill it
+    monkeypatch.setattr(k12_optimized, "sm_count", lambda: 2)  # a 2-SM GPU: 4 tiles fill it
     assert at.optimized.launches(q, k, v)[0].kernel is at.tiled_kernel_for(64)
     assert at.optimized.describe(q, k, v, causal=True).startswith("tiled")
     for causal in (False, True):
@@ -465,9 +465,14 @@ def run_mma(shape, seed, causal=False, scale=None, inputs=None, name="mma"):
 
 
 HALF = pytest.mark.parametrize("name", at.FLOAT16_VERSIONS)
+#: ... for the costlier checks: the Hopper steps after wgmma (warp_specialized, ping_pong), which
+#: tests/test_attention_hopper.py checks in the default tier, run these in the long tier
+HALF_NUMERICS = pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow)
+                                                 if n in ("warp_specialized", "ping_pong") else n
+                                                 for n in at.FLOAT16_VERSIONS])
 
 
-@HALF
+@HALF_NUMERICS
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("shape", long_tier_after((1, 7), MMA_SHAPES), ids=lambda s: "x".join(map(str, s)))
 def test_mma_matches_reference(shape, causal, name, seed):
@@ -483,7 +488,7 @@ def test_mma_matches_reference_gpu_sizes(shape, causal, name, seed):
     run_mma(shape, seed, causal=causal, name=name)
 
 
-@HALF
+@HALF_NUMERICS
 def test_mma_scores_more_than_80_apart(name, seed):
     # as test_scores_more_than_80_apart, in float16 (100 and 4 are exact): scores 25 * k[j, 0] span ~100
     rng = np.random.default_rng(seed)
@@ -499,7 +504,7 @@ def test_mma_scores_more_than_80_apart(name, seed):
         assert np.isfinite(out).all()
 
 
-@HALF
+@HALF_NUMERICS
 def test_mma_explicit_scale_and_top_left_mask(name, seed):
     run_mma((1, 2, 7, 9, 32), seed, scale=0.05, name=name)
     q, k, v = half_inputs((1, 2, 7, 4, 16), seed)
@@ -901,17 +906,17 @@ def test_tf32x3_split_on_read_gives_the_same_bits(on_read, shape, seed):
 def test_tf32x3_fits_the_gpus_shared_memory(monkeypatch, seed):
     # Hopper's 227 KB per block holds 8 warps' Q tile at D = 128; an A100's 163 KB holds 4, a GPU with 99 KB 2 warps
     # with tiles of 16 keys -- the plan, the dispatcher's reason and the result follow
-    from gpukernels.attention import k06_tf32x3, k10_optimized
+    from gpukernels.attention import k06_tf32x3, k12_optimized
 
     assert at.tf32x3_config(128) == (8, 32) and at.tf32x3_config(64) == (4, 32)
-    assert k10_optimized.choose(1, 1, 40, 50, 128, tensor_cores=True).config["on_read"] == "q"  # few keys
+    assert k12_optimized.choose(1, 1, 40, 50, 128, tensor_cores=True).config["on_read"] == "q"  # few keys
     for limit, config in ((163 * 1024, (4, 32)), (99 * 1024, (2, 16))):
         monkeypatch.setattr(k06_tf32x3, "shared_per_block", lambda limit=limit: limit)
         assert at.tf32x3_config(128) == config and k06_tf32x3.shared_bytes(128, *config) <= limit
         q, k, v = at.make_inputs((1, 1, 40, 50, 128), seed)
         la = at.tf32x3.launches(q, k, v)[-1]
         assert la.kernel.tile == (16 * config[0], config[1], 128) and la.shared_bytes <= limit
-        choice = k10_optimized.choose(1, 1, 40, 50, 128, tensor_cores=True)
+        choice = k12_optimized.choose(1, 1, 40, 50, 128, tensor_cores=True)
         assert choice.config["rows"] == 16 * config[0] and f"tiles of {config[1]} keys" in choice.why
         assert "on_read" not in choice.config and "few keys" not in choice.why  # blocks already of <= 4 warps
         run_checked("tf32x3", None, seed, causal=True, inputs=(q, k, v))

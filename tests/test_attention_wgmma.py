@@ -295,7 +295,7 @@ def test_wgmma_launch_plan_and_block_order():
     assert launch.grid == (6 * 3,) and launch.block == (256,)  # 3 query tiles of 128 per head, 6 heads
     # Q (128 rows) and K, V (64 keys) in two 64-column atoms each at D = 80, + 1 KB to align
     assert launch.shared_bytes == 2 * (128 + 64 + 64) * 128 + 1024
-    assert list(at.VERSIONS).index("wgmma") == list(at.VERSIONS).index("optimized") - 1
+    assert list(at.VERSIONS).index("wgmma") == list(at.VERSIONS).index("warp_specialized") - 1
     assert "wgmma" in at.FLOAT16_VERSIONS and "wgmma" not in at.optimized.steps
     # the block order is step 5's, in 32-bit divisions
     from gpukernels.attention.k05_pipelined import block_tile
@@ -310,7 +310,8 @@ def test_wgmma_launch_plan_and_block_order():
 def test_optimized_does_not_choose_wgmma_until_it_is_timed():
     choice = at.optimized.choose(8, 16, 4096, 4096, 128, half=True, sms=132)
     assert choice.step == "pipelined"
-    assert "step 9, wgmma, would take it on Hopper" in choice.why and "once a GPU run has timed it" in choice.why
+    assert "steps 9-11 (wgmma, warp_specialized, ping_pong) would take it on Hopper" in choice.why
+    assert "once a GPU run has timed them" in choice.why
     # decoding: not a shape the predicted rule takes
     assert "wgmma" not in at.optimized.choose(1, 32, 1, 8192, 128, half=True, sms=132).why
 

@@ -126,7 +126,7 @@ def test_command_line_diff_and_source():
     (("diff", "matmul", "8", "99"), "gpukernels diff: error: B: expected a matmul step, 1-21 or one of naive"),
     (("diff", "conv", "1", "2"), f"gpukernels diff: error: LESSON: expected one of {', '.join(LESSONS)}; got 'conv'"),
     (("source", "cbr", "fastest"), "gpukernels source: error: STEP: expected a cbr step, 1-6"),
-    (("source", "attention", "99"), "gpukernels source: error: STEP: expected an attention step, 1-10"),
+    (("source", "attention", "99"), "gpukernels source: error: STEP: expected an attention step, 1-12"),
 ])
 def test_command_line_errors_are_one_line(args, wanted):
     proc = gk(*args)

@@ -58,11 +58,22 @@ Each step changes one thing, and its file's docstring says what and why (``k03_t
                    accumulator layout is mma.sync's C layout per warp, so step 5's softmax and step 4's re-layout of
                    P run unchanged) and V from shared memory (MN-major). Checked in the simulator and compiled for
                    sm_90a; not yet timed on a GPU.
-10. ``optimized``  the dispatcher: ``optimized.choose(B, H, Sq, Sk, D, causal, half)`` sends float16 to the tensor
+10. ``warp_specialized`` step 9 fed by a producer (``k10_warp_specialized.py``): a third warpgroup whose one thread
+                   copies Q once and K and V tile by tile with TMA (tensor maps of q, k, v as (B*H*S, D), 128-byte
+                   swizzled boxes) into a ring of stages each, a full and an empty mbarrier per stage; the two
+                   consumer warpgroups only wait, compute and release -- no block-wide barrier in the loop -- and
+                   setmaxnreg moves registers from the producer to them. Checked in the simulator and compiled for
+                   sm_90a; not yet timed on a GPU.
+11. ``ping_pong``  FlashAttention-3's schedule (``k11_ping_pong.py``): the two consumer warpgroups take turns at the
+                   tensor cores, handed over by two named barriers (bar.sync / bar.arrive), so one's softmax runs
+                   under the other's products; each turn issues S of a tile with P V of the tile before, and the
+                   softmax of the tile runs while that P V is still on the tensor cores. Checked in the simulator and
+                   compiled for sm_90a; not yet timed on a GPU.
+12. ``optimized``  the dispatcher: ``optimized.choose(B, H, Sq, Sk, D, causal, half)`` sends float16 to the tensor
                    cores (pipelined; for few queries whose blocks would not fill the GPU, split_keys_f16; not yet
-                   wgmma, until a GPU run times it); float32 with few queries to a warp per row, its keys split
-                   (split_keys) where the rows alone would not fill the GPU, else to tf32x3 -- or, on a GPU without
-                   tensor cores, to tiled or (too few tiles to fill the GPU) fused_rows; and says why.
+                   the Hopper steps 9-11, until a GPU run times them); float32 with few queries to a warp per row,
+                   its keys split (split_keys) where the rows alone would not fill the GPU, else to tf32x3 -- or, on a
+                   GPU without tensor cores, to tiled or (too few tiles to fill the GPU) fused_rows; and says why.
 
 Count the work first: 4*B*H*Sq*Sk*D FLOPs (2 for Q K^T, 2 for P V; the exponentials not counted) over at least
 4*B*H*(2*Sq + 2*Sk)*D bytes (read q, k, v, write out). At 8 x 16 x 4096^2 x 128 that is 1.1 TFLOP over 1.1 GB,
@@ -243,12 +254,15 @@ from .k07_split_keys import (MIN_CHUNK, SPLIT_KEYS_KERNELS, merge_kernel_for, sp
 from .k08_split_keys_f16 import (SPLIT_KEYS_F16_KERNELS, slices_for, split_keys_f16,  # noqa: E402,F401
                                  split_keys_f16_kernel_for, split_keys_f16_launches, split_plan)
 from .k09_wgmma import WGMMA_KERNELS, wgmma, wgmma_kernel_for, wgmma_launches  # noqa: E402,F401
-from .k10_optimized import (FEW_KEYS, FILL, FUSED_MAX_SQ, choose, describe, keys_walked,  # noqa: E402,F401
+from .k10_warp_specialized import (WARP_SPECIALIZED_KERNELS, warp_specialized,  # noqa: E402,F401
+                                   warp_specialized_kernel_for, warp_specialized_launches)
+from .k11_ping_pong import PING_PONG_KERNELS, ping_pong, ping_pong_kernel_for, ping_pong_launches  # noqa: E402,F401
+from .k12_optimized import (FEW_KEYS, FILL, FUSED_MAX_SQ, choose, describe, keys_walked,  # noqa: E402,F401
                             optimized)
 
 #: Every version, naive first and the dispatcher last. Tests, benchmarks, plots and docs iterate over this. ``mma``,
-#: ``pipelined``, ``split_keys_f16`` and ``wgmma`` take float16 inputs, ``optimized`` either, the others (tf32x3 too)
-#: float32: ``FLOAT16_VERSIONS`` names the float16 ones.
+#: ``pipelined``, ``split_keys_f16`` and the Hopper steps (``wgmma``, ``warp_specialized``, ``ping_pong``) take float16
+#: inputs, ``optimized`` either, the others (tf32x3 too) float32: ``FLOAT16_VERSIONS`` names the float16 ones.
 VERSIONS = {v.name: v for v in (naive, fused_rows, tiled, mma, pipelined, tf32x3, split_keys, split_keys_f16, wgmma,
-                                optimized)}
-FLOAT16_VERSIONS = ("mma", "pipelined", "split_keys_f16", "wgmma")
+                                warp_specialized, ping_pong, optimized)}
+FLOAT16_VERSIONS = ("mma", "pipelined", "split_keys_f16", "wgmma", "warp_specialized", "ping_pong")

@@ -83,7 +83,7 @@ does with unaligned K and V.
 
 Checked in the simulator (against float64 of the float16 inputs, at odd shapes, causal and not) and compiled for
 sm_90a (its PTX holds both wgmma forms and no local memory); not yet timed on a GPU, so ``optimized`` does not choose
-it (`gpukernels.attention.k10_optimized`).
+it (`gpukernels.attention.k12_optimized`).
 """
 
 from __future__ import annotations
@@ -246,11 +246,12 @@ def _kernel(d: int, keys: int):
 WGMMA_KERNELS = [wgmma_kernel_for(d) for d in range(16, MAX_D + 1, 16)]
 
 
-def require_hopper() -> None:
-    """wgmma exists on sm_90 (Hopper) only: a clear error on any other GPU (the simulator plays an H200)."""
+def require_hopper(step: str = "wgmma") -> None:
+    """wgmma exists on sm_90 (Hopper) only: a clear error, naming the ``step`` called, on any other GPU (the simulator
+    plays an H200)."""
     cc = compute_capability()
     if cc != (9, 0):
-        raise LaunchError(f"attention.wgmma needs a Hopper GPU (compute capability 9.0, e.g. an H100 or H200); this "
+        raise LaunchError(f"attention.{step} needs a Hopper GPU (compute capability 9.0, e.g. an H100 or H200); this "
                           f"one is {cc[0]}.{cc[1]}. Use attention.pipelined, or attention.optimized, which picks a "
                           "step this GPU has")
 

@@ -1,13 +1,16 @@
-"""Step 10 of the attention lesson, ``optimized``: the dispatcher -- per dtype and shape, ``pipelined``,
+"""Step 12 of the attention lesson, ``optimized``: the dispatcher -- per dtype and shape, ``pipelined``,
 ``split_keys_f16``, ``tf32x3``, ``split_keys``, ``fused_rows`` or ``tiled``, by rules a student can call and read
 (``attention.optimized.choose(B, H, Sq, Sk, D, causal, half)``).
 
-Step 9, ``wgmma`` (Hopper's warpgroup MMA for both products), is not among them yet: it is checked in the simulator
-and compiled for sm_90a, but no GPU run has timed it. The rule it is expected to earn, once measured
-(``WGMMA_RULE``, a prediction): on compute capability 9.0, float16 with enough (query tile of 128, head) blocks to
-fill the SMs -- ``pipelined``'s 32-rows-per-warp layout's condition, `gpukernels.attention.k05_pipelined.plan` --
-goes to ``wgmma``; decoding stays with ``split_keys_f16``. The tensor-core lesson keeps its unmeasured steps out of
-its dispatcher the same way. ``choose`` says so in its reason for every float16 shape that rule would take.
+The Hopper steps -- 9, ``wgmma`` (Hopper's warpgroup MMA for both products), 10, ``warp_specialized`` (a producer
+warpgroup feeding rings of K and V tiles by TMA) and 11, ``ping_pong`` (FlashAttention-3's schedule of the two consumer
+warpgroups) -- are not among them yet: each is checked in the simulator and compiled for sm_90a, but no GPU run has
+timed them. The rule they are expected to earn, once measured (``WGMMA_RULE``, a prediction): on compute capability
+9.0, float16 with enough (query tile of 128, head) blocks to fill the SMs -- ``pipelined``'s 32-rows-per-warp
+layout's condition, `gpukernels.attention.k05_pipelined.plan` -- goes to the fastest of them, predicted to be
+``ping_pong`` (``HOPPER_STEPS``, fastest first, FlashAttention-3's order); decoding stays with ``split_keys_f16``. The
+tensor-core lesson keeps its unmeasured steps out of its dispatcher the same way. ``choose`` says so in its reason for
+every float16 shape that rule would take.
 
 **float16 inputs** go to the tensor cores: ``pipelined`` (step 5) -- on an H200 the fastest step wherever it can
 run, with its own plan (two m16 tiles of queries per warp where its blocks fill the SMs,
@@ -64,9 +67,11 @@ from .k08_split_keys_f16 import (MIN_TILES, SLICE_BLOCKS, SPLIT_KEYS_F16_KERNELS
                                  split_keys_f16_launches, split_plan)
 from .k09_wgmma import ROWS as WGMMA_ROWS
 
-#: The rule predicted for step 9, wgmma, not applied until a GPU run times the step (the module docstring): float16 on
-#: compute capability 9.0 where blocks of 128 query rows are at least this many per SM.
+#: The rule predicted for the Hopper steps, not applied until a GPU run times them (the module docstring): float16 on
+#: compute capability 9.0 where blocks of 128 query rows are at least this many per SM ...
 WGMMA_RULE = {"capability": (9, 0), "fill": 1.0}
+#: ... to the fastest of them, predicted in this order (FlashAttention-3's: each adds one of its ideas to the last)
+HOPPER_STEPS = ("ping_pong", "warp_specialized", "wgmma")
 FUSED_MAX_SQ = 8  # at most this many queries per head: a warp per row (a 32-row tile would be mostly padding)
 SPLIT_MAX_SQ = 16 * SPLIT_WARPS  # float16: at most this many queries per head, one m16 tile, for split_keys_f16
 FILL = 1.0  # tiled needs at least this many blocks per SM; fewer: fused_rows
@@ -114,8 +119,9 @@ def choose(b: int, h: int, sq: int, sk: int, d: int, causal: bool = False, half:
         tiles = b * h * ceil_div(sq, rows)
         where = ", Q in shared memory" if layout.get("q_shared") else ""
         wgmma_blocks = b * h * ceil_div(sq, WGMMA_ROWS)
-        later = (f"; step 9, wgmma, would take it on Hopper ({count(wgmma_blocks, 'block')} of {WGMMA_ROWS} queries "
-                 f">= {WGMMA_RULE['fill']:g} per SM: a predicted rule), once a GPU run has timed it"
+        later = (f"; steps 9-11 ({', '.join(reversed(HOPPER_STEPS))}) would take it on Hopper, {HOPPER_STEPS[0]} "
+                 f"predicted fastest ({count(wgmma_blocks, 'block')} of {WGMMA_ROWS} queries >= "
+                 f"{WGMMA_RULE['fill']:g} per SM: a predicted rule), once a GPU run has timed them"
                  if wgmma_blocks >= WGMMA_RULE["fill"] * sms else "")
         return Choice("pipelined", {"rows": rows, "rows_per_warp": layout["rows_per_warp"], "keys": 64, "width": d},
                       f"float16: tensor cores, {count(tiles, 'block')} of {rows} queries ({layout['rows_per_warp']} "
