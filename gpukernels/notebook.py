@@ -464,8 +464,10 @@ def traced_key(lesson: str, shape) -> str:
     lesson_src = pkg / lesson
     files = sorted(lesson_src.glob("*.py")) if lesson_src.is_dir() else [pkg / f"{lesson}.py"]
     files += sorted((pkg / "sim").rglob("*.py")) + [pkg / n for n in ("trace.py", "_launch.py", "_intrinsics.py",
-                                                                      "_mma.py", "_wgmma_rs.py", "_pad.py",
-                                                                      "demo.py")]
+                                                                      "_mma.py", "_wgmma_rs.py", "_tma.py",
+                                                                      "_named_barrier.py", "_pad.py", "demo.py",
+                                                                      "tensor_core/_ring.py")]
+    files = list(dict.fromkeys(files))  # (the tensor-core lesson's own files include its ring)
     h = hashlib.sha256(repr((lesson, tuple(shape))).encode())
     for f in files:
         h.update(f.relative_to(pkg).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")

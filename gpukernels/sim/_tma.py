@@ -440,14 +440,22 @@ def _trace_box(hook, launch, tmap, row, col, flat, first, count) -> None:
     """What the tracer sees of one copy, as one instruction of the kernel's line: the box's elements inside the tensor
     read from the kernel's own argument that holds it (when it is one), then the ``count`` elements written from
     ``first`` of the shared array ``flat``."""
+    from numpy.lib.array_utils import byte_bounds
+
     data = np.asarray(getattr(tmap.tensor, "_ary", tmap.tensor))
-    arg = next((x for x in launch.kargs if getattr(x, "root", None) is data), None)
+    lo, hi = byte_bounds(data)
+    # the argument is the tensor itself, or an argument whose memory holds it (a map may view a kernel's (BH, S, D)
+    # argument as (BH * S, D))
+    arg = next((x for x in launch.kargs if getattr(x, "root", None) is data), None) or next(
+        (x for x in launch.kargs if isinstance(getattr(x, "root", None), np.ndarray) and x.root.dtype == data.dtype
+         and byte_bounds(x.root)[0] <= lo and hi <= byte_bounds(x.root)[1]), None)
     if arg is not None:
         rows, cols = tmap.box
         m, n = tmap.shape
-        st0, st1 = arg.st
+        st0, st1 = data.strides
+        at = lo - byte_bounds(arg.root)[0]  # bytes from the start of the argument's allocation to the tensor's
         for r in range(max(row, 0), min(row + rows, m)):
-            base = arg.offset + r * st0
+            base = at + r * st0
             for c in range(max(col, 0), min(col + cols, n)):
                 hook(arg, (base + c * st1) // arg.isz, READ)
     for e in range(first, first + count):
