@@ -79,6 +79,11 @@ PATHS = [
     # wgmma's blocks of 128 rows under the mask: the block of queries 128-139 walks 3 K/V tiles of 64 (the last
     # ragged), the block of 0-127 two; the tensor cores read Q, K and V asynchronously between the barriers
     ("attention", "wgmma", (1, 1, 140, 150, 16), {"causal": True}, 3),
+    # the rings of 2 stages went round several times (6 K/V tiles per head, the last ragged, its box reading the next
+    # head's keys), two heads, two query tiles each under the mask: the TMA copies, the tensor cores' reads and the
+    # consumers' releases ordered by mbarriers alone, the turns by named barriers
+    ("attention", "warp_specialized", (1, 2, 140, 330, 16), {"causal": False}, 1),
+    ("attention", "ping_pong", (1, 2, 140, 330, 16), {"causal": True}, 1),
 ]
 
 #: attention's kernels are specialised per head dimension D: fused_rows by the values per lane (D up to 32, 64, 96,
@@ -100,7 +105,12 @@ ATTENTION_DIMS = ([(name, (1, 1, 3, 20, d), 0, False) for name in ("fused_rows",
                   # each slice, then the merge
                   + [("split_keys_f16", (1, 1, 3, 600, d), 3, d != 128) for d in range(16, 129, 16)]
                   # wgmma: Q, K and V tiles of one or two 64-column atoms, D / 16 slices of S per tile
-                  + [("wgmma", (1, 1, 17, 70, d), 3, d != 128) for d in range(32, 129, 16)])
+                  + [("wgmma", (1, 1, 17, 70, d), 3, d != 128) for d in range(32, 129, 16)]
+                  # the same tiles by TMA into the rings of warp_specialized and ping_pong (one barrier per block:
+                  # their loops are ordered by mbarriers and named barriers), in the long tier: the default tier traces
+                  # them at D = 16, and test_attention_hopper.py compiles D = 128
+                  + [(name, (1, 1, 17, 70, d), 1, True) for name in ("warp_specialized", "ping_pong")
+                     for d in range(32, 129, 16)])
 
 MIN_BARRIERS = 3  # per block, for a launch that has barriers at all: several phases, so reuse across them is seen
 #: Versions that slice a small image's channels as finely as the GPU's SMs ask (split_c, and the dispatcher that picks
@@ -114,7 +124,9 @@ MIN_BARRIERS_OF = {("cbr", "split_c"): 1, ("cbr", "optimized"): 1,
                    # test_tensor_core_dispatch_paths_have_no_hazards)
                    ("tensor_core", "wgmma"): 2, ("tensor_core", "optimized"): 2,
                    # one barrier, after the mbarriers' set-up: its main loop is ordered by the mbarriers alone
-                   ("tensor_core", "warp_specialized"): 1, ("tensor_core", "persistent"): 1}
+                   ("tensor_core", "warp_specialized"): 1, ("tensor_core", "persistent"): 1,
+                   # the same in attention's producer/consumer steps (the rings' reuse is traced in PATHS)
+                   ("attention", "warp_specialized"): 1, ("attention", "ping_pong"): 1}
 
 
 def _run_traced(launch_all):
