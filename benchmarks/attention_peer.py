@@ -10,7 +10,9 @@ block), ``pipelined@W,32``, ``pipelined@W,32,K`` or ``pipelined@W,32,K,1`` (32 q
 tile, a multiple of 16), ``split_keys_f16@N`` (about N slices of the keys instead of its plan's, e.g. to time its
 SLICE_BLOCKS rule: ``--decode --half split_keys_f16 split_keys_f16@8 split_keys_f16@32``), ``wgmma@K`` (K keys per
 K/V tile, a multiple of 16 up to 256: FlashAttention-3 takes 128 at D = 64 and 128; ``--half pipelined wgmma
-wgmma@128``; Hopper only).
+wgmma@128``; Hopper only), ``warp_specialized@K`` or ``warp_specialized@K,S`` and ``ping_pong@K`` or ``ping_pong@K,S``
+(K keys per K/V tile, S stages in each of the K and V rings: ``--half wgmma warp_specialized ping_pong ping_pong@128
+ping_pong@64,3``; Hopper only).
 
 float16 steps (``attention.FLOAT16_VERSIONS``) against SDPA's flash backend on float16 inputs; float32 steps
 against SDPA in float32 (whichever backend torch picks: flash takes no float32). CUDA-graph replay (torch events),
@@ -74,14 +76,18 @@ def _plans(name, sets_in, sets_out, causal, d):
     if "@" in name:  # a variant (the module's docstring)
         base, spec = name.split("@")
         knobs = ({"splits": int(spec)} if base == "split_keys_f16" else {"keys": int(spec)} if base == "wgmma"
+                 else {"keys": int(spec.split(",")[0])} if base in ("warp_specialized", "ping_pong")
                  else {"warps": int(spec.split(",")[0])})
         more = [int(x) for x in spec.split(",")[1:]]
         if base == "tf32x3" and more:  # keys per K/V tile
             knobs["keys"] = more[0]
+        elif base in ("warp_specialized", "ping_pong") and more:  # stages of each ring
+            knobs["stages"] = more[0]
         elif more and base == "pipelined":  # query rows per warp (16 or 32), keys per K/V tile, Q's tile in shared
             knobs.update(zip(("rows_per_warp", "keys", "q_shared"), more))
         launches = {"pipelined": at.pipelined_launches, "tf32x3": at.tf32x3_launches,
-                    "split_keys_f16": at.split_keys_f16_launches, "wgmma": at.wgmma_launches}[base]
+                    "split_keys_f16": at.split_keys_f16_launches, "wgmma": at.wgmma_launches,
+                    "warp_specialized": at.warp_specialized_launches, "ping_pong": at.ping_pong_launches}[base]
         plans = [launches(*(cuda.as_cuda_array(x) for x in sets_in[i]), cuda.as_cuda_array(sets_out[i]),
                           causal, 1 / math.sqrt(d), **knobs) for i in range(sets)]
     else:
