@@ -7,9 +7,10 @@ it computes the softmax -- an exp2 per score on the SM's special-function units,
 products are done, and the tensor cores have only the other warpgroup's work, if the other happens to be at its
 products just then. Nothing arranges that: both warpgroups start together, issue their products together, and then
 compute their softmax together while the tensor cores wait. And the softmax is not small beside the products: an H100
-SXM5 does 989 TFLOP/s of float16 matrix multiply-add but 3.9 TFLOP/s of exponentials, so at D = 128, with 512 times
-more multiply-add FLOPs than exponentials, the exponentials alone take half as long as the products (FlashAttention-3's
-paper, section 3.1). Run one after the other, the loop takes about their sum; overlapped, about the longer.
+SXM5 does 989 TFLOP/s of float16 matrix multiply-add but 3.9 TFLOP/s of exponentials (its special functions), so at
+D = 128, with 512 times more multiply-add FLOPs than exponentials (4 D per score), the exponentials alone take half as
+long as the products (FlashAttention-3's paper). Run one after the other, the loop takes about their sum; overlapped,
+about the longer.
 
 **Ping-pong.** Two named barriers (`gpukernels._named_barrier`), each counting both consumer warpgroups' 256
 threads, hand a *turn* back and forth: warpgroup w waits at its own barrier (``named_barrier_sync(w, 256)``) before
