@@ -270,8 +270,8 @@ def test_the_launch_plan(name):
     # Q's tile (128 rows), then 2 stages of K and 2 of V (64 keys), each in two 64-column atoms at D = 80, + 1 KB
     assert launch.shared_bytes == 2 * (128 + 2 * 64 + 2 * 64) * 128 + 1024
     maps = [a for a in launch.args if isinstance(a, TensorMap)]
-    assert [(m.shape, m.box, m.swizzle) for m in maps] == [((6 * 300, 80), (128, 64), 128), ((6 * 50, 80), (64, 64), 128),
-                                                           ((6 * 50, 80), (64, 64), 128)]
+    assert [(m.shape, m.box, m.swizzle) for m in maps] == [((6 * 300, 80), (128, 64), 128),
+                                                           ((6 * 50, 80), (64, 64), 128), ((6 * 50, 80), (64, 64), 128)]
     names = list(at.VERSIONS)
     assert names.index(name) == names.index("wgmma") + 1 + STEPS.index(name) and names[-1] == "optimized"
     assert name in at.FLOAT16_VERSIONS and name not in at.optimized.steps
@@ -321,7 +321,7 @@ def _mutant(name: str, old: str, new: str):
     assert src.count(old) == 1, old
     module = types.ModuleType(real.__name__ + "_mutant")
     module.__file__, module.__package__ = real.__file__, real.__package__  # (its relative imports)
-    exec(compile(src.replace(old, new), real.__file__, "exec"), module.__dict__)  # noqa: S102 - the project's own source
+    exec(compile(src.replace(old, new), real.__file__, "exec"), module.__dict__)  # noqa: S102 - the project's own
     return module
 
 

@@ -106,8 +106,8 @@ def _op(op: str, number, count) -> None:
         b.count, b.first = count, site
     elif b.count != count:
         raise ValueError(f"{name}({number}, {count}) at {describe(site)} in warp {t.warp}, but this use of barrier "
-                         f"{number} began with a count of {b.count} at {describe(b.first)}: every arrival in one use of "
-                         "a named barrier gives the same count")
+                         f"{number} began with a count of {b.count} at {describe(b.first)}: every arrival in one use "
+                         "of a named barrier gives the same count")
     b.arrived += 1
     b.came[t.warp] = (op, site)
     if op == "sync":
