@@ -99,6 +99,31 @@ def load_tile(smem, at, atom, tmap, row, atoms, bars, s):
         tma_load_2d(smem, at + a * atom, tmap, row, a * ATOM, bars, s)
 
 
+def tensor_maps(q3, k3, v3, keys: int = KEYS) -> tuple:
+    """The tensor maps of q, k and v (each (BH, S, D)) viewed as (BH * S, D): boxes of ROWS queries (Q's tile) or
+    ``keys`` keys (a K or V tile) by 64 halves, 128-byte swizzled."""
+    def rows(x):
+        return x.reshape(x.shape[0] * x.shape[1], x.shape[2])
+
+    return (TensorMap(rows(q3), (ROWS, ATOM), swizzle=128), TensorMap(rows(k3), (keys, ATOM), swizzle=128),
+            TensorMap(rows(v3), (keys, ATOM), swizzle=128))
+
+
+def tma_ready(*arrays) -> bool:
+    """Whether a tensor map can describe each array: it starts on a 16-byte boundary (its rows, D halves with D a
+    multiple of 16, are 16-byte multiples apart)."""
+    return all(address(x) % 16 == 0 for x in arrays)
+
+
+def tma_launch(kernel, q3, k3, v3, o3, causal: bool, scale: float, keys: int = KEYS) -> list[Launch]:
+    """``kernel`` (this step's, or the next one's) on one block of three warpgroups per (query tile of 128, head), in
+    step 9's order, with the tensor maps of q, k and v (each (BH, S, D))."""
+    bhs, sq, _ = q3.shape
+    return [Launch(kernel, (bhs * ceil_div(sq, ROWS),), (THREADS,),
+                   (q3, k3, v3, o3) + tensor_maps(q3, k3, v3, keys) + (np.float32(scale * LOG2E), causal),
+                   kernel.shared_bytes)]
+
+
 def warp_specialized_kernel_for(d: int, keys: int = KEYS, stages: int = STAGES):
     """The kernel for head dimension ``d`` (a multiple of 16), K/V tiles of ``keys`` keys and rings of ``stages``
     stages (benchmarks may time other tiles and rings)."""
@@ -219,34 +244,13 @@ def _kernel(d: int, keys: int, stages: int):
 WARP_SPECIALIZED_KERNELS = [warp_specialized_kernel_for(d) for d in range(16, MAX_D + 1, 16)]
 
 
-def tensor_maps(q3, k3, v3, keys: int = KEYS) -> tuple:
-    """The tensor maps of q, k and v (each (BH, S, D)) viewed as (BH * S, D): boxes of ROWS queries (Q's tile) or
-    ``keys`` keys (a K or V tile) by 64 halves, 128-byte swizzled."""
-    def rows(x):
-        return x.reshape(x.shape[0] * x.shape[1], x.shape[2])
-
-    return (TensorMap(rows(q3), (ROWS, ATOM), swizzle=128), TensorMap(rows(k3), (keys, ATOM), swizzle=128),
-            TensorMap(rows(v3), (keys, ATOM), swizzle=128))
-
-
-def tma_ready(*arrays) -> bool:
-    """Whether a tensor map can describe each array: it starts on a 16-byte boundary (its rows, D halves with D a
-    multiple of 16, are 16-byte multiples apart)."""
-    return all(address(x) % 16 == 0 for x in arrays)
-
-
 def warp_specialized_launches(q, k, v, out, causal: bool, scale: float, keys: int = KEYS,
-                              stages: int = STAGES, kernel_for=warp_specialized_kernel_for) -> list[Launch]:
-    """One block of three warpgroups per (query tile of 128, head), in step 9's order, with the tensor maps of q, k
-    and v; arrays a tensor map cannot describe: step 9's path. (``kernel_for``: the next step's kernels.)"""
+                              stages: int = STAGES) -> list[Launch]:
+    """This step's kernel by `tma_launch`; arrays a tensor map cannot describe: step 9's path."""
     q3, k3, v3, o3 = heads(q), heads(k), heads(v), heads(out)
     if not tma_ready(q3, k3, v3):
         return wgmma_launches(q, k, v, out, causal, scale)
-    bhs, sq, dim = q3.shape
-    kernel = kernel_for(dim, keys, stages)
-    return [Launch(kernel, (bhs * ceil_div(sq, ROWS),), (THREADS,),
-                   (q3, k3, v3, o3) + tensor_maps(q3, k3, v3, keys) + (np.float32(scale * LOG2E), causal),
-                   kernel.shared_bytes)]
+    return tma_launch(warp_specialized_kernel_for(q3.shape[2], keys, stages), q3, k3, v3, o3, causal, scale, keys)
 
 
 @version("attention", check_half, kernels=WARP_SPECIALIZED_KERNELS)

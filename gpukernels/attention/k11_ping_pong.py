@@ -75,18 +75,18 @@ from .._tma import (TENSOR_MAPS, fence_mbarrier_init, fence_proxy_tensormap_acqu
 from .._wgmma_rs import wgmma_rs, wgmma_ss_k
 from ..tensor_core._ring import release, ring_init, stage_of, wait_empty, wait_full
 from ..tensor_core.k08_warp_specialized import CONSUMER_REGS, PRODUCER_REGS
-from ._common import MAX_D, check_half
+from ._common import MAX_D, check_half, heads
 from .k04_mma import fragment_steps, p_fragment
 from .k05_pipelined import softmax_step
-from .k09_wgmma import ATOM, KEYS, ROWS, block_tile32, require_hopper
-from .k10_warp_specialized import CONSUMERS, STAGES, THREADS, load_tile, warp_specialized_launches
+from .k09_wgmma import ATOM, KEYS, ROWS, block_tile32, require_hopper, wgmma_launches
+from .k10_warp_specialized import CONSUMERS, STAGES, THREADS, load_tile, tma_launch, tma_ready
 
 TURN = 128 * CONSUMERS  # threads that count at each named barrier: both consumer warpgroups
 
 
 def ping_pong_kernel_for(d: int, keys: int = KEYS, stages: int = STAGES):
     """The kernel for head dimension ``d`` (a multiple of 16), K/V tiles of ``keys`` keys and rings of ``stages``
-    stages."""
+    stages (benchmarks may time other tiles and rings)."""
     return _kernel(int(d), int(keys), int(stages))
 
 
@@ -237,9 +237,11 @@ PING_PONG_KERNELS = [ping_pong_kernel_for(d) for d in range(16, MAX_D + 1, 16)]
 
 def ping_pong_launches(q, k, v, out, causal: bool, scale: float, keys: int = KEYS,
                        stages: int = STAGES) -> list[Launch]:
-    """Step 10's launch (grid, block, tensor maps; step 9's path where a tensor map cannot describe the arrays) with
-    this step's kernel."""
-    return warp_specialized_launches(q, k, v, out, causal, scale, keys, stages, kernel_for=ping_pong_kernel_for)
+    """This step's kernel by step 10's `tma_launch`; arrays a tensor map cannot describe: step 9's path."""
+    q3, k3, v3, o3 = heads(q), heads(k), heads(v), heads(out)
+    if not tma_ready(q3, k3, v3):
+        return wgmma_launches(q, k, v, out, causal, scale)
+    return tma_launch(ping_pong_kernel_for(q3.shape[2], keys, stages), q3, k3, v3, o3, causal, scale, keys)
 
 
 @version("attention", check_half, kernels=PING_PONG_KERNELS)
