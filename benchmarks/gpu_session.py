@@ -176,12 +176,31 @@ def stalest_first(lessons) -> list[str]:
 
 # --- what each log says ---------------------------------------------------------------------------------------------
 
+#: A test's outcome as ``pytest -v`` prints it when it ends (with xdist: "[gw3] [ 45%] PASSED tests/...").
+OUTCOME = re.compile(r"^(?:\[gw\d+\] \[ *\d+%\] )?(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (tests/\S+)", re.M)
+
+
 def pytest_counts(text: str) -> dict:
-    """{'passed': N, 'failed': N, ...} from pytest's closing line."""
+    """{'passed': N, 'failed': N, ...} from pytest's closing line; for a run cut before it (a deadline), from the
+    outcome lines ``-v`` printed as each test ended, with ``"cut": True``. Either way the failed tests' ids."""
     tail = text[-5000:]
-    counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)", tail)}
-    if "error" in counts:
-        counts["errors"] = counts.pop("error")
+    closing = re.search(r"=+ .*\d+ (?:passed|failed|skipped|errors?).* in [\d.]+s", tail)
+    outcomes = OUTCOME.findall(text)
+    failed = sorted({test for what, test in outcomes if what in ("FAILED", "ERROR")})
+    if closing:
+        counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)",
+                                                    closing.group(0))}
+        if "error" in counts:
+            counts["errors"] = counts.pop("error")
+    else:
+        names = {"PASSED": "passed", "FAILED": "failed", "ERROR": "errors", "SKIPPED": "skipped", "XFAIL": "xfailed",
+                 "XPASS": "xpassed"}
+        counts = {}
+        for what, _ in outcomes:
+            counts[names[what]] = counts.get(names[what], 0) + 1
+        counts["cut"] = True
+    if failed:
+        counts["failed_tests"] = failed
     return counts
 
 
@@ -202,7 +221,8 @@ def phase_one(s: Session, args, env, report) -> None:
     if "suite" not in args.skip:
         record = s.out / ".tier.json"
         suite_env = dict(env, GPUKERNELS_TIER_RECORD=str(record))
-        cmd = [sys.executable, "-m", "pytest", "-q", "-n", str(args.workers), "--dist", "loadgroup", "--timeout",
+        # -v: each test's outcome is printed as it ends, so a run cut at the deadline still says what failed
+        cmd = [sys.executable, "-m", "pytest", "-v", "-n", str(args.workers), "--dist", "loadgroup", "--timeout",
                "300", "-p", "no:cacheprovider", "-rfE", *(["--record-tier", "gpu"] if args.tests == "tests" else []),
                *shlex.split(args.tests)]
         jobs.append(("suite", "suite", s.spawn(cmd, s.out / "tests.log", suite_env)))
@@ -349,9 +369,12 @@ def summary(report: dict) -> str:
              f"{c.get('clocks.sm')} of {c.get('clocks.max.sm')}), {report.get('seconds')} s"]
     suite = report.get("suite")
     if suite:
+        cut = " (the tests that ended before the cut)" if suite.get("cut") else ""
         lines.append(f"  suite     {suite['status']}: {suite.get('passed', 0)} passed, {suite.get('failed', 0)} "
                      f"failed, {suite.get('errors', 0)} errors, {suite.get('skipped', 0)} skipped in "
-                     f"{suite['seconds']:.0f} s")
+                     f"{suite['seconds']:.0f} s{cut}")
+        for test in suite.get("failed_tests", [])[:20]:
+            lines.append(f"            FAILED {test}")
     san = report.get("sanitize")
     if san:
         t = san.get("totals", {})

@@ -236,6 +236,9 @@ class _TensorMaps:
     """Numba's argument extension that turns a `TensorMap` into the kernel's argument: on a GPU its encoded map in
     global memory; in the simulator the description itself (which the simulated copy reads)."""
 
+    def __repr__(self) -> str:  # the same in every process: the kernel cache's key holds the kernel's options
+        return "gpukernels._tma.TENSOR_MAPS"
+
     def prepare_args(self, ty, val, stream=0, retr=None):
         if isinstance(val, TensorMap):
             if _simulated():

@@ -36,6 +36,18 @@ def test_pytest_counts_read_the_closing_line(gs):
     assert gs.pytest_counts("=== 12 passed in 1.0s ===") == {"passed": 12}
 
 
+def test_a_suite_cut_at_its_deadline_is_counted_from_its_outcome_lines(gs):
+    log = ("[gw0] [ 10%] PASSED tests/test_a.py::test_one \n[gw1] [ 20%] FAILED tests/test_b.py::test_two[x] \n"
+           "[gw0] [ 30%] SKIPPED tests/test_a.py::test_three \n[gw1] [ 40%] PASSED tests/test_b.py::test_four \n")
+    assert gs.pytest_counts(log) == {"passed": 2, "failed": 1, "skipped": 1, "cut": True,
+                                     "failed_tests": ["tests/test_b.py::test_two[x]"]}
+    # a run that ended: its closing line's counts, and the failures it printed as they ended
+    done = log + "=== 2 passed, 1 failed, 1 skipped in 3.2s ===\n"
+    assert gs.pytest_counts(done) == {"passed": 2, "failed": 1, "skipped": 1,
+                                      "failed_tests": ["tests/test_b.py::test_two[x]"]}
+
+
+
 def test_sanitizer_counts_add_up_every_tool(gs):
     text = ("========= ERROR SUMMARY: 0 errors\n"
             "========= RACECHECK SUMMARY: 3 hazards displayed (3 errors, 0 warnings)\n"

@@ -744,18 +744,28 @@ def test_gpu_fast_path_gives_the_checked_result(lesson, name, seed):
     really hits."""
     from gpukernels.check import case, compare
 
+    from gpukernels._tma import TensorMap
+
     mod, version = LESSONS[lesson], LESSONS[lesson].VERSIONS[name]
     assert _fastlaunch.ENABLED, "the fast path should be on on a GPU"
     for kind, (to, back) in _kinds().items():
         for shape in SHAPES[lesson]:
             hits = _fastlaunch.STATS.get("hit", 0)
+            declined = _fastlaunch.STATS.get("uncached: a launch the fast path cannot replay", 0)
             for i in range(3):
                 inputs, ref, tol = case(lesson, name, shape, seed + i)
                 out = to(np.full(ref.shape, np.nan, np.float32))
                 assert version(*[to(x) for x in inputs], out=out) is out
                 check = compare(back(out), ref, tol)
                 assert check.ok, f"{kind} {lesson}.{name} {shape} call {i}: {check}"
-            assert _fastlaunch.STATS.get("hit", 0) >= hits + 2, (kind, shape, _fastlaunch.STATS)
+            launches = version.launches(*inputs)
+            if any(isinstance(arg, TensorMap) for la in launches for arg in la.args):
+                # a tensor map holds its tensor's address, encoded by the driver at each launch: the fast path,
+                # which only rewrites data pointers, declines such launches (gpukernels._tma says so), every call
+                assert _fastlaunch.STATS.get("hit", 0) == hits, (kind, shape, _fastlaunch.STATS)
+                assert _fastlaunch.STATS.get("uncached: a launch the fast path cannot replay", 0) == declined + 3
+            else:
+                assert _fastlaunch.STATS.get("hit", 0) >= hits + 2, (kind, shape, _fastlaunch.STATS)
 
 
 MULTI = {"softmax split_row": ("softmax", "split_row", (4, 65536)),
