@@ -158,7 +158,8 @@ def tiers_markdown() -> str:
             measured = "not measured yet" if not session else (
                 f"{_duration(session['seconds'])} in all ({session['date']}, {session['card'].get('name')}); the "
                 f"suite {_duration(suite.get('seconds', 0))}: {suite.get('passed', 0)} passed, "
-                f"{suite.get('failed', 0)} failed, {suite.get('skipped', 0)} skipped" if suite else
+                f"{suite.get('failed', 0)} failed, {suite.get('skipped', 0)} skipped"
+                f"{', cut at its deadline before the last tests ended' if suite.get('cut') else ''}" if suite else
                 f"{_duration(session['seconds'])} ({session['date']}, {session['card'].get('name')}), suite not run")
         else:
             measured = _measured(records.get(key))
