@@ -346,7 +346,7 @@ def test_kernel_path_has_no_hazards(build, seed):
 def test_tensor_core_dispatch_paths_have_no_hazards(path, shape, seed, monkeypatch):
     """The tensor-core dispatcher's paths for large problems, taken at a traceable shape by lending it a shallow
     split (split-K: 7 k tiles in 6 slices added into C by atomics after a zeroing launch) or a 1-SM GPU (A and B
-    copied into arrays with 16-byte rows, then wgmma); and its one-warpgroup wgmma blocks, 10 k tiles through their
+    copied into arrays with 16-byte rows, then step 9's persistent TMA kernel); and its one-warpgroup wgmma blocks, 10 k tiles through their
     8-stage ring (64 x 128: 4 tiles on a lent 4-SM GPU, rows padded first; 64 x 64: 2 tiles on 132 SMs)."""
     from gpukernels.tensor_core import k12_optimized as opt
 
@@ -363,7 +363,7 @@ def test_tensor_core_dispatch_paths_have_no_hazards(path, shape, seed, monkeypat
     a, b = mod.make_inputs(shape, seed)
     kernels = [x.kernel for x in mod.optimized.launches(a, b)]
     expected = {"split_k": [opt.zero_kernel, opt.pipelined_split_kernel],
-                "padded": [opt.pad_kernel, opt.pad_kernel, opt.wgmma_kernel],
+                "padded": [opt.pad_kernel, opt.pad_kernel, opt.persistent_kernel],
                 "wgmma_split": [opt.zero_kernel, opt.WGMMA_SPLIT_KERNELS[256 if shape[1] > 128 else 128]],
                 "wgmma_64x128": [opt.pad_kernel, opt.pad_kernel, opt.WGMMA_KERNELS["64x128"]],
                 "wgmma_64x64": [opt.WGMMA_KERNELS["64x64"]]}

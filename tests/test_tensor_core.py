@@ -486,17 +486,18 @@ def test_dispatcher_follows_readable_thresholds():
     assert choose(1024, 1024, 1024, sms=48).step == "block_tiles"  # a smaller GPU is filled by them
     assert choose(1823, 781, 129, sms=132).step == "block_tiles"  # 105 tiles: 0.8 of the SMs (measured about even)
     assert choose(4096, 4096, 4096, fp32=True).step == "tf32x3"
-    # On Hopper: wgmma's 128 x 256 tiles wherever they fill half of the SMs; below, blocks of one warpgroup
+    # On Hopper: wgmma's 128 x 256 tiles, TMA-fed by persistent blocks, wherever they fill half of the SMs; below,
+    # blocks of one warpgroup
     hopper = tc.optimized.choose
 
     def tile(*shape, **kw):
         choice = hopper(*shape, sms=132, hopper=True, **kw)
         return choice.step, choice.config.get("tile"), choice.config.get("split_k", 1)
 
-    assert tile(4096, 4096, 4096) == ("wgmma", "128x256", 1)  # 512 tiles
-    assert tile(2048, 2048, 2048) == ("wgmma", "128x256", 1)  # 128 tiles: 0.97 waves
-    assert tile(1536, 1536, 1536) == ("wgmma", "128x256", 1)  # 72 tiles: 0.55 waves
-    assert tile(1408, 1536, 512) == ("wgmma", "128x256", 1)  # 11 x 6 = 66 tiles of 128 x 256: exactly half
+    assert tile(4096, 4096, 4096) == ("persistent", "128x256", 1)  # 512 tiles
+    assert tile(2048, 2048, 2048) == ("persistent", "128x256", 1)  # 128 tiles: 0.97 waves
+    assert tile(1536, 1536, 1536) == ("persistent", "128x256", 1)  # 72 tiles: 0.55 waves
+    assert tile(1408, 1536, 512) == ("persistent", "128x256", 1)  # 11 x 6 = 66 tiles of 128 x 256: exactly half
     assert tile(1280, 1536, 512) == ("wgmma", "64x128", 1)  # 60 of those; 240 of 64 x 128
     assert tile(1024, 1024, 1024) == ("wgmma", "64x128", 1)  # 32 of 128 x 256: 128 of 64 x 128
     assert tile(768, 768, 768) == ("wgmma", "64x128", 1)  # 72 of 64 x 128: 0.55 waves
@@ -510,7 +511,7 @@ def test_dispatcher_follows_readable_thresholds():
     small = hopper(999, 1001, 997, aligned=False, sms=132, hopper=True)
     assert small.config["padded"] and "padded to 16 bytes" in small.why and "64 x 128" in small.why
     unaligned = hopper(4096, 4096, 4096, aligned=False, sms=132, hopper=True)  # rows padded first, for cp.async
-    assert unaligned.step == "wgmma" and unaligned.config["padded"] and "padded to 16 bytes" in unaligned.why
+    assert unaligned.step == "persistent" and unaligned.config["padded"] and "padded to 16 bytes" in unaligned.why
     assert hopper(4096, 4096, 4096, fp32=True, hopper=True).step == "tf32x3"
     assert "128 x 256" in hopper(4096, 4096, 4096, sms=132, hopper=True).why
     why = choose(1536, 1408, 512, aligned=False, sms=132).why
@@ -942,7 +943,7 @@ def test_wgmma_needs_hopper(monkeypatch):
 
 @pytest.mark.slow  # 3 CPU-s; test_tensor_core_dispatch_paths_have_no_hazards and the suite shapes take the paths
 def test_dispatcher_pads_unaligned_rows_and_splits_k(monkeypatch, seed):
-    # The two paths the suite's shapes take on an H200 (4095 x 4097 x 4093: rows padded, then wgmma; 16 x 8192 x
+    # The two paths the suite's shapes take on an H200 (4095 x 4097 x 4093: rows padded, then step 9; 16 x 8192 x
     # 8192: split-K), taken here at small odd shapes by lending the dispatcher a 1-SM GPU / a shallow split
     from gpukernels.tensor_core import k12_optimized as opt
 
@@ -955,7 +956,7 @@ def test_dispatcher_pads_unaligned_rows_and_splits_k(monkeypatch, seed):
     for shape in ((70, 261, 75), (5, 300, 129)):  # K, N odd: padded to 80 and 264 / 136 and 304
         a, b = tc.make_inputs(shape, seed)
         launches = tc.optimized.launches(a, b)
-        assert [x.kernel for x in launches] == [opt.pad_kernel, opt.pad_kernel, tc.wgmma_kernel]
+        assert [x.kernel for x in launches] == [opt.pad_kernel, opt.pad_kernel, tc.persistent_kernel]
         out = np.full(shape[:2], np.nan, np.float32)
         tc.optimized(a, b, out=out)
         assert compare(out, tc.reference(a, b), FP16_TOLERANCE).ok

@@ -37,7 +37,9 @@ programming guide asks of a map the host wrote into global memory.
 
 This step is checked in the simulator (against float64 at odd shapes, every planted misuse reported by line) and
 compiled for sm_90a (its PTX holds the bulk tensor copies, the mbarrier instructions and the wgmmas, with no local
-memory); it is not yet timed on a GPU, so ``optimized`` does not choose it.
+memory). On an H100 (CUDA-graph replay, cuBLAS FP16 in the same run) it matched float64 and ran 1.27x step 6 at
+4096^3 (0.233 against 0.297 ms; cuBLAS 0.219), 1.33x at 8192^3 (1.755 against 2.328; cuBLAS 1.708) and 1.29x at
+1024^3: the copy engine's copies cost the threads nothing. ``optimized`` runs its copies through step 9.
 """
 
 from __future__ import annotations

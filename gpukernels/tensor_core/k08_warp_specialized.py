@@ -37,8 +37,10 @@ In the simulator a producer that skips the empty wait is caught: it arms a stage
 stage's copies are still unconsumed (an "early overwrite" naming its line and the copy's), or its copies land on a
 stage a consumer's wgmma still reads. This step is checked in the simulator (against float64 at odd shapes, several
 times round the ring) and compiled for sm_90a (its PTX holds setmaxnreg, the waits on both barriers, the bulk tensor
-copies and the wgmmas; ptxas honours setmaxnreg and keeps everything in registers); it is not yet timed on a GPU, so
-``optimized`` does not choose it.
+copies and the wgmmas; ptxas honours setmaxnreg and keeps everything in registers). On an H100 it matched float64
+and ran 0.226 ms at 4096^3 (step 7: 0.233; cuBLAS FP16: 0.219) and 1.759 at 8192^3 (step 7: 1.755): with one block
+per tile the roles gain little over step 7 -- what they make possible is step 9, where the producer runs ahead into
+the next tile.
 """
 
 from __future__ import annotations

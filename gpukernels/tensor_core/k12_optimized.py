@@ -4,11 +4,15 @@
 
 1. **float32 inputs** (either matrix): ``tf32x3``, the only step that keeps float32's accuracy on tensor cores
    (finite inputs: an infinite one gives NaN where SGEMM gives inf -- ``k11_tf32x3.py`` says why).
-2. **Hopper, and wgmma's 128 x 256 tiles fill at least ``WG_FILL`` = 1/2 of the SMs**: step 6, ``wgmma``. Rows of A
-   and B that are not 16-byte aligned (K or N not a multiple of 8) are first copied once into arrays whose rows are
-   padded with zeros (`gpukernels._pad`), so that cp.async can copy them: 4095 x 4097 x 4093 went from 0.34x cuBLAS
-   by loads and stores to 1.30x (cuBLAS is slow on such rows too). At 1536^3 (72 tiles, 0.55 of a wave) these tiles
-   still beat every smaller block (0.51x against 0.47x for 64 x 128).
+2. **Hopper, and wgmma's 128 x 256 tiles fill at least ``WG_FILL`` = 1/2 of the SMs**: step 9, ``persistent`` --
+   step 6's tiles fed by TMA (step 7), by a producer warpgroup (step 8), on one block per SM walking the tiles. On an
+   H100 (2026-12-07, CUDA-graph replay, cuBLAS FP16 in the same run): 4096^3 0.218 ms against step 6's 0.297 and
+   cuBLAS's 0.219 (1.01x cuBLAS; step 6: 0.74x), 8192^3 1.767 against 2.328 and 1.708 (0.97x; step 6: 0.73x); TMA
+   alone (step 7) was 1.27-1.33x step 6 at all three aligned shapes timed. Rows of A and B that are not 16-byte
+   aligned (K or N not a multiple of 8) are first copied once into arrays whose rows are padded with zeros
+   (`gpukernels._pad`), which a tensor map can describe: on step 6's cp.async, 4095 x 4097 x 4093 went from 0.34x
+   cuBLAS by loads and stores to 1.30x (cuBLAS is slow on such rows too). At 1536^3 (72 tiles, 0.55 of a wave) these
+   tiles still beat every smaller block (step 6: 0.51x against 0.47x for 64 x 128).
 3. **Hopper, too few wgmma tiles for the SMs but deep K, and more than ``WG_SPLIT_ROWS`` = 64 rows**: wgmma with
    split-K -- the 128 x 256 tiles (128 x 128 where N <= 128, which would leave half a 256-wide tile empty) times as
    many slices of K, each at least ``WG_SPLIT_MIN_K`` = 2048 deep, as keep to one wave of the SMs, if that busies at
@@ -44,6 +48,7 @@ from ._tf32x3_mma import tf32x3_mma_kernel
 from .k11_tf32x3 import split_cols_kernel, split_rows_kernel, tf32x3_kernel, tf32x3_launches
 from .._pad import pad_kernel, pad_operands
 from .k06_wgmma import make_wgmma_kernel, wgmma_kernel, wgmma_launch
+from .k09_persistent import persistent_kernel, persistent_launch
 
 FILL = 0.75  # 128 x 128 tiles once there are at least this many per SM (a fraction of one wave)
 WG_FILL = 0.5  # Hopper: wgmma's 128 x 256 tiles (then 64 x 128) once there are at least this many per SM
@@ -89,10 +94,12 @@ def choose(m: int, n: int, k: int, aligned: bool = True, fp32: bool = False, sms
            "A and B (those whose rows need it) first copied into arrays with rows padded to 16 bytes (K, N "
            "rounded up to 8), so that cp.async can copy them")
     if hopper and wide >= WG_FILL * sms:
-        return Choice("wgmma", {"tile": "128x256", "padded": not aligned},
+        tma = ("copied by TMA" if aligned else "A and B (those whose rows need it) first copied into arrays with rows "
+               "padded to 16 bytes (K, N rounded up to 8), so that a tensor map can describe them, then copied by TMA")
+        return Choice("persistent", {"tile": "128x256", "padded": not aligned},
                       f"Hopper: {count(wide, 'tile')} of 128 x 256 = {wide / sms:.2f} waves of {sms} SMs, wgmma from "
-                      f"swizzled shared tiles, {how} (step 7's TMA copies, step 8's warp specialization and step 9's "
-                      "persistent blocks are not chosen until they are measured on a GPU)")
+                      f"swizzled shared tiles {tma} by a producer warpgroup, {min(wide, sms)} persistent blocks "
+                      "walking the tiles (measured: 1.27-1.36x step 6's cp.async at 1024^3 to 8192^3)")
     if hopper and m > WG_SPLIT_ROWS:
         bn, tiles, slices = wgmma_split(m, n, k, sms)
         if slices >= 2 and tiles * slices * 2 >= sms:  # and at least half the SMs busy
@@ -127,18 +134,21 @@ def _is_fp32(*arrays) -> bool:
 
 
 @version("tensor_core", check_fp32,
-         kernels=[*WGMMA_KERNELS.values(), block_tiles_kernel, pipelined_kernel, tf32x3_kernel, split_rows_kernel,
+         kernels=[persistent_kernel, *WGMMA_KERNELS.values(), block_tiles_kernel, pipelined_kernel, tf32x3_kernel, split_rows_kernel,
                   split_cols_kernel, tf32x3_mma_kernel, pad_kernel, pipelined_split_kernel, zero_kernel,
                   *WGMMA_SPLIT_KERNELS.values()])
 def optimized(a, b, c):
-    """The dispatcher: per shape, wgmma's 128 x 256 tiles (Hopper; split-K for few deep tiles; one-warpgroup blocks of
-    64 x 128 or 64 x 64 for small products), 128 x 128 (block_tiles) or 64 x 64 (pipelined); 3xTF32 for float32
-    inputs."""
+    """The dispatcher: per shape, persistent TMA-fed wgmma on 128 x 256 tiles (Hopper; split-K wgmma for few deep
+    tiles; one-warpgroup blocks of 64 x 128 or 64 x 64 for small products), 128 x 128 (block_tiles) or 64 x 64
+    (pipelined); 3xTF32 for float32 inputs."""
     m, n = c.shape
     aligned = rows_aligned16(a, b)
     choice = choose(m, n, a.shape[1], aligned, _is_fp32(a, b))
     if choice.step == "tf32x3":
         return tf32x3_launches(a, b, c)
+    if choice.step == "persistent":
+        a, b, pads = pad_operands(a, b, c, 8) if choice.config["padded"] else (a, b, [])
+        return pads + persistent_launch(persistent_kernel, a, b, c)
     if choice.step == "wgmma":
         pads = []
         if choice.config["padded"]:
@@ -159,6 +169,6 @@ def optimized(a, b, c):
 
 
 optimized.choose = choose
-optimized.steps = ("pipelined", "block_tiles", "wgmma", "tf32x3")
+optimized.steps = ("pipelined", "block_tiles", "wgmma", "persistent", "tf32x3")
 optimized.describe = lambda a, b: str(choose(a.shape[0], b.shape[1], a.shape[1], rows_aligned16(a, b),
                                              _is_fp32(a, b)))
