@@ -135,11 +135,26 @@ def _is_float16(x) -> bool:
     return str(getattr(x, "dtype", "")).rsplit(".", 1)[-1] == "float16"
 
 
+def reference(lesson: str, name: str, inputs, **params) -> np.ndarray:
+    """The float64 result ``LESSONS[lesson].VERSIONS[name]`` is checked against, for ``inputs`` as the version takes
+    them: the lesson's ``version_reference(name, inputs, **params)`` where it has one and it answers (tensor_core's
+    fp8 step: the product of its inputs rounded to FP8, which is what it computes), else the lesson's ``reference``."""
+    mod = _lesson(lesson)
+    hook = getattr(mod, "version_reference", None)
+    ref = None if hook is None else hook(name, tuple(inputs), **params)
+    return mod.reference(*inputs, **params) if ref is None else ref
+
+
 def tolerance(lesson: str, name: str | None = None, inputs=None) -> float:
-    """The relative error a correct run of ``LESSONS[lesson].VERSIONS[name]`` stays within: ``TOLERANCE[lesson]``, or
+    """The relative error a correct run of ``LESSONS[lesson].VERSIONS[name]`` stays within: the lesson's
+    ``version_tolerance(name)`` where it answers (against `reference`'s result), else ``TOLERANCE[lesson]``, or
     ``FLOAT16_TOLERANCE[lesson]`` for a run on float16 inputs. ``inputs`` (what the version was given) decides when
     given -- a version that takes either precision is checked by what it got --, else the version's name (the
     lesson's ``FLOAT16_VERSIONS``)."""
+    hook = getattr(_lesson(lesson), "version_tolerance", None)
+    own = None if hook is None or name is None else hook(name)
+    if own is not None:
+        return own
     if lesson in FLOAT16_TOLERANCE:
         if inputs is not None:
             half = any(_is_float16(x) for x in inputs)
@@ -156,4 +171,4 @@ def case(lesson: str, name: str, shape, seed=None, **params) -> tuple[tuple, np.
     inputs (``params`` as the launcher's: attention's ``causal``, cbr's ``padding``), and `tolerance`."""
     mod = _lesson(lesson)
     inputs = version_inputs(lesson, name, mod.make_inputs(tuple(shape), seed))
-    return inputs, mod.reference(*inputs, **params), tolerance(lesson, name, inputs)
+    return inputs, reference(lesson, name, inputs, **params), tolerance(lesson, name, inputs)

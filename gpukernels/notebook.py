@@ -281,11 +281,11 @@ def run_traced(lesson: str, version: str, shape, kernel=None, seed: int = 0):
     import numpy as np
     from numba import cuda
 
-    from gpukernels.check import compare, tolerance, version_inputs
+    from gpukernels.check import compare, reference, tolerance, version_inputs
 
     mod = gpukernels.LESSONS[lesson]
     inputs = version_inputs(lesson, version, mod.make_inputs(shape, seed))  # as the version takes them
-    ref = mod.reference(*inputs)
+    ref = reference(lesson, version, inputs)
     d_inputs = [cuda.to_device(x) for x in inputs]
     out = cuda.to_device(np.full(ref.shape, np.nan, np.float32))  # poisoned: unwritten elements show up
     launches = mod.VERSIONS[version].launches(*d_inputs, out=out)

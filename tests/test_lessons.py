@@ -10,7 +10,7 @@ from numba import cuda
 
 from gpukernels import LESSONS
 from gpukernels._launch import is_device_array
-from gpukernels.check import TOLERANCE, compare, supports, tolerance, version_inputs
+from gpukernels.check import TOLERANCE, compare, reference, supports, tolerance, version_inputs
 
 from ._tiers import long_tier_after
 from .conftest import GPU
@@ -75,7 +75,7 @@ def run_checked(lesson, name, shape, seed, **params):
     mod = LESSONS[lesson]
     inputs = inputs_for(lesson, name, shape, seed)
     before = [x.copy() for x in inputs]
-    ref = mod.reference(*inputs, **params)  # float64 of the inputs the version gets (float16 ones for float16 steps)
+    ref = reference(lesson, name, inputs, **params)  # float64 of the inputs the version gets (float16 for float16 steps)
     out = np.full(ref.shape, np.nan, dtype=np.float32)  # poison: an unwritten element fails
     result = mod.VERSIONS[name](*inputs, out=out, **params)
     assert result is out
@@ -119,7 +119,7 @@ def test_returns_new_host_array_without_out(lesson, name, seed):
     inputs = inputs_for(lesson, name, shapes(lesson, name)[1], seed)  # what is returned; odd shapes: above
     result = mod.VERSIONS[name](*inputs)
     assert isinstance(result, np.ndarray) and result.dtype == np.float32
-    check = compare(result, mod.reference(*inputs), tolerance(lesson, name, inputs))
+    check = compare(result, reference(lesson, name, inputs), tolerance(lesson, name, inputs))
     assert check.ok, f"{lesson}.{name} seed={seed}: {check}"
 
 
@@ -130,11 +130,11 @@ def test_device_arrays_in_device_array_out(lesson, name, seed):
     # on a GPU a shape of several blocks; the simulator's device arrays are host arrays in a wrapper, so there the
     # smaller odd shape says as much (the values at every shape are test_matches_reference's)
     inputs = inputs_for(lesson, name, shapes(lesson, name)[3 if GPU else 1], seed)
-    ref = mod.reference(*inputs)
+    ref = reference(lesson, name, inputs)
     tol = tolerance(lesson, name, inputs)
     d_inputs = [cuda.to_device(x) for x in inputs]
     small = list(inputs_for(lesson, name, shapes(lesson, name)[1 if GPU else 0], seed))
-    small_ref = mod.reference(*small)
+    small_ref = reference(lesson, name, small)
     d_small = [cuda.to_device(x) for x in small]
     d_out = cuda.to_device(np.full(ref.shape, np.nan, dtype=np.float32))
     assert version(*d_inputs, out=d_out) is d_out
@@ -153,7 +153,7 @@ def test_device_arrays_in_device_array_out(lesson, name, seed):
 def test_torch_and_cupy_arrays(lesson, name, seed):
     mod = LESSONS[lesson]
     inputs = inputs_for(lesson, name, shapes(lesson, name)[3], seed)
-    ref = mod.reference(*inputs)
+    ref = reference(lesson, name, inputs)
     tried = 0
     for lib in ("torch", "cupy"):
         try:
@@ -318,7 +318,7 @@ def test_length_one_axes_with_any_strides(lesson, name, seed):
     with_one = [s for s in shapes(lesson, name) if 1 in s]
     shape = min(with_one, key=lambda s: (set(s) == {1}, np.prod(s)))
     inputs = [np.ascontiguousarray(x) for x in inputs_for(lesson, name, shape, seed)]
-    ref = mod.reference(*inputs)
+    ref = reference(lesson, name, inputs)
     tol = tolerance(lesson, name, inputs)
     odd = [_odd_strides(x) for x in inputs]
     assert any(o.strides != x.strides for o, x in zip(odd, inputs)), f"{shape}: no axis of length 1"

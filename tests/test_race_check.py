@@ -124,7 +124,7 @@ MIN_BARRIERS_OF = {("cbr", "split_c"): 1, ("cbr", "optimized"): 1,
                    # test_tensor_core_dispatch_paths_have_no_hazards)
                    ("tensor_core", "wgmma"): 2, ("tensor_core", "optimized"): 2,
                    # one barrier, after the mbarriers' set-up: its main loop is ordered by the mbarriers alone
-                   ("tensor_core", "warp_specialized"): 1, ("tensor_core", "persistent"): 1,
+                   ("tensor_core", "warp_specialized"): 1, ("tensor_core", "persistent"): 1, ("tensor_core", "fp8"): 1,
                    # the same in attention's producer/consumer steps (the rings' reuse is traced in PATHS)
                    ("attention", "warp_specialized"): 1, ("attention", "ping_pong"): 1}
 
@@ -142,7 +142,8 @@ def _run_traced(launch_all):
 
 
 #: Kernels whose blocks pass a fixed number of barriers whatever the shape: no deeper case shows more phases.
-FIXED_BARRIERS = {"split_cols_kernel": 1,  # tensor_core.tf32x3's transpose of B through one shared tile
+FIXED_BARRIERS = {"quantize_cols_kernel": 1,  # tensor_core.fp8's transpose of B through one shared tile
+                  "split_cols_kernel": 1,  # tensor_core.tf32x3's transpose of B through one shared tile
                   "split_values_kernel": 1}  # attention.tf32x3's transpose of V, likewise
 
 
