@@ -51,7 +51,7 @@ extras:
 # Two tiers (tests/conftest.py): `make test` deselects the tests marked `slow` -- every lesson version at small odd
 # shapes, the tracer, the grader against its fixtures, the CLI and bad input, in minutes; `make test-all` runs
 # everything. WORKERS: pytest-xdist processes (GPUKERNELS_DEVICE=gpu make test-all WORKERS=16 on a GPU machine).
-# The default tier has a budget (tests/_tiers.py): a run over the whole folder that spends more than 8 CPU-minutes
+# The default tier has a budget (tests/_tiers.py): a run over the whole folder that spends more than 9 CPU-minutes
 # fails, naming its costliest tests. RECORD=1 writes what a run measured into tests/tiers.json, from which
 # `python -m gpukernels.readme` regenerates the README's table of tiers.
 WORKERS ?= 2

@@ -39,7 +39,7 @@ TIER_ROWS = (
      "the default tier (`pytest -m \"not slow\"`): every lesson version correct under the simulator at one or two "
      "small odd shapes into NaN-poisoned outputs against float64 references, the simulator's primitives, errors and "
      "hazards, the tracer, the grader against its fixtures and solutions (one seed), the CLI and bad input",
-     "budget 8 CPU-minutes (4-5 min on 2 cores): a run over it fails, naming its costliest tests"),
+     "budget 9 CPU-minutes (4-5 min on 2 cores): a run over it fails, naming its costliest tests"),
     ("all", "`make test-all`",
      "both tiers: the above, plus the long tier (`slow`): the notebooks executed top to bottom, numba-cuda's own "
      "kernel tests on the simulator, the mutation sample, the browser tests, more seeds and larger shapes",

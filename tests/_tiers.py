@@ -3,8 +3,8 @@
 ``make test`` is the command run after every change: it must stay fast on the smallest machine the course supports,
 2 cores without a GPU. Its budget is counted in CPU seconds, every process of the run together (the pytest
 controller, its xdist workers and what they waited for: a grader's pool, a notebook's kernel), because CPU time is
-what a busy machine does not change much and what the run's wall time on 2 cores is made of (8 CPU-minutes on 2
-cores is 4-5 minutes of wall time). A default-tier run over the whole ``tests`` folder that spends more fails, naming
+what a busy machine does not change much and what the run's wall time on 2 cores is made of (9 CPU-minutes on 2
+cores is 4-5 minutes of wall time; five runs of one commit on a quiet 2-core machine spent 7.6 to 8.9). A default-tier run over the whole ``tests`` folder that spends more fails, naming
 its costliest tests: the tier cannot creep past its budget unnoticed. Move what is expensive to the long tier
 (``@pytest.mark.slow``): more seeds, larger shapes, notebooks, peers.
 
@@ -33,7 +33,7 @@ RECORD = Path(os.environ.get("GPUKERNELS_TIER_RECORD") or ROOT / "tests" / "tier
 
 #: The default tier's budget, CPU seconds of all the run's processes together, and the wall time it must fit on the
 #: reference machine (2 cores, no GPU).
-DEFAULT_CPU_BUDGET_S = 480.0
+DEFAULT_CPU_BUDGET_S = 540.0  # 9 CPU-minutes: above five runs of one commit, 7.6 to 8.9 (benchmarks/NOTES.md)
 DEFAULT_WALL_BUDGET_S = 300.0
 #: How many of the costliest tests a run over budget names.
 NAME_COSTLIEST = 8

@@ -281,6 +281,7 @@ def test_gpu_mode_without_gpu_fails_clearly():
     assert "no usable CUDA GPU" in result.stderr and "GPUKERNELS_DEVICE" in result.stderr
 
 
+@pytest.mark.slow  # 8 CPU-s: every version of every lesson in a child process (test_lessons runs each of them)
 def test_demo_runs_in_the_simulator_or_on_the_gpu(tmp_path):
     result = subprocess.run([sys.executable, "-m", "gpukernels", "demo", "softmax"], cwd=tmp_path,
                             capture_output=True, text=True, timeout=600)

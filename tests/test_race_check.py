@@ -171,13 +171,19 @@ def hazard_report(t, min_barriers: int = MIN_BARRIERS) -> list[str]:
     return problems
 
 
+#: Steps whose default-tier race check the step after them covers: each is the next one's kernel less one idea (the
+#: TMA copies of step 7 and the roles of step 8 run again in step 9; attention's step 10 in step 11), and their own
+#: test files run the simulator's asynchronous checks (mbarrier phases, early reads, overwrites) in the default tier
+LONG_TIER_ONLY = {("tensor_core", "tma"), ("tensor_core", "warp_specialized"), ("attention", "warp_specialized")}
+
+
 def _version_cases():
     for lesson, mod in LESSONS.items():
         for name in mod.VERSIONS:
             for shape, params in SHAPES[lesson]:
                 # a dispatcher runs the kernels of the steps it picks, each checked under its own name here (and
                 # along its paths in PATHS): the long tier checks it again under its own
-                marks = [pytest.mark.slow] if name == "optimized" else []
+                marks = [pytest.mark.slow] if name == "optimized" or (lesson, name) in LONG_TIER_ONLY else []
                 yield pytest.param(lesson, name, shape, params, MIN_BARRIERS_OF.get((lesson, name), MIN_BARRIERS),
                                    id=f"{lesson}-{name}-{'x'.join(map(str, shape))}", marks=marks)
     # the dispatchers' other paths and attention's other head sizes: 2-6 CPU-s each in the tracer, the long tier

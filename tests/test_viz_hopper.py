@@ -122,6 +122,7 @@ def _check_order(run) -> None:
             assert min(u["issued"]) > before["freed"]
 
 
+@pytest.mark.slow  # a traced run of a TMA step: 4-6 CPU-s each (the default tier keeps the box figure's)
 def test_the_warp_specialized_ring_is_in_a_valid_order_and_its_phase_bits_flip(ws_run):
     _check_order(ws_run)
     uses = ws_run["uses"]
@@ -129,6 +130,7 @@ def test_the_warp_specialized_ring_is_in_a_valid_order_and_its_phase_bits_flip(w
     assert uses[-1]["released"] == []  # step 8 never releases its last k tile: the block ends
 
 
+@pytest.mark.slow  # a traced run of a TMA step: 4-6 CPU-s each (the default tier keeps the box figure's)
 def test_the_persistent_ring_carries_over_and_the_next_tiles_copies_fly_during_the_epilogue(persistent_run):
     _check_order(persistent_run)
     uses = persistent_run["uses"]
@@ -141,6 +143,7 @@ def test_the_persistent_ring_carries_over_and_the_next_tiles_copies_fly_during_t
     assert min(uses[2]["issued"]) < end
 
 
+@pytest.mark.slow  # a traced run of a TMA step: 4-6 CPU-s each (the default tier keeps the box figure's)
 def test_the_ring_figure_draws_the_run_legibly(ws_run, persistent_run):
     for version, shape in (("warp_specialized", WS_SHAPE), ("persistent", PERSISTENT_SHAPE)):
         fig = viz.ring_timeline(version, shape)  # the same run, kept: no second simulation
