@@ -235,3 +235,27 @@ def test_version_inputs_are_what_each_version_takes():
     assert all(a is b for a, b in zip(same, (q, k, v))) and q.dtype == np.float32
     a, b = LESSONS["matmul"].make_inputs((3, 4, 5), 0)
     assert version_inputs("matmul", "tiled", [a, b]) == (a, b)
+
+
+def test_a_version_with_a_reference_of_its_own_is_checked_against_it():
+    """tensor_core's fp8 computes the product of its inputs rounded to e4m3: `check.reference` gives that (not the
+    float16 inputs' product, ~4% away), with its own tolerance; every other version gets the lesson's reference and
+    tolerance; the parameters reach the lesson's reference (attention's causal mask)."""
+    from gpukernels import LESSONS
+    from gpukernels.check import case, reference, tolerance
+    from gpukernels.tensor_core import k10_fp8
+
+    tc = LESSONS["tensor_core"]
+    a, b = tc.make_inputs((9, 7, 40), 1)
+    own, lesson = reference("tensor_core", "fp8", (a, b)), reference("tensor_core", "wgmma", (a, b))
+    assert np.array_equal(own, k10_fp8.reference(a, b)) and np.array_equal(lesson, tc.reference(a, b))
+    assert relative_error(own, lesson) > 1e-3  # the two references really differ: the hook is what decides
+    assert tolerance("tensor_core", "fp8") == k10_fp8.TOLERANCE == 5e-3
+    assert tolerance("tensor_core", "wgmma") == tolerance("tensor_core") == TOLERANCE["tensor_core"]
+    assert tolerance("tensor_core", "fp8", (a, b)) == 5e-3  # the version's own, whatever inputs it was given
+    inputs, ref, tol = case("tensor_core", "fp8", (9, 7, 40), 1)
+    assert np.array_equal(ref, k10_fp8.reference(*inputs)) and tol == 5e-3
+    q, k, v = LESSONS["attention"].make_inputs((1, 1, 3, 5, 16), 0)
+    causal = reference("attention", "tiled", (q, k, v), causal=True)
+    assert np.array_equal(causal, LESSONS["attention"].reference(q, k, v, causal=True))
+    assert not np.array_equal(causal, reference("attention", "tiled", (q, k, v)))
