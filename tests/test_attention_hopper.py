@@ -457,9 +457,10 @@ def compiled(names, dims) -> dict:
 
 
 @pytest.mark.needs_cuda_toolchain
-# the long tier compiles every D (D = 128, the most registers, too: 7 CPU-s, over the default tier's budget)
+# the long tier compiles D = 128 (the most registers) and 16, 64, 112 (the smallest, one atom, the last ragged
+# one): every D measured on 2026-12-07, all without spills (benchmarks/NOTES.md); each D is ~10 CPU-s of CI
 @pytest.mark.parametrize("dims", [pytest.param((128,), id="128", marks=pytest.mark.slow),
-                                  pytest.param((16, 32, 48, 64, 80, 96, 112), id="others", marks=pytest.mark.slow)])
+                                  pytest.param((16, 64, 112), id="others", marks=pytest.mark.slow)])
 def test_the_steps_compile_as_planned(dims):
     out = compiled(STEPS, dims)
     for key, r in out.items():
