@@ -519,6 +519,35 @@ def _assemble(ptx: str, arch: str) -> str:
         nvjitlink.destroy(handle)
 
 
+def link_lto(kernel, sig, arch: str = "sm_90a", fastmath: bool = False) -> str:
+    """nvJitLink ``-verbose -lto``'s report on ``kernel`` compiled for ``sig``: how a GPU builds it (numba-cuda's
+    default, lto=True: NVVM's LTO-IR linked as one whole program). PTX assembled alone (`_assemble`) is compiled for
+    separate linking, where ptxas ignores ``setmaxnreg`` (C7504), so the warp-specialized kernels are checked this
+    way. A link that fails raises RuntimeError with nvJitLink's error log."""
+    from cuda.bindings import nvjitlink
+    from numba import cuda
+
+    cc = (int(arch[3]), int(arch[4])) + (("a",) if arch.endswith("a") else ())
+    ltoir, _ = cuda.compile(kernel.py_func, sig, cc=cc, output="ltoir", abi="numba", device=False,
+                            launch_bounds=kernel.targetoptions.get("launch_bounds"), fastmath=fastmath)
+    options = [f"-arch={arch}", "-verbose", "-lto"]
+    handle = nvjitlink.create(len(options), options)  # the count must equal len(options) or it crashes
+    try:
+        nvjitlink.add_data(handle, nvjitlink.InputType.LTOIR, ltoir, len(ltoir), "kernel.ltoir")
+        try:
+            nvjitlink.complete(handle)
+        except Exception as err:
+            buf = bytearray(nvjitlink.get_error_log_size(handle))
+            if buf:
+                nvjitlink.get_error_log(handle, buf)
+            raise RuntimeError(f"nvJitLink -lto failed for {arch}: {buf.decode(errors='replace')}") from err
+        buf = bytearray(nvjitlink.get_info_log_size(handle))
+        nvjitlink.get_info_log(handle, buf)
+        return buf.decode(errors="replace").replace("\0", "")
+    finally:
+        nvjitlink.destroy(handle)
+
+
 def compile_launch(launch, arch: str = DEFAULT_ARCH) -> dict:
     """Compile one launch's kernel for ``arch``; needs the real numba.cuda. Returns {log, ptx_lines}."""
     from numba import cuda

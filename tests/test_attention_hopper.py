@@ -397,24 +397,11 @@ from gpukernels import attention as at
 h3, f3 = types.Array(types.float16, 3, "C"), types.Array(types.float32, 3, "C")
 u = types.Array(types.uint64, 1, "C")  # a tensor map in global memory
 sig = (h3, h3, h3, f3, u, u, u, types.float32, types.boolean)
+from gpukernels.resources import link_lto as _link_lto
 
 
 def link_lto(k):
-    # How a GPU builds the kernel (numba-cuda's default, lto=True): NVVM's LTO-IR linked by nvJitLink as one whole
-    # program. PTX assembled alone is compiled for separate linking, where ptxas ignores setmaxnreg (C7504).
-    from cuda.bindings import nvjitlink
-    ltoir, _ = cuda.compile(k.py_func, sig, cc=(9, 0, "a"), output="ltoir", abi="numba", device=False,
-                            launch_bounds=k.targetoptions["launch_bounds"], fastmath=True)
-    options = ["-arch=sm_90a", "-verbose", "-lto"]
-    handle = nvjitlink.create(len(options), options)
-    try:
-        nvjitlink.add_data(handle, nvjitlink.InputType.LTOIR, ltoir, len(ltoir), "kernel.ltoir")
-        nvjitlink.complete(handle)
-        buf = bytearray(nvjitlink.get_info_log_size(handle))
-        nvjitlink.get_info_log(handle, buf)
-        return buf.decode(errors="replace").replace("\0", "")
-    finally:
-        nvjitlink.destroy(handle)
+    return _link_lto(k, sig, fastmath=True)  # as a GPU builds it (gpukernels.resources.link_lto)
 
 
 out = {}

@@ -236,21 +236,8 @@ from gpukernels.resources import _assemble
 u8, f, f1 = types.Array(types.uint8, 2, "C"), types.Array(types.float32, 2, "C"), types.Array(types.float32, 1, "C")
 h, u = types.Array(types.float16, 2, "C"), types.Array(types.uint64, 1, "C")
 
-def link_lto(k, sig):
-    # as a GPU builds it (numba-cuda's lto=True): PTX assembled alone is compiled for separate linking, where ptxas
-    # ignores setmaxnreg
-    from cuda.bindings import nvjitlink
-    ltoir, _ = cuda.compile(k.py_func, sig, cc=(9, 0, "a"), output="ltoir", abi="numba", device=False,
-                            launch_bounds=k.targetoptions.get("launch_bounds"))
-    handle = nvjitlink.create(3, ["-arch=sm_90a", "-verbose", "-lto"])
-    try:
-        nvjitlink.add_data(handle, nvjitlink.InputType.LTOIR, ltoir, len(ltoir), "kernel.ltoir")
-        nvjitlink.complete(handle)
-        buf = bytearray(nvjitlink.get_info_log_size(handle))
-        nvjitlink.get_info_log(handle, buf)
-        return buf.decode(errors="replace").replace("\0", "")
-    finally:
-        nvjitlink.destroy(handle)
+from gpukernels.resources import link_lto  # as a GPU builds it: setmaxnreg is honoured only so
+
 
 gemm = (u8, u8, f1, f1, f, u, u)
 out = {}

@@ -597,22 +597,7 @@ words = {"mma16": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma8": "
          "maxntid": ".maxntid", "minnctapersm": ".minnctapersm", "arrive_if": "@p mbarrier.arrive.shared::cta.b64"}
 
 
-def link_lto(k, sig, arch):
-    # How a GPU builds the kernel (numba-cuda's default, lto=True): NVVM's LTO-IR linked by nvJitLink as one whole
-    # program. PTX assembled alone is compiled for separate linking, where ptxas ignores setmaxnreg (C7504).
-    from cuda.bindings import nvjitlink
-    ltoir, _ = cuda.compile(k.py_func, sig, cc=(9, 0, "a"), output="ltoir", abi="numba", device=False,
-                            launch_bounds=k.targetoptions.get("launch_bounds"))
-    options = [f"-arch={arch}", "-verbose", "-lto"]
-    handle = nvjitlink.create(len(options), options)
-    try:
-        nvjitlink.add_data(handle, nvjitlink.InputType.LTOIR, ltoir, len(ltoir), "kernel.ltoir")
-        nvjitlink.complete(handle)
-        buf = bytearray(nvjitlink.get_info_log_size(handle))
-        nvjitlink.get_info_log(handle, buf)
-        return buf.decode(errors="replace")
-    finally:
-        nvjitlink.destroy(handle)
+from gpukernels.resources import link_lto  # as a GPU builds it (lto=True): ptxas honours setmaxnreg only so
 
 
 out = {}
