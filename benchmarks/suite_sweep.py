@@ -25,6 +25,7 @@ import os
 import sys
 
 from gpukernels import attention, bench, cbr, matmul
+from gpukernels import tensor_core as tc
 from gpukernels._launch import Version, ceil_div
 from gpukernels.matmul import _common
 from gpukernels.matmul.k16_skinny import skinny_launches, skinny_splits
@@ -298,6 +299,38 @@ def attention_candidates(shape):
     return out
 
 
+def tensor_core_candidates(shape):
+    """Every plan the tensor-core dispatcher could make for (M, N, K): each of its rules' steps and configurations
+    forced (``k12_optimized.plan``), and the one-launch steps a small product might want (step 1, and steps 4 and 6
+    without the padding copies), beside ``optimized``'s own pick."""
+    from gpukernels._launch import Choice
+    from gpukernels.tensor_core import k12_optimized as opt
+
+    m, n, k = shape
+    aligned = k % 8 == 0 and n % 8 == 0
+    padded = not aligned
+    choices = [("persistent 128x256", Choice("persistent", {"padded": padded}, "")),
+               ("wgmma 128x256", Choice("wgmma", {"tile": "128x256", "padded": padded}, "")),
+               ("wgmma 64x128", Choice("wgmma", {"tile": "64x128", "padded": padded}, "")),
+               ("wgmma 64x64", Choice("wgmma", {"tile": "64x64", "padded": padded}, "")),
+               ("block_tiles 128x128", Choice("block_tiles", {}, "")),
+               ("pipelined 64x64", Choice("pipelined", {}, ""))]
+    for bn in (128, 256):
+        for s in (2, 4, 8, 16):
+            if k // s >= 512:
+                choices.append((f"wgmma 128x{bn} x{s}", Choice("wgmma", {"tile": f"128x{bn}", "split_k": s,
+                                                                         "padded": padded}, "")))
+    if aligned:
+        for s in (2, 3, 4, 6, 8, 16):
+            if k // s >= 256:
+                choices.append((f"pipelined 64x64 x{s}", Choice("pipelined", {"split_k": s}, "")))
+    out = [("optimized", tc.optimized.plan)]
+    out += [(label, lambda a, b, c, ch=ch: opt.plan(ch, a, b, c)) for label, ch in choices]
+    if m * n * k <= 2**27:  # small: one launch of the first step (plain loads, no padding)
+        out.append(("mma_global", tc.mma_global.plan))
+    return out
+
+
 def sweep(lesson, shapes, candidates, timer, torch, rows, params=None):
     mod = bench.LESSONS[lesson]
     saved = mod.VERSIONS
@@ -327,7 +360,8 @@ def main(argv):
     timer = bench.Timer(torch)
     global OUT
     out = OUT = argv[argv.index("--json") + 1] if "--json" in argv else None
-    lessons = [a for a in argv if a in ("matmul", "cbr", "softmax", "attention")] or ["softmax", "cbr", "matmul"]
+    lessons = [a for a in argv if a in ("matmul", "cbr", "softmax", "attention", "tensor_core")] or ["softmax", "cbr",
+                                                                                                  "matmul"]
     rows = []
     for lesson in lessons:
         if lesson == "softmax":
@@ -338,6 +372,10 @@ def main(argv):
                 sweep("attention", shapes, attention_candidates, timer, torch, rows, {"causal": causal})
         elif lesson == "matmul":
             sweep("matmul", MATMUL_SHAPES, matmul_candidates, timer, torch, rows)
+        elif lesson == "tensor_core":  # the suite's shapes unless --shapes
+            shapes = [s for s in MATMUL_SHAPES] if "--shapes" in sys.argv else [s for _, s in bench.suite_shapes(
+                "tensor_core")]
+            sweep("tensor_core", shapes, tensor_core_candidates, timer, torch, rows)
         else:
             shapes = [tuple(s) for group in cbr.SHAPES["suite"].values() for s in group]
             sweep("cbr", shapes, cbr_candidates, timer, torch, rows)

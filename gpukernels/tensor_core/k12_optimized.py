@@ -142,8 +142,14 @@ def optimized(a, b, c):
     tiles; one-warpgroup blocks of 64 x 128 or 64 x 64 for small products), 128 x 128 (block_tiles) or 64 x 64
     (pipelined); 3xTF32 for float32 inputs."""
     m, n = c.shape
+    return plan(choose(m, n, a.shape[1], rows_aligned16(a, b), _is_fp32(a, b)), a, b, c)
+
+
+def plan(choice: Choice, a, b, c) -> list:
+    """The launches of ``choice`` (one of `choose`'s) for C = A @ B: the dispatcher's second half, apart so that a
+    benchmark can time every rule's plan on one shape (benchmarks/suite_sweep.py tensor_core)."""
+    m, n = c.shape
     aligned = rows_aligned16(a, b)
-    choice = choose(m, n, a.shape[1], aligned, _is_fp32(a, b))
     if choice.step == "tf32x3":
         return tf32x3_launches(a, b, c)
     if choice.step == "persistent":
