@@ -317,8 +317,8 @@ def phase_two(s: Session, args, env, report) -> None:
             bench[lesson] = f"not started: {s.left():.0f} s left, it takes about {BENCH_S.get(lesson, 120)} s"
             continue
         part = s.out / f".bench-{lesson}.json"
-        proc = s.spawn([sys.executable, "-m", "gpukernels", "bench", lesson, "--jobs", str(args.workers), "--json",
-                        part], env=env)
+        proc = s.spawn([sys.executable, "-m", "gpukernels", "bench", lesson, *(["--suite"] if args.suite else []),
+                        "--jobs", str(args.workers), "--json", part], env=env)
         bench[lesson] = s.wait(proc, time.monotonic() + s.left())
         if part.exists():  # a run cut at its deadline keeps the shapes it measured (bench saves after each)
             parts.append(part)
@@ -407,6 +407,9 @@ def main(argv=None) -> int:
     p.add_argument("--phase1", type=float, default=360.0, help="seconds for the suite, sanitizers and fuzz")
     p.add_argument("--bench", nargs="+", default=None, metavar="LESSON",
                    help="benchmark these lessons, in this order (default: every lesson, stalest first)")
+    p.add_argument("--suite", action="store_true",
+                   help="benchmark the lessons' suites of real workloads (gpukernels bench --suite) instead of their "
+                        "standard shapes")
     p.add_argument("--skip", nargs="+", default=[], choices=PHASES, metavar="PHASE",
                    help=f"leave out phases among {', '.join(PHASES)}")
     p.add_argument("--tests", default="tests", metavar="ARGS",
