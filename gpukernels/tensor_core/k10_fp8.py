@@ -59,7 +59,8 @@ is for what tolerates that: a network's matmuls, not a linear solve.
 
 Checked in the simulator (against float64 of the dequantized inputs at odd shapes, several times round the ring, and
 its conversions against the OCP rules for every code) and compiled for sm_90a (its PTX holds the cvt and the e4m3
-wgmma; nvJitLink reports no spills); not yet run or timed on a GPU.
+wgmma; nvJitLink reports no spills); on an H100 its tests pass (every float16 value through the conversion kernel
+against the OCP rules, the quantized bytes equal to NumPy's, the GEMM against float64 of the FP8 inputs).
 """
 
 from __future__ import annotations
