@@ -89,9 +89,11 @@ class AsyncEvent:
     mbarrier's own events (kind "mbarrier", ``array`` and ``barrier`` its name, ``group`` a phase index) are
     "arrive" (``op``: the transaction bytes it announces), "wait" (a thread asks for phase ``group``: -1 is the
     fresh barrier's phase before its first) and "complete" (phase ``group`` completed): `gpukernels._ringlog`
-    reads them as a ring's stages."""
+    reads them as a ring's stages. A named barrier's (kind "named_barrier", ``op`` its number, ``group`` its use,
+    ``barrier`` "bar[n]") are each warp's "sync" and "arrive" (lane 0's) and "complete": `gpukernels._pplog` reads
+    them as turns."""
 
-    kind: str  # "cp.async", "wgmma...", "tma" or "mbarrier"
+    kind: str  # "cp.async", "wgmma...", "tma", "mbarrier" or "named_barrier"
     what: str
     block: tuple
     thread: int

@@ -110,9 +110,13 @@ def _op(op: str, number, count) -> None:
                          "of a named barrier gives the same count")
     b.arrived += 1
     b.came[t.warp] = (op, site)
+    model = st.model
+    if not t.lane:  # the tracer's record, read by gpukernels._pplog: each warp's sync or arrive, each use completed
+        model._event(_KIND, op, t, number, b.uses, site, barrier=f"bar[{number}]")
     if op == "sync":
         b.waiters.append((t, site))
     if b.arrived == b.count:  # complete: the parked threads go on, and the barrier starts its next use
+        model._event(_KIND, "complete", t, number, b.uses, site, barrier=f"bar[{number}]")
         waiters = b.waiters
         b.uses += 1
         b._reset()
@@ -125,7 +129,6 @@ def _op(op: str, number, count) -> None:
         return
     if op == "sync":  # park until the use completes
         st.parked += 1
-        model = st.model
         model.on_stuck = lambda: _stuck(st)  # (after any mbarrier's: this report includes theirs)
         t.state = _PARKED
         t.frame = frame

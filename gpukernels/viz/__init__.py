@@ -30,6 +30,7 @@ The figures, each with what it teaches (the function's docstring says more):
 ``online_rescaling``       one row's online softmax tile by tile: running max, exp(m_old - m_new), sum
 ``tma_box``                one TMA box landing in shared memory: each 16-byte chunk's slot under the 128-byte swizzle
 ``ring_timeline``          a TMA ring's stages over a simulated run: mbarrier waits, copies, wgmmas, releases, phases
+``pingpong_timeline``      attention's two consumer warpgroups over a simulated run: turns, products, softmax
 =========================  ================================================================================
 
 ``gpukernels plots`` (``make plots``) writes all of them to ``docs/figures/`` and ``docs/gallery.md``.
@@ -45,6 +46,7 @@ viz.grid_map(...)`` is the way to call them:
 ``viz.attention``     attention_traffic, online_rescaling, online_softmax_steps (the attention lesson)
 ``viz.fragments``     mma_fragments, ldmatrix_banks, tf32_split (the tensor-core lesson: layout code)
 ``viz.hopper``        tma_box, tma_landing, ring_timeline, ring_run (the tensor-core lesson's TMA steps: the simulator)
+``viz.pingpong``      pingpong_timeline, pingpong_run (the attention lesson's ping-pong schedule: the simulator)
 ``viz.gallery``       figure_specs, FigureSpec, GALLERY, write_gallery, plots_main (``gpukernels plots``)
 ====================  =========================================================================================
 """
@@ -57,6 +59,7 @@ from ._common import (CMAP, CMAP_DIVERGE, GREYS, HATCHES, LIMIT_MARKERS, MARKERS
 from .attention import attention_traffic, online_rescaling, online_softmax_steps
 from .fragments import fragment_owners, ldmatrix_banks, ldmatrix_phases, mma_fragments, tf32_parts, tf32_split
 from .hopper import ring_run, ring_timeline, tma_box, tma_landing
+from .pingpong import pingpong_run, pingpong_timeline
 from .gallery import GALLERY, GALLERY_HEADER, FigureSpec, figure_specs, plots_main, write_gallery
 from .maps import access_map, grid_map, reuse_heatmap, staged_sources, tile_phases
 from .memory import warp_banks, warp_sectors
@@ -67,7 +70,7 @@ from .traced import FIGURE_SHAPES, Traced, traced, traffic
 
 __all__ = ["mma_fragments", "ldmatrix_banks", "fragment_owners", "ldmatrix_phases", "tf32_parts", "tf32_split",
     "attention_traffic", "online_rescaling", "online_softmax_steps", "tma_box", "tma_landing", "ring_timeline",
-    "ring_run",
+    "ring_run", "pingpong_timeline", "pingpong_run",
     "CMAP", "CMAP_DIVERGE", "GREYS", "HATCHES", "LIMIT_MARKERS", "MARKERS", "ROOT", "RESULTS_DIR", "FIGURE_SHAPES",
     "GALLERY", "GALLERY_HEADER", "FigureSpec", "Traced",
     "unavailable", "tracer_available", "figure_specs", "plots_main", "write_gallery",

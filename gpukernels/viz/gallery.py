@@ -37,6 +37,7 @@ GALLERY = {
 
 def _attention_specs() -> list[FigureSpec]:
     from .attention import attention_traffic, online_rescaling
+    from .pingpong import pingpong_timeline
 
     sec = "Lesson: attention"
     return [FigureSpec("attention_traffic", sec,
@@ -46,7 +47,12 @@ def _attention_specs() -> list[FigureSpec]:
             FigureSpec("attention_online_softmax", sec,
                        "The online softmax on one row, tile by tile: the running max before and after, the factor "
                        "exp(m_old - m_new), the running sum and one accumulator, ending at the full softmax's result.",
-                       online_rescaling)]
+                       online_rescaling),
+            FigureSpec("attention_pingpong_timeline", sec,
+                       "attention.ping_pong's two consumer warpgroups in one block, as the simulator ran them: their "
+                       "turns at the tensor cores handed back and forth by two named barriers, the products S and P V "
+                       "of each K/V tile, each warp's softmax -- one warpgroup's softmax while the other issues its "
+                       "products -- and the producer's TMA copies of K and V.", pingpong_timeline, needs="tracer")]
 
 
 def _tensor_core_specs() -> list[FigureSpec]:
