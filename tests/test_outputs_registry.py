@@ -28,8 +28,6 @@ NOT_RUN = "Not in this benchmark run"
 
 #: Notebooks whose committed outputs are older than the registry and wait for a GPU re-run (not regenerated here).
 STALE: dict = {  # name -> why, e.g. "its versions table has 19 of 21 rows; re-run the notebook on the GPU"
-    "06_attention": "its version tables predate steps 9-11, wgmma, warp_specialized and ping_pong (9 of 12 versions); "
-                    "re-run the notebook on the GPU",
 }
 
 
