@@ -81,7 +81,10 @@ def _skips() -> dict:
 
 #: Test modules started first under xdist (their tests take longest); see pytest_collection_modifyitems.
 HEAVY_FIRST = ("test_grade.py", "test_packaging.py", "test_classroom_page.py", "test_matmul_paths.py",
-               "test_dispatch.py", "test_lessons.py")
+               "test_dispatch.py", "test_lessons.py",
+               # the site's modules: one xdist group of 2-3 minutes (one build, then the browser; tests/_site.py),
+               # which started last would end last
+               "test_site.py", "test_site_pages.py", "test_site_student.py")
 
 #: Markers that put a test in the long tier (``make test-all``) as if it were marked ``slow``.
 LONG_TIER = ("long", "mutation", "needs_browser")

@@ -20,29 +20,24 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from . import browser as _browser
+from ._site import GROUP as SITE_GROUP, built_site
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 # the long tier: a build of the whole site (10 s); .ci/run builds it again with `make site`
 pytestmark = [pytest.mark.skipif(importlib.util.find_spec("myst_nb") is None,
-                                 reason="needs sphinx and myst-nb (pip install -e '.[dev]')"), pytest.mark.slow]
+                                 reason="needs sphinx and myst-nb (pip install -e '.[dev]')"), pytest.mark.slow,
+              SITE_GROUP]  # one worker, one build for the three site modules (tests/_site.py)
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb"))
 BUILD_LIMIT = 60  # seconds: the site is built from committed outputs, so a slow build means something runs
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    """(output folder, pages, build seconds) of one build, with a stand-in classroom page for the hook."""
-    import build_site
-
-    tmp = tmp_path_factory.mktemp("site")
-    classroom = tmp / "classroom"
-    classroom.mkdir()
-    (classroom / "matmul.html").write_text("<!doctype html><title>matmul classroom</title><link rel=icon href='data:,'><p>classroom page</p>")
-    start = time.perf_counter()
-    pages = build_site.build(tmp / "site", classroom=classroom)
-    return tmp / "site", pages, time.perf_counter() - start
+    """(output folder, pages, build seconds) of one build, with a stand-in classroom page for the hook: the build
+    tests/_site.py shares with test_site_pages.py and test_site_student.py."""
+    return built_site(tmp_path_factory)
 
 
 def test_the_build_is_quick_and_clean(site):

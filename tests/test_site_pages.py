@@ -2,8 +2,9 @@
 scrolls sideways (a code block or a table may scroll inside its own box), every link to a page or file of the site
 and every image resolves, and no visible text is smaller than MIN_FONT_PX.
 
-The site is built once for the module (tools/build_site.py, a few seconds, as tests/test_site.py does), with the
-classroom pages of build/classroom if `make classroom` made them (else a stand-in), and served on localhost. The
+The site is built once (tools/build_site.py, a few seconds; without `make classroom`'s pages the same build as
+tests/test_site.py's, tests/_site.py), with the classroom pages of build/classroom if `make classroom` made them
+(else a stand-in), and served on localhost. The
 classroom pages themselves are another test's (tests/test_classroom_page.py): they are not opened here, but every
 link to them must resolve.
 """
@@ -21,12 +22,15 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
+from ._site import GROUP as SITE_GROUP, built_site
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 pytestmark = [pytest.mark.needs_browser,
               pytest.mark.skipif(importlib.util.find_spec("myst_nb") is None,
-                                 reason="needs sphinx and myst-nb (pip install -e '.[dev]')")]
+                                 reason="needs sphinx and myst-nb (pip install -e '.[dev]')"),
+              SITE_GROUP]  # one worker, one build for the three site modules (tests/_site.py)
 
 SIZES = [(1280, 720), (1920, 1080)]
 MIN_FONT_PX = 10.0
@@ -64,18 +68,9 @@ return {
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    import build_site
-
-    tmp = tmp_path_factory.mktemp("site")
-    classroom = build_site.CLASSROOM
-    if not list(classroom.glob("*.html")):  # `make classroom` not run: a stand-in, so that the links are checked
-        classroom = tmp / "classroom"
-        classroom.mkdir()
-        (classroom / "matmul.html").write_text("<!doctype html><title>matmul: naive vs tiled</title>"
-                                               "<link rel=icon href='data:,'><body><p>classroom page</p></body>")
-    out = tmp / "site"
-    build_site.build(out, classroom=classroom)
-    return out
+    # build/classroom's pages where `make classroom` made them; else a stand-in, so that the links are checked --
+    # then the very build test_site.py and test_site_student.py read (tests/_site.py)
+    return built_site(tmp_path_factory, real_classroom=True)[0]
 
 
 @pytest.fixture(scope="module")

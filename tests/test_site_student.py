@@ -3,8 +3,8 @@
 code that fits its column, wide tables that scroll in their own box with their first column kept in view, lines of
 readable length at 4K, a right-hand contents that cuts no entry, and search that finds and quotes pages.
 
-Long tier (needs_browser): the site is built once for the module (tools/build_site.py) with a stand-in classroom
-page, as tests/test_site_pages.py does.
+Long tier (needs_browser): the site is built once (tools/build_site.py) with a stand-in classroom page, the build
+tests/test_site.py and tests/test_site_pages.py read too (tests/_site.py).
 """
 
 from __future__ import annotations
@@ -20,13 +20,15 @@ from pathlib import Path
 import pytest
 
 from . import browser as _browser
+from ._site import GROUP as SITE_GROUP, built_site
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 pytestmark = [pytest.mark.needs_browser, pytest.mark.slow,
               pytest.mark.skipif(importlib.util.find_spec("myst_nb") is None,
-                                 reason="needs sphinx and myst-nb (pip install -e '.[dev]')")]
+                                 reason="needs sphinx and myst-nb (pip install -e '.[dev]')"),
+              SITE_GROUP]  # one worker, one build for the three site modules (tests/_site.py)
 
 #: An absolute path of a machine: this repository's, or any absolute POSIX or Windows path to a .py file
 MACHINE_PATH = re.compile(re.escape(str(ROOT)) + r"|(?<![\w./:])/(?:[\w.+-]+/)+[\w.+-]+\.py\b|\b[A-Za-z]:\\[^\s\"'<>]+\.py\b")
@@ -36,16 +38,7 @@ FIGURE_PX = 12  # the least text size of a figure as shown
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    import build_site
-
-    tmp = tmp_path_factory.mktemp("site")
-    classroom = tmp / "classroom"
-    classroom.mkdir()
-    (classroom / "matmul.html").write_text("<!doctype html><title>matmul: naive vs tiled</title>"
-                                           "<link rel=icon href='data:,'><body><p>classroom page</p></body>")
-    out = tmp / "site"
-    build_site.build(out, classroom=classroom)
-    return out
+    return built_site(tmp_path_factory)[0]  # shared with test_site.py and test_site_pages.py (tests/_site.py)
 
 
 @contextlib.contextmanager
