@@ -27,8 +27,13 @@ def traffic_fig():
     return viz.attention_traffic()  # the tracer's runs are cached per process: drawn once for the tests below
 
 
+#: ... in one process: the figure's tests share an xdist group (split over both workers, each traced every step)
+TRAFFIC = pytest.mark.xdist_group("attention_figures.traffic")
+
+
 @sim_only
 @pytest.mark.slow  # the traffic figure traces every attention step (10 CPU-s)
+@TRAFFIC
 def test_fused_steps_move_exactly_min_bytes(traffic_fig):
     data = traffic_fig.gpukernels_data
     d = data["d"]
@@ -40,6 +45,7 @@ def test_fused_steps_move_exactly_min_bytes(traffic_fig):
 
 @sim_only
 @pytest.mark.slow  # the traffic figure traces every attention step (10 CPU-s)
+@TRAFFIC
 def test_naive_exceeds_the_fused_steps_by_the_predicted_score_traffic(traffic_fig):
     data = traffic_fig.gpukernels_data
     sizes = np.array(data["sizes"])
@@ -59,6 +65,7 @@ def test_naive_exceeds_the_fused_steps_by_the_predicted_score_traffic(traffic_fi
 
 @sim_only
 @pytest.mark.slow  # the traffic figure traces every attention step (10 CPU-s)
+@TRAFFIC
 def test_the_traffic_figure_is_legible_and_its_extrapolation_is_the_lessons_numbers(traffic_fig):
     assert legibility_problems(traffic_fig) == []
     ext = traffic_fig.gpukernels_data["extrapolated"]

@@ -24,7 +24,10 @@ from .browser import console_errors
 PAGES = [(lesson, versions, shape) for lesson, (versions, shape, _) in classroom.PAGES.items()]
 
 
-@pytest.fixture(scope="module", params=PAGES, ids=[p[0] for p in PAGES])
+# Each page's tests in one xdist group: the page is traced once per process that uses it (cbr's ~15 CPU-s, matmul's
+# and attention's ~12), and without the group both workers traced every page (~30 CPU-s of CI's twice over).
+@pytest.fixture(scope="module", params=[pytest.param(p, id=p[0], marks=pytest.mark.xdist_group(f"classroom.{p[0]}"))
+                                        for p in PAGES])
 def page(request, tmp_path_factory):
     lesson, versions, shape = request.param
     data = classroom.page_data(lesson, versions, shape)

@@ -81,6 +81,11 @@ def test_the_box_figure_draws_each_chunk_where_the_simulators_copy_put_it(swizzl
 # ----------------------------------------------------------------------------------------------------------
 
 
+# The tests of the traced rings in one xdist group: each run is traced once per process that uses it (3-4 CPU-s),
+# and split over both workers persistent_run was traced twice.
+RING_RUNS = pytest.mark.xdist_group("viz_hopper.rings")
+
+
 @pytest.fixture(scope="module")
 def ws_run():
     return hopper.ring_run("warp_specialized", WS_SHAPE)
@@ -123,6 +128,7 @@ def _check_order(run) -> None:
 
 
 @pytest.mark.slow  # a traced run of a TMA step: 4-6 CPU-s each (the default tier keeps the box figure's)
+@RING_RUNS
 def test_the_warp_specialized_ring_is_in_a_valid_order_and_its_phase_bits_flip(ws_run):
     _check_order(ws_run)
     uses = ws_run["uses"]
@@ -131,6 +137,7 @@ def test_the_warp_specialized_ring_is_in_a_valid_order_and_its_phase_bits_flip(w
 
 
 @pytest.mark.slow  # a traced run of a TMA step: 4-6 CPU-s each (the default tier keeps the box figure's)
+@RING_RUNS
 def test_the_persistent_ring_carries_over_and_the_next_tiles_copies_fly_during_the_epilogue(persistent_run):
     _check_order(persistent_run)
     uses = persistent_run["uses"]
@@ -144,6 +151,7 @@ def test_the_persistent_ring_carries_over_and_the_next_tiles_copies_fly_during_t
 
 
 @pytest.mark.slow  # a traced run of a TMA step: 4-6 CPU-s each (the default tier keeps the box figure's)
+@RING_RUNS
 def test_the_ring_figure_draws_the_run_legibly(ws_run, persistent_run):
     for version, shape in (("warp_specialized", WS_SHAPE), ("persistent", PERSISTENT_SHAPE)):
         fig = viz.ring_timeline(version, shape)  # the same run, kept: no second simulation
@@ -154,6 +162,7 @@ def test_the_ring_figure_draws_the_run_legibly(ws_run, persistent_run):
         assert legibility_problems(fig) == []
 
 
+@RING_RUNS
 def test_the_classroom_page_draws_the_ring_of_a_tma_step(persistent_run):
     from gpukernels.classroom import page, timeline
 
