@@ -411,7 +411,9 @@ def test_the_step_at_larger_shapes(shape, seed):
 
 @sim_only
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [1, 2, 3])
+# two shuffled thread orders (seeds 1 and 2), as test_persistent.py and test_attention_hopper.py run theirs; a
+# third seed was a third order of the same launches at the same shape
+@pytest.mark.parametrize("seed", [1, 2])
 def test_the_step_is_hazard_free_under_shuffled_schedules(seed):
     from gpukernels import sim
 

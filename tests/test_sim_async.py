@@ -200,7 +200,9 @@ def test_a_missing_proxy_fence_in_the_wgmma_lesson_is_named(monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lesson,version,shape", sorted({p[:2] + (p[4],) for p in PIPELINES}))
-@pytest.mark.parametrize("seed", [1, 2, 3])
+# two shuffled thread orders (seeds 1 and 2), as test_persistent.py and test_attention_hopper.py run theirs; a
+# third seed was a third order of the same launches at the same shape
+@pytest.mark.parametrize("seed", [1, 2])
 def test_lesson_pipelines_are_hazard_free_under_shuffled_schedules(lesson, version, shape, seed):
     lesson_mod, inputs = _lesson(lesson, version, shape, seed)
     with sim.configure(shuffle=True, seed=seed):  # a hazard in any of the version's launches raises
