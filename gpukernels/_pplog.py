@@ -168,6 +168,23 @@ def schedule(events, launch: int = 0, block=(0, 0, 0)) -> Schedule:
                     sorted(turns.values(), key=lambda t: (t.warpgroup, t.turn)), handoffs, copies, warps)
 
 
+def clock(sched: Schedule) -> dict:
+    """step -> its rank among the steps a timeline of ``sched`` draws (copies issued and landed, wgmmas issued and
+    found done, softmax edges, turns asked, granted and handed on): an axis on which every drawn event gets the same
+    room -- the simulated order, not a time (`gpukernels.viz.pingpong_timeline`, the classroom page's timeline)."""
+    steps = {c.issued for c in sched.copies} | {c.landed for c in sched.copies if c.landed is not None}
+    for w in sched.work:
+        steps.update(s for s, _ in w.s_issued + w.s_done + w.pv_issued + w.pv_done)
+        steps.update(s for a, b, _ in w.softmax for s in (a, b))
+    for turn in sched.turns:
+        steps.update(s for s, _ in turn.asked)
+        steps.update(s for s, _, _ in turn.passed)
+        if turn.granted is not None:
+            steps.add(turn.granted)
+    steps.update(s for s, _, _, _ in sched.handoffs)
+    return {s: i for i, s in enumerate(sorted(steps))}
+
+
 def under_softmax(sched: Schedule) -> dict:
     """(warpgroup, tile) -> [(step, other warpgroup, "S" or "PV")]: the wgmmas the other warpgroups issued while
     every warp of this one was in its softmax of the tile (strictly between each warp's first and last step)."""

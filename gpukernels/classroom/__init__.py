@@ -79,8 +79,7 @@ def page_data(lesson: str, versions=None, shape=None, seed: int = 0, broken: boo
         # the inputs this version takes (attention's tensor-core steps: float16 copies of the same values)
         t, _ = data.record(v, version_inputs(lesson, name, inputs), f"{lesson}.{name}")
         out["versions"].append(data.version_data(t, name, v.idea, word, kernel_files=_kernel_files(v)))
-        # cp.async per commit group, or the TMA ring per stage (tensor_core 7-9; '' if neither)
-        out.setdefault("timelines", {})[name] = timeline.svg(t.async_events()) or timeline.ring_svg(t.ring())
+        out.setdefault("timelines", {})[name] = _timeline(t)
     b = BROKEN.get(lesson) if broken else None
     out["broken"], out["missing"] = None, ""
     if b is not None:
@@ -88,6 +87,20 @@ def page_data(lesson: str, versions=None, shape=None, seed: int = 0, broken: boo
         out["broken"] = data.version_data(t, b.name, f"{b.of} with {b.missing} removed", word, races=True)
         out["missing"] = b.missing
     return out
+
+
+def _timeline(t) -> str:
+    """The SVG timeline of a traced version ('' if none applies): its consumer warpgroups' turns where named barriers
+    hand them back and forth (attention 11, ping_pong); else cp.async per commit group, or the TMA ring per stage
+    (tensor_core 7-9); else the consumer warpgroups fed by TMA without turns (attention 10, to compare with 11)."""
+    from .. import _pplog
+    from . import timeline
+
+    events = t.async_events()
+    sched = _pplog.schedule(events)
+    if sched.turns:
+        return timeline.pingpong_svg(sched)
+    return timeline.svg(events) or timeline.ring_svg(t.ring()) or timeline.pingpong_svg(sched)
 
 
 def _kernel_files(v) -> set:

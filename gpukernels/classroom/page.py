@@ -56,10 +56,17 @@ def render(data: dict, next_page: str | None = None) -> str:
                             next=nxt, timelines=_timelines(data))
 
 
+def _heading(svg: str) -> str:
+    """What a timeline shows, by its SVG's class (gpukernels.classroom.timeline)."""
+    if 'class="timeline pingpong"' in svg:
+        return ("its consumer warpgroups, turn by turn" if 'class="turn"' in svg
+                else "its consumer warpgroups (no turns)")
+    return "its TMA ring, stage by stage" if 'class="timeline ring"' in svg else "copies in flight"
+
+
 def _timelines(data: dict) -> str:
-    """The copies in flight per stage of each version that issues cp.async, or its TMA ring's stages and mbarrier
-    phases (gpukernels.classroom.timeline)."""
-    parts = [f'<h2>{html.escape(name)}: '
-             f'{"its TMA ring, stage by stage" if "timeline ring" in svg else "copies in flight"}</h2>{svg}'
+    """The copies in flight per stage of each version that issues cp.async, its TMA ring's stages and mbarrier
+    phases, or its consumer warpgroups' turns, products and softmax (gpukernels.classroom.timeline)."""
+    parts = [f'<h2>{html.escape(name)}: {_heading(svg)}</h2>{svg}'
              for name, svg in data.get("timelines", {}).items() if svg]
     return f'\n<section id="timelines">{"".join(parts)}</section>' if parts else ""

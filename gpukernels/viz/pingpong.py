@@ -87,23 +87,13 @@ def pingpong_run(shape=None, seed: int = 0, version: str = "ping_pong") -> dict:
             raise RuntimeError(f"attention.{version} at {dims} recorded no consumer warpgroups fed by TMA: did it take "
                                "step 9's path (arrays a tensor map cannot describe)?")
         under = _pplog.under_softmax(sched)
-        steps = {c.issued for c in sched.copies} | {c.landed for c in sched.copies if c.landed is not None}
-        for w in sched.work:
-            steps.update(s for s, _ in w.s_issued + w.s_done + w.pv_issued + w.pv_done)
-            steps.update(s for a, b, _ in w.softmax for s in (a, b))
-        for turn in sched.turns:
-            steps.update(s for s, _ in turn.asked)
-            steps.update(s for s, _, _ in turn.passed)
-            if turn.granted is not None:
-                steps.add(turn.granted)
-        steps.update(s for s, _, _, _ in sched.handoffs)
         _RUNS[key] = {"version": version, "shape": dims, "tiles": 1 + max(w.tile for w in sched.work),
                       "warps": sched.warps, "work": [asdict(w) for w in sched.work],
                       "turns": [asdict(t) for t in sched.turns], "handoffs": sched.handoffs,
                       "copies": [asdict(c) for c in sched.copies],
                       "under_softmax": [{"warpgroup": wg, "tile": tile, "issues": issues}
                                         for (wg, tile), issues in sorted(under.items())],
-                      "clock": {s: i for i, s in enumerate(sorted(steps))}}
+                      "clock": _pplog.clock(sched)}
     return copy.deepcopy(_RUNS[key])
 
 
