@@ -76,7 +76,7 @@ def svg(events, launch: int = 0, block=(0, 0, 0), thread: int = 0, width: int = 
     height = top + row_h * len(rows) + 24
     x = lambda pos: left + pos * scale  # noqa: E731
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{width}" height="{height}" '
-           f'font-family="sans-serif" font-size="11" role="img" aria-label="copies in flight per stage">',
+           f'font-family="sans-serif" font-size="12" role="img" aria-label="copies in flight per stage">',
            f'<text x="4" y="14" fill="{_INK}">thread {thread} of block {tuple(block)}: each row a commit group '
            f'(<tspan fill="{_FLIGHT}">in flight</tspan>, <tspan fill="{_LANDED}">landed</tspan>, '
            f'<tspan fill="{_WAIT}">waited</tspan>); dashed: barriers</text>']
@@ -123,7 +123,7 @@ def ring_svg(uses, k_tiles: int | None = None, width: int = 720) -> str:
     height = top + row_h * stages + 24
     x = lambda step: left + rank[step] * scale  # noqa: E731
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline ring" width="{width}" height="{height}" '
-           f'font-family="sans-serif" font-size="11" role="img" aria-label="the TMA ring, stage by stage">',
+           f'font-family="sans-serif" font-size="12" role="img" aria-label="the TMA ring, stage by stage">',
            f'<text x="4" y="14" fill="{_INK}">each row a stage of the ring: <tspan fill="{_IDLE}">producer waits for '
            f'it</tspan>, <tspan fill="{_FLIGHT}">copies in flight</tspan>, <tspan fill="{_LANDED}">consumers\' '
            f'wgmmas</tspan>, <tspan fill="{_WAIT}">released</tspan>; label: k tile, phase bit</text>']
