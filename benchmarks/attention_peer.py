@@ -1,6 +1,7 @@
 """Attention against torch's scaled_dot_product_attention on a GPU, peer in the same run:
 
-    python3 benchmarks/attention_peer.py [--quick | --decode | --shape=B,H,SQ,SK,D[,causal] ...] [--half] [VERSION ...]
+    python3 benchmarks/attention_peer.py [--quick | --decode | --shape=B,H,SQ,SK,D[,causal] ...] [--half]
+        [--json FILE] [VERSION ...]
 
 ``--quick``: the first four shapes only; ``--decode``: only the decoding shapes (Sq <= 8); ``--shape``: only these
 shapes (``causal`` as a sixth field, 1 or 0).
@@ -17,7 +18,8 @@ ping_pong@64,3``; Hopper only).
 float16 steps (``attention.FLOAT16_VERSIONS``) against SDPA's flash backend on float16 inputs; float32 steps
 against SDPA in float32 (whichever backend torch picks: flash takes no float32). CUDA-graph replay (torch events),
 inputs rotated past L2, median of the runs; every output checked against SDPA in float64 first (NaN-poisoned).
-Prints one line per (shape, causal, version) and writes JSON to the path in $OUT (or results/attention_peer.json).
+Prints one line per (shape, causal, version) and writes JSON to FILE (default: attention_peer.json in $OUT, else in
+benchmarks/results), after every case.
 """
 
 from __future__ import annotations
@@ -180,7 +182,8 @@ def parse_shape(text: str):
 
 def main() -> int:
     quick = "--quick" in sys.argv
-    versions = [a for a in sys.argv[1:] if not a.startswith("--")] or [n for n in at.VERSIONS if n != "naive"]
+    args = [a for i, a in enumerate(sys.argv[1:]) if not (i and sys.argv[i] == "--json")]  # less --json's path
+    versions = [a for a in args if not a.startswith("--")] or [n for n in at.VERSIONS if n != "naive"]
     timer = Timer(torch)
     rows = []
     cases = CASES + ([] if quick else MORE)
@@ -190,7 +193,8 @@ def main() -> int:
     if None in shapes:
         return 2
     cases = shapes or cases
-    path = os.path.join(os.environ.get("OUT", "benchmarks/results"), "attention_peer.json")
+    path = (sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv[:-1] else
+            os.path.join(os.environ.get("OUT", "benchmarks/results"), "attention_peer.json"))
     for shape, causal in cases:
         rows += time_case(shape, causal, versions, timer, lambda s: print(s, flush=True))
         with open(path, "w") as f:  # after every case: a run cut at a time limit keeps what it measured

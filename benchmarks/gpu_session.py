@@ -14,7 +14,8 @@ Phase 1, at once (correctness: the GPU is shared, nothing is timed):
 Phase 2, alone on the GPU (timing): ``bench``, the standard benchmark (``gpukernels bench``), one lesson at a time in
 the order given -- by default the lessons whose newest committed session measured them longest ago first -- each
 started only if its usual time still fits the budget; the lessons measured are merged into one report. Then, while
-time is left, the lessons' own benchmark scripts (``EXTRA_BENCH``: FP8 against ``torch._scaled_mm``).
+time is left, the lessons' own benchmark scripts (``EXTRA_BENCH``: FP8 against ``torch._scaled_mm``, every plan of the
+tensor-core dispatcher on its suite, the attention Hopper steps against FlashAttention-2).
 
 Every phase has a deadline inside ``--budget`` seconds (default 540: a 10-minute call with room for the install);
 a phase past it is stopped and reported as cut, never left running. All processes share one folder of compiled
@@ -24,7 +25,8 @@ child and still writes what was measured.
 The results folder (``--out``; default ``$OUT`` where the GPU machine's tool sets it, else
 ``benchmarks/results/gpu-sessions/DATE-CARD``) holds at most eight files: ``session.json`` (the card, its clocks,
 versions, each phase's status, counts and duration), ``summary.txt`` (the screen printed at the end), ``tests.log``,
-``sanitize.log``, ``fuzz.json``, ``bench.json``, ``fp8_peer.json`` and ``run.log`` (the other commands' output).
+``sanitize.log``, ``fuzz.json``, ``bench.json``, ``extras.json`` (the lessons' own scripts' reports, by name) and
+``run.log`` (the other commands' output).
 ``python -m gpukernels.readme`` reads the newest committed session for the README's tier table.
 
 On a GPU machine where nothing can be downloaded, carry the wheels its Python lacks (README, "Measuring on a GPU").
@@ -60,9 +62,17 @@ MARGIN_S = 15  # kept at the end of the budget for writing the report
 #: The lessons' own sanitizer scripts, run after the registry-wide one while phase 1 has time left.
 EXTRA_SANITIZE = ("benchmarks/attention_sanitize.py", "benchmarks/tensor_core_sanitize.py",
                   "benchmarks/matmul_tiles_sanitize.py", "benchmarks/winograd_sanitize.py")
-#: The lessons' own benchmark scripts (script -> the seconds it takes), run after the standard benchmark while phase 2
-#: has time left, each writing its JSON into the results folder as NAME.json.
-EXTRA_BENCH = {"benchmarks/fp8_peer.py": 150}
+#: The lessons' own benchmark scripts (name -> the command's arguments after the interpreter, the seconds it takes),
+#: run after the standard benchmark while phase 2 has time left, each given ``--json FILE``; their reports go into
+#: one file, ``extras.json`` ({name: report}), so that the folder keeps to the eight files a GPU lease returns:
+#: FP8 against torch._scaled_mm; every plan of the tensor-core dispatcher's rules on its suite (the rules are fitted
+#: to it); the attention Hopper steps against FlashAttention-2 (and cuDNN's backend) on the training shapes.
+EXTRA_BENCH = {
+    "fp8_peer": (["benchmarks/fp8_peer.py"], 150),
+    "tensor_core_sweep": (["benchmarks/suite_sweep.py", "tensor_core"], 200),
+    "attention_hopper": (["benchmarks/attention_peer.py", "--quick", "--half", "pipelined", "wgmma",
+                          "warp_specialized", "ping_pong", "optimized"], 150),
+}
 
 
 class Session:
@@ -324,13 +334,22 @@ def phase_two(s: Session, args, env, report) -> None:
             parts.append(part)
             if bench[lesson] == "ok":
                 done.append(lesson)
-    for script, need in EXTRA_BENCH.items():  # then the lessons' own benchmarks, while there is time
-        name = Path(script).stem
+    extras = {}
+    for name, (cmd, need) in EXTRA_BENCH.items():  # then the lessons' own benchmarks, while there is time
         if s.left() < need:
             bench[name] = f"not started: {s.left():.0f} s left, it takes about {need} s"
             continue
-        proc = s.spawn([sys.executable, script, "--json", s.out / f"{name}.json"], env=env)
+        part = s.out / f".extra-{name}.json"
+        proc = s.spawn([sys.executable, *cmd, "--json", part], env=env)
         bench[name] = s.wait(proc, time.monotonic() + s.left())
+        if part.exists():  # a script cut at its deadline keeps what it wrote
+            try:
+                extras[name] = json.loads(part.read_text())
+            except json.JSONDecodeError:
+                extras[name] = {"unreadable": part.read_text(errors="replace")[-2000:]}
+            part.unlink()
+    if extras:
+        (s.out / "extras.json").write_text(json.dumps(extras, indent=1))
     stop.set()
     if parts:
         merge = s.spawn([sys.executable, "-m", "gpukernels", "bench", "--from-json", *parts, "--json",
