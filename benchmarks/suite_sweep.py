@@ -2,7 +2,7 @@
 CBR on the suite's hardest shapes, each checked on a NaN-poisoned output against a float64 reference first, the
 library peer in the same run (`gpukernels.bench.bench_shape`: CUDA-graph replays, inputs rotated past L2).
 
-    GPUKERNELS_DEVICE=gpu python benchmarks/suite_sweep.py [matmul] [cbr] [attention] [--json out.json]
+    GPUKERNELS_DEVICE=gpu python benchmarks/suite_sweep.py [matmul] [cbr] [attention] [tensor_core] [--json out.json]
         [--shapes M,N,K ...] [--squares | --fixup | --async | --spread | --scalar | --chains | --fixed | --few]
 
 (``--squares``: every tile of the matmul dispatcher's estimate, whole and in 2 to 128 slices of K, on the shapes;
@@ -299,6 +299,28 @@ def attention_candidates(shape):
     return out
 
 
+_TC_SPLIT = {}
+
+
+def _tc_split_kernel(bm, bn, wm, wn):
+    """Step 4's split-K kernel on other tiles (made once per tile: a kernel compiles on its first launch)."""
+    from gpukernels.tensor_core.k04_pipelined import make_pipelined_kernel
+
+    key = (bm, bn, wm, wn)
+    if key not in _TC_SPLIT:
+        _TC_SPLIT[key] = make_pipelined_kernel(bm, bn, wm, wn, split=True)
+    return _TC_SPLIT[key]
+
+
+def _tc_split(kernel, a, b, c, slices):
+    from gpukernels._launch import Launch
+    from gpukernels.tensor_core._common import zero_launch
+
+    (m, n), (bm, bn) = c.shape, kernel.tile
+    grid = (ceil_div(n, bn), ceil_div(m, bm), slices)
+    return [zero_launch(c), Launch(kernel, grid, (kernel.threads,), (a, b, c))]
+
+
 def tensor_core_candidates(shape):
     """Every plan the tensor-core dispatcher could make for (M, N, K): each of its rules' steps and configurations
     forced (``k12_optimized.plan``), and the one-launch steps a small product might want (step 1, and steps 4 and 6
@@ -326,6 +348,13 @@ def tensor_core_candidates(shape):
                 choices.append((f"pipelined 64x64 x{s}", Choice("pipelined", {"split_k": s}, "")))
     out = [("optimized", tc.optimized.plan)]
     out += [(label, lambda a, b, c, ch=ch: opt.plan(ch, a, b, c)) for label, ch in choices]
+    if aligned and m <= 32:  # decoding: tiles of 32 rows waste half what the 64-row tiles do on a few tokens
+        for bm, bn, wm, wn in ((32, 128, 2, 2), (32, 64, 2, 1)):
+            kernel = _tc_split_kernel(bm, bn, wm, wn)
+            for s in (2, 4, 8):
+                if k // s >= 256:
+                    out.append((f"pipelined {bm}x{bn} x{s}", lambda a, b, c, kernel=kernel, s=s: _tc_split(
+                        kernel, a, b, c, s)))
     if m * n * k <= 2**27:  # small: one launch of the first step (plain loads, no padding)
         out.append(("mma_global", tc.mma_global.plan))
     return out
