@@ -13,7 +13,9 @@ copied by cp.async, whole and split through a workspace, beside the register pat
 -- run on pairs of shapes of the same work, aligned and not;
 ``attention``: float32 ``tf32x3`` with its operands split in registers instead of by a pass, or with ``--chains`` its
 mma chains interleaved, or with ``--fixed`` alone over several Sk (a block's fixed work) and in blocks of 4 warps,
-or with ``--few`` in blocks of 4 warps with Q split as read (few keys), at --shapes B,H,Sq,Sk,D, causal and not.)
+or with ``--few`` in blocks of 4 warps with Q split as read (few keys), at --shapes B,H,Sq,Sk,D, causal and not;
+``tensor_core``: every plan the dispatcher's rules could make (`tensor_core_candidates`), on the suite's shapes or
+--shapes M,N,K.)
 
 The dispatchers' constants (``matmul.k21_optimized.TILES``, ``cbr.CBR_*``) are fitted to what this prints.
 """
