@@ -35,7 +35,10 @@
 
 Measured on an H200 (2026-12-04, ``gpukernels bench tensor_core --suite``, 14 shapes, before rules 3 and 5): geometric
 mean 0.655x cuBLAS, 0.36x to 1.30x (benchmarks/NOTES.md has every shape). Rules 3 and 5, measured on 2026-12-05,
-lifted the shapes at the bottom of that range (above).
+lifted the shapes at the bottom of that range (above). The suite now holds 23 products (an LLM's decoding shapes, M =
+1 to 128 tokens, among them), not yet timed with these rules; ``benchmarks/suite_sweep.py tensor_core`` times every
+plan these rules could make on each of them (`plan` gives a choice's launches), which is what rules 3-5's thresholds
+are to be fitted to.
 """
 
 from __future__ import annotations
